@@ -1,0 +1,56 @@
+//! Generating the Rust bindings from the `webgpu.h` of the Dawn being linked.
+//!
+//! Enum values differ between Dawn snapshots, so the bindings always come from the exact header
+//! that matches the library. The checked-in copy (`src/pregenerated.rs`) only serves builds
+//! without Dawn (documentation builds); `DAWN_SYS_UPDATE_BINDINGS=1` refreshes it.
+
+use std::path::Path;
+
+use crate::Dawn;
+
+const PREGENERATED: &str = "src/pregenerated.rs";
+
+pub fn generate(dawn: &Dawn, manifest_dir: &Path, out_dir: &Path) {
+    let header = dawn.include_dir.join("webgpu/webgpu.h");
+    println!("cargo:rerun-if-changed={}", header.display());
+    let bindings = bindgen::Builder::default()
+        .header(header.display().to_string())
+        .clang_arg(format!("-I{}", dawn.include_dir.display()))
+        .allowlist_function("wgpu.*")
+        .allowlist_type("WGPU.*")
+        .allowlist_var("WGPU.*")
+        // Enums as `#[repr(transparent)]` newtypes with associated constants
+        // (`WGPUFeatureName::ShaderF16`): readable, and values Dawn adds later stay representable.
+        .newtype_enum("WGPU.*")
+        .prepend_enum_name(false)
+        .derive_default(true)
+        .derive_debug(true)
+        .derive_copy(true)
+        .derive_eq(true)
+        .derive_hash(true)
+        .generate_comments(true)
+        .layout_tests(true)
+        .formatter(bindgen::Formatter::Prettyplease)
+        .generate()
+        .unwrap_or_else(|e| {
+            eprintln!(
+                "webgpu-dawn-sys: bindgen could not parse {}: {e}\n(bindgen needs libclang: install \
+                 libclang-dev, or set LIBCLANG_PATH)",
+                header.display()
+            );
+            std::process::exit(1);
+        });
+    let out = out_dir.join("bindings.rs");
+    bindings.write_to_file(&out).expect("writing the bindings into OUT_DIR");
+    if crate::env_flag("DAWN_SYS_UPDATE_BINDINGS") {
+        let target = manifest_dir.join(PREGENERATED);
+        std::fs::copy(&out, &target).expect("refreshing the checked-in bindings");
+        println!("cargo:warning=webgpu-dawn-sys: refreshed {}", target.display());
+    }
+}
+
+/// Documentation builds: no Dawn to bind against, so the checked-in bindings stand in.
+pub fn use_pregenerated(manifest_dir: &Path, out_dir: &Path) {
+    std::fs::copy(manifest_dir.join(PREGENERATED), out_dir.join("bindings.rs"))
+        .expect("copying the checked-in bindings");
+}

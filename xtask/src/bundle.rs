@@ -1,0 +1,137 @@
+//! A self-contained folder that runs a program built in the sid root on another Linux machine:
+//! the program, sid's dynamic loader and every shared library it needs, and a launcher script.
+//!
+//! Sid's Dawn needs a newer C library than most machines have; running the program through the
+//! bundled `ld-linux-x86-64.so.2` with `--library-path` sidesteps the system's one entirely.
+
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::sandbox;
+
+/// Libraries the NVIDIA Vulkan driver loads at run time (glvnd and X11), which `ldd` of our
+/// program cannot see.
+const DRIVER_LIBRARIES: &[&str] = &[
+    "libGLdispatch.so.0",
+    "libGLX.so.0",
+    "libEGL.so.1",
+    "libOpenGL.so.0",
+    "libGL.so.1",
+    "libGLESv2.so.2",
+    "libX11.so.6",
+    "libXext.so.6",
+    "libxcb.so.1",
+    "libXau.so.6",
+    "libXdmcp.so.6",
+    "libbsd.so.0",
+    "libmd.so.0",
+    "libvulkan.so.1",
+];
+
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// Package holding the binary.
+    #[arg(long, default_value = "ggml-dawn")]
+    package: String,
+    /// Binary to bundle.
+    #[arg(long, default_value = "backend-ops")]
+    bin: String,
+    /// Output folder (replaced if it exists).
+    #[arg(long, default_value = "gpu-bundle")]
+    out: PathBuf,
+}
+
+pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
+    let build: Vec<OsString> = ["cargo", "build", "--release", "--locked", "--package", &args.package, "--bin", &args.bin]
+        .map(OsString::from)
+        .into();
+    sandbox::run_in_root(root, &build.iter().map(|s| s.to_str().unwrap_or_default()).collect::<Vec<_>>(), "Fix the build error above.")?;
+    let binary = sandbox::target_dir().join("release").join(&args.bin);
+    let inside = binary.display().to_string();
+    let ldd = sandbox::output_in_root(root, &["ldd", &inside], "ldd could not read the program.")?;
+
+    // Gather inside the root, where `cp -L` resolves the root's own symbolic links (its loader
+    // link points at an absolute path that, seen from the host, is the host's loader).
+    let mut libraries: Vec<String> = ldd.lines().filter_map(resolved_path).collect();
+    libraries.extend(DRIVER_LIBRARIES.iter().map(|name| format!("/usr/lib/x86_64-linux-gnu/{name}")));
+    let staging = sandbox::target_dir().join("bundle").join(&args.bin);
+    if staging.exists() {
+        fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+    }
+    fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    let staging_str = staging.display().to_string();
+    let mut cp = vec!["cp", "-L", "--target-directory", &staging_str, &inside];
+    cp.extend(libraries.iter().map(String::as_str));
+    sandbox::run_in_root(root, &cp, "A library is missing from the sid root; re-run `cargo xtask env`.")?;
+
+    if args.out.exists() {
+        fs::remove_dir_all(&args.out).with_context(|| format!("removing {}", args.out.display()))?;
+    }
+    fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    for entry in fs::read_dir(&staging)? {
+        let entry = entry?;
+        copy(&entry.path(), &args.out.join(entry.file_name()))?;
+    }
+
+    let launcher = args.out.join("run");
+    fs::write(&launcher, launcher_script(&args.bin)).with_context(|| format!("writing {}", launcher.display()))?;
+    fs::set_permissions(&launcher, fs::Permissions::from_mode(0o755))?;
+    eprintln!(
+        "xtask: bundled {} with {} libraries into {}; run it there as `{}/run ARGS`",
+        args.bin,
+        libraries.len(),
+        args.out.display(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// The resolved path on one `ldd` line (`libfoo.so => /usr/lib/.../libfoo.so (0x…)`, or the
+/// loader's own `/lib64/ld-linux-x86-64.so.2 (0x…)`).
+fn resolved_path(line: &str) -> Option<String> {
+    let line = line.trim();
+    let path = match line.split_once("=>") {
+        Some((_, right)) => right.split_whitespace().next()?,
+        None => line.split_whitespace().next()?,
+    };
+    path.starts_with('/').then(|| path.to_owned())
+}
+
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    fs::copy(from, to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    Ok(())
+}
+
+fn launcher_script(bin: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+# Runs {bin} with the C library and Dawn bundled beside it, whatever the machine's own are.
+here=$(cd "$(dirname "$0")" && pwd)
+nvidia=/usr/local/nvidia
+if [ -z "${{VK_DRIVER_FILES:-}}" ] && [ -f "$nvidia/share/vulkan/icd.d/nvidia_icd.json" ]; then
+    export VK_DRIVER_FILES="$nvidia/share/vulkan/icd.d/nvidia_icd.json"
+fi
+exec "$here/ld-linux-x86-64.so.2" --library-path "$here:$nvidia/lib64:$nvidia/lib" "$here/{bin}" "$@"
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolved_path;
+
+    #[test]
+    fn reads_ldd_lines() {
+        assert_eq!(
+            resolved_path("\tlibwebgpu_dawn.so.0 => /lib/x86_64-linux-gnu/libwebgpu_dawn.so.0 (0x7f)"),
+            Some("/lib/x86_64-linux-gnu/libwebgpu_dawn.so.0".into())
+        );
+        assert_eq!(resolved_path("\t/lib64/ld-linux-x86-64.so.2 (0x7f)"), Some("/lib64/ld-linux-x86-64.so.2".into()));
+        assert_eq!(resolved_path("\tlinux-vdso.so.1 (0x7ffd)"), None);
+    }
+}
