@@ -10,6 +10,28 @@ use crate::Dawn;
 
 const PREGENERATED: &str = "src/pregenerated.rs";
 
+/// Drops the C prefix from enum constants: `WGPUFeatureName_ShaderF16` becomes
+/// `WGPUFeatureName::ShaderF16` (a leading digit keeps an underscore: `_2D`).
+#[derive(Debug)]
+struct ShortVariantNames;
+
+impl bindgen::callbacks::ParseCallbacks for ShortVariantNames {
+    fn enum_variant_name(
+        &self,
+        enum_name: Option<&str>,
+        original: &str,
+        _value: bindgen::callbacks::EnumVariantValue,
+    ) -> Option<String> {
+        let enum_name = enum_name?.trim_start_matches("enum ");
+        let short = original.strip_prefix(enum_name)?.strip_prefix('_')?;
+        Some(if short.starts_with(|c: char| c.is_ascii_digit()) {
+            format!("_{short}")
+        } else {
+            short.to_owned()
+        })
+    }
+}
+
 pub fn generate(dawn: &Dawn, manifest_dir: &Path, out_dir: &Path) {
     let header = dawn.include_dir.join("webgpu/webgpu.h");
     println!("cargo:rerun-if-changed={}", header.display());
@@ -19,6 +41,9 @@ pub fn generate(dawn: &Dawn, manifest_dir: &Path, out_dir: &Path) {
         .allowlist_function("wgpu.*")
         .allowlist_type("WGPU.*")
         .allowlist_var("WGPU.*")
+        // `SIZE_MAX`/`UINT64_MAX` macros come out with the wrong type; src/lib.rs defines them.
+        .blocklist_item("WGPU_(STRLEN|WHOLE_MAP_SIZE|WHOLE_SIZE|LIMIT_U64_UNDEFINED)")
+        .parse_callbacks(Box::new(ShortVariantNames))
         // Enums as `#[repr(transparent)]` newtypes with associated constants
         // (`WGPUFeatureName::ShaderF16`): readable, and values Dawn adds later stay representable.
         .newtype_enum("WGPU.*")
@@ -26,8 +51,6 @@ pub fn generate(dawn: &Dawn, manifest_dir: &Path, out_dir: &Path) {
         .derive_default(true)
         .derive_debug(true)
         .derive_copy(true)
-        .derive_eq(true)
-        .derive_hash(true)
         .generate_comments(true)
         .layout_tests(true)
         .formatter(bindgen::Formatter::Prettyplease)
@@ -41,11 +64,16 @@ pub fn generate(dawn: &Dawn, manifest_dir: &Path, out_dir: &Path) {
             std::process::exit(1);
         });
     let out = out_dir.join("bindings.rs");
-    bindings.write_to_file(&out).expect("writing the bindings into OUT_DIR");
+    bindings
+        .write_to_file(&out)
+        .expect("writing the bindings into OUT_DIR");
     if crate::env_flag("DAWN_SYS_UPDATE_BINDINGS") {
         let target = manifest_dir.join(PREGENERATED);
         std::fs::copy(&out, &target).expect("refreshing the checked-in bindings");
-        println!("cargo:warning=webgpu-dawn-sys: refreshed {}", target.display());
+        println!(
+            "cargo:warning=webgpu-dawn-sys: refreshed {}",
+            target.display()
+        );
     }
 }
 

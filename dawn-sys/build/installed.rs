@@ -26,9 +26,20 @@ pub fn in_prefix(prefix: &Path, origin: &'static str) -> Option<Dawn> {
     }
     let lib_dirs = library_dirs(prefix);
     let shared = ["libwebgpu_dawn.so", "libwebgpu_dawn.dylib"];
-    for (names, linkage) in [(&shared[..], Linkage::Shared), (&["libwebgpu_dawn.a"][..], Linkage::Static)] {
-        if let Some(lib_dir) = lib_dirs.iter().find(|d| names.iter().any(|n| d.join(n).exists())) {
-            return Some(Dawn { include_dir, lib_dir: lib_dir.clone(), linkage, origin });
+    for (names, linkage) in [
+        (&shared[..], Linkage::Shared),
+        (&["libwebgpu_dawn.a"][..], Linkage::Static),
+    ] {
+        if let Some(lib_dir) = lib_dirs
+            .iter()
+            .find(|d| names.iter().any(|n| d.join(n).exists()))
+        {
+            return Some(Dawn {
+                include_dir,
+                lib_dir: lib_dir.clone(),
+                linkage,
+                origin,
+            });
         }
     }
     None

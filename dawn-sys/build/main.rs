@@ -52,7 +52,9 @@ fn main() {
     println!("cargo:rerun-if-changed=cmake");
 
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest_dir = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
 
     if std::env::var_os("DOCS_RS").is_some() {
         bindings::use_pregenerated(&manifest_dir, &out_dir);
@@ -66,7 +68,11 @@ fn main() {
             std::process::exit(1);
         }
     };
-    println!("cargo:warning=webgpu-dawn-sys: using {} ({})", dawn.origin, dawn.lib_dir.display());
+    println!(
+        "cargo:warning=webgpu-dawn-sys: using {} ({})",
+        dawn.origin,
+        dawn.lib_dir.display()
+    );
     emit_link(&dawn);
     println!("cargo:include={}", dawn.include_dir.display());
     println!("cargo:lib_dir={}", dawn.lib_dir.display());
@@ -83,9 +89,11 @@ fn locate(manifest_dir: &Path, out_dir: &Path) -> Result<Dawn, String> {
     let force_source = std::env::var_os("CARGO_FEATURE_BUILD_FROM_SOURCE").is_some();
     let force_installed = env_flag("DAWN_SYS_USE_INSTALLED");
     if force_source && force_installed {
-        return Err("webgpu-dawn-sys: the `build-from-source` feature and DAWN_SYS_USE_INSTALLED \
+        return Err(
+            "webgpu-dawn-sys: the `build-from-source` feature and DAWN_SYS_USE_INSTALLED \
                     contradict each other; drop one"
-            .into());
+                .into(),
+        );
     }
 
     let mut searched = Vec::new();
@@ -104,13 +112,22 @@ fn locate(manifest_dir: &Path, out_dir: &Path) -> Result<Dawn, String> {
                 Some(dir)
             }
             None => {
-                searched.push(format!("source tree {} (empty: the submodule is not populated)", bundled.display()));
+                searched.push(format!(
+                    "source tree {} (empty: the submodule is not populated)",
+                    bundled.display()
+                ));
                 source::is_dawn_tree(&bundled).then_some(bundled)
             }
         };
         if let Some(dir) = source_dir {
-            println!("cargo:rerun-if-changed={}", dir.join("CMakeLists.txt").display());
-            println!("cargo:rerun-if-changed={}", dir.join("src/dawn/dawn.json").display());
+            println!(
+                "cargo:rerun-if-changed={}",
+                dir.join("CMakeLists.txt").display()
+            );
+            println!(
+                "cargo:rerun-if-changed={}",
+                dir.join("src/dawn/dawn.json").display()
+            );
             return source::build(&dir, manifest_dir, out_dir);
         }
     }
@@ -136,7 +153,10 @@ fn locate(manifest_dir: &Path, out_dir: &Path) -> Result<Dawn, String> {
     searched.push("DAWN_DIR (not set)".into());
 
     let prefixes = installed::system_prefixes();
-    if let Some(dawn) = prefixes.iter().find_map(|p| installed::in_prefix(p, "the system's Dawn")) {
+    if let Some(dawn) = prefixes
+        .iter()
+        .find_map(|p| installed::in_prefix(p, "the system's Dawn"))
+    {
         return Ok(dawn);
     }
     searched.extend(prefixes.iter().map(|p| format!("prefix {}", p.display())));

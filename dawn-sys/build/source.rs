@@ -90,7 +90,10 @@ pub fn build(source_dir: &Path, manifest_dir: &Path, out_dir: &Path) -> Result<D
     if !fetch {
         // Take abseil, SPIRV-Tools/Headers and the Vulkan headers from the system: Dawn skips a
         // bundled dependency whose target already exists, and this file defines those targets.
-        config.define("CMAKE_PROJECT_Dawn_INCLUDE", manifest_dir.join("cmake/system-dependencies.cmake"));
+        config.define(
+            "CMAKE_PROJECT_Dawn_INCLUDE",
+            manifest_dir.join("cmake/system-dependencies.cmake"),
+        );
         // Empty: the code generator then imports the system's jinja2 and markupsafe.
         config.define("DAWN_JINJA2_DIR", "");
         config.define("DAWN_MARKUPSAFE_DIR", "");
@@ -101,8 +104,18 @@ pub fn build(source_dir: &Path, manifest_dir: &Path, out_dir: &Path) -> Result<D
         .iter()
         .map(|d| prefix.join(d))
         .find(|d| d.join("libwebgpu_dawn.a").is_file())
-        .ok_or_else(|| format!("webgpu-dawn-sys: Dawn built, but no libwebgpu_dawn.a under {}", prefix.display()))?;
-    Ok(Dawn { include_dir: prefix.join("include"), lib_dir, linkage: Linkage::Static, origin: "Dawn built from source" })
+        .ok_or_else(|| {
+            format!(
+                "webgpu-dawn-sys: Dawn built, but no libwebgpu_dawn.a under {}",
+                prefix.display()
+            )
+        })?;
+    Ok(Dawn {
+        include_dir: prefix.join("include"),
+        lib_dir,
+        linkage: Linkage::Static,
+        origin: "Dawn built from source",
+    })
 }
 
 /// What a static `libwebgpu_dawn.a` needs besides itself.
@@ -115,7 +128,11 @@ pub fn emit_static_dependencies(lib_dir: &Path, target_os: &str) {
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter_map(|n| n.strip_prefix("lib").and_then(|n| n.strip_suffix(".a")).map(str::to_owned))
+        .filter_map(|n| {
+            n.strip_prefix("lib")
+                .and_then(|n| n.strip_suffix(".a"))
+                .map(str::to_owned)
+        })
         .filter(|n| n.starts_with("absl_"))
         .collect();
     bundled_abseil.sort();
@@ -131,7 +148,16 @@ pub fn emit_static_dependencies(lib_dir: &Path, target_os: &str) {
     match target_os {
         "macos" | "ios" => {
             println!("cargo:rustc-link-lib=dylib=c++");
-            for framework in ["Metal", "QuartzCore", "Foundation", "CoreFoundation", "CoreGraphics", "IOKit", "IOSurface", "AppKit"] {
+            for framework in [
+                "Metal",
+                "QuartzCore",
+                "Foundation",
+                "CoreFoundation",
+                "CoreGraphics",
+                "IOKit",
+                "IOSurface",
+                "AppKit",
+            ] {
                 println!("cargo:rustc-link-lib=framework={framework}");
             }
         }
@@ -145,5 +171,7 @@ pub fn emit_static_dependencies(lib_dir: &Path, target_os: &str) {
 
 fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }

@@ -9,44 +9,54 @@
 //! How Dawn is found or built (source, `DAWN_DIR`, the system's) is described in the README.
 
 // The generated documentation comes from C doxygen text.
-#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
+#![allow(
+    rustdoc::broken_intra_doc_links,
+    rustdoc::invalid_html_tags,
+    rustdoc::bare_urls
+)]
 
 mod generated {
-    #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, unsafe_op_in_unsafe_fn)]
-    #![allow(clippy::all, clippy::undocumented_unsafe_blocks, missing_debug_implementations)]
+    #![allow(
+        non_upper_case_globals,
+        non_camel_case_types,
+        non_snake_case,
+        unsafe_op_in_unsafe_fn
+    )]
+    #![allow(
+        clippy::all,
+        clippy::undocumented_unsafe_blocks,
+        missing_debug_implementations
+    )]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
 pub use generated::*;
 
 pub mod toggles;
 
+// Macros bindgen cannot type correctly (they are `SIZE_MAX`/`UINT64_MAX` in C).
 /// `WGPU_STRLEN`: a `WGPUStringView` length meaning "NUL-terminated".
 pub const WGPU_STRLEN: usize = usize::MAX;
+/// `WGPU_WHOLE_MAP_SIZE`: "map to the end of the buffer".
+pub const WGPU_WHOLE_MAP_SIZE: usize = usize::MAX;
 /// `WGPU_WHOLE_SIZE`: "to the end of the buffer".
 pub const WGPU_WHOLE_SIZE: u64 = u64::MAX;
-/// `WGPU_LIMIT_U32_UNDEFINED`: a 32-bit limit left to the default.
-pub const WGPU_LIMIT_U32_UNDEFINED: u32 = u32::MAX;
 /// `WGPU_LIMIT_U64_UNDEFINED`: a 64-bit limit left to the default.
 pub const WGPU_LIMIT_U64_UNDEFINED: u64 = u64::MAX;
-/// `WGPU_COPY_STRIDE_UNDEFINED`.
-pub const WGPU_COPY_STRIDE_UNDEFINED: u32 = u32::MAX;
-/// `WGPU_DEPTH_SLICE_UNDEFINED`.
-pub const WGPU_DEPTH_SLICE_UNDEFINED: u32 = u32::MAX;
-/// `WGPU_MIP_LEVEL_COUNT_UNDEFINED`.
-pub const WGPU_MIP_LEVEL_COUNT_UNDEFINED: u32 = u32::MAX;
-/// `WGPU_ARRAY_LAYER_COUNT_UNDEFINED`.
-pub const WGPU_ARRAY_LAYER_COUNT_UNDEFINED: u32 = u32::MAX;
-/// `WGPU_QUERY_SET_INDEX_UNDEFINED`.
-pub const WGPU_QUERY_SET_INDEX_UNDEFINED: u32 = u32::MAX;
 
 impl WGPUStringView {
     /// A view of a Rust string (not NUL-terminated: the length is explicit).
     pub const fn new(s: &str) -> Self {
-        Self { data: s.as_ptr().cast(), length: s.len() }
+        Self {
+            data: s.as_ptr().cast(),
+            length: s.len(),
+        }
     }
 
     /// The null view: "no string", distinct from the empty string.
     pub const fn null() -> Self {
-        Self { data: std::ptr::null(), length: WGPU_STRLEN }
+        Self {
+            data: std::ptr::null(),
+            length: WGPU_STRLEN,
+        }
     }
 }

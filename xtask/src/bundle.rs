@@ -47,10 +47,26 @@ pub struct BundleArgs {
 }
 
 pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
-    let build: Vec<OsString> = ["cargo", "build", "--release", "--locked", "--package", &args.package, "--bin", &args.bin]
-        .map(OsString::from)
-        .into();
-    sandbox::run_in_root(root, &build.iter().map(|s| s.to_str().unwrap_or_default()).collect::<Vec<_>>(), "Fix the build error above.")?;
+    let build: Vec<OsString> = [
+        "cargo",
+        "build",
+        "--release",
+        "--locked",
+        "--package",
+        &args.package,
+        "--bin",
+        &args.bin,
+    ]
+    .map(OsString::from)
+    .into();
+    sandbox::run_in_root(
+        root,
+        &build
+            .iter()
+            .map(|s| s.to_str().unwrap_or_default())
+            .collect::<Vec<_>>(),
+        "Fix the build error above.",
+    )?;
     let binary = sandbox::target_dir().join("release").join(&args.bin);
     let inside = binary.display().to_string();
     let ldd = sandbox::output_in_root(root, &["ldd", &inside], "ldd could not read the program.")?;
@@ -58,7 +74,11 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     // Gather inside the root, where `cp -L` resolves the root's own symbolic links (its loader
     // link points at an absolute path that, seen from the host, is the host's loader).
     let mut libraries: Vec<String> = ldd.lines().filter_map(resolved_path).collect();
-    libraries.extend(DRIVER_LIBRARIES.iter().map(|name| format!("/usr/lib/x86_64-linux-gnu/{name}")));
+    libraries.extend(
+        DRIVER_LIBRARIES
+            .iter()
+            .map(|name| format!("/usr/lib/x86_64-linux-gnu/{name}")),
+    );
     let staging = sandbox::target_dir().join("bundle").join(&args.bin);
     if staging.exists() {
         fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
@@ -67,10 +87,15 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     let staging_str = staging.display().to_string();
     let mut cp = vec!["cp", "-L", "--target-directory", &staging_str, &inside];
     cp.extend(libraries.iter().map(String::as_str));
-    sandbox::run_in_root(root, &cp, "A library is missing from the sid root; re-run `cargo xtask env`.")?;
+    sandbox::run_in_root(
+        root,
+        &cp,
+        "A library is missing from the sid root; re-run `cargo xtask env`.",
+    )?;
 
     if args.out.exists() {
-        fs::remove_dir_all(&args.out).with_context(|| format!("removing {}", args.out.display()))?;
+        fs::remove_dir_all(&args.out)
+            .with_context(|| format!("removing {}", args.out.display()))?;
     }
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     for entry in fs::read_dir(&staging)? {
@@ -79,7 +104,8 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     }
 
     let launcher = args.out.join("run");
-    fs::write(&launcher, launcher_script(&args.bin)).with_context(|| format!("writing {}", launcher.display()))?;
+    fs::write(&launcher, launcher_script(&args.bin))
+        .with_context(|| format!("writing {}", launcher.display()))?;
     fs::set_permissions(&launcher, fs::Permissions::from_mode(0o755))?;
     eprintln!(
         "xtask: bundled {} with {} libraries into {}; run it there as `{}/run ARGS`",
@@ -103,7 +129,8 @@ fn resolved_path(line: &str) -> Option<String> {
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {
-    fs::copy(from, to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    fs::copy(from, to)
+        .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
     Ok(())
 }
 
@@ -128,10 +155,15 @@ mod tests {
     #[test]
     fn reads_ldd_lines() {
         assert_eq!(
-            resolved_path("\tlibwebgpu_dawn.so.0 => /lib/x86_64-linux-gnu/libwebgpu_dawn.so.0 (0x7f)"),
+            resolved_path(
+                "\tlibwebgpu_dawn.so.0 => /lib/x86_64-linux-gnu/libwebgpu_dawn.so.0 (0x7f)"
+            ),
             Some("/lib/x86_64-linux-gnu/libwebgpu_dawn.so.0".into())
         );
-        assert_eq!(resolved_path("\t/lib64/ld-linux-x86-64.so.2 (0x7f)"), Some("/lib64/ld-linux-x86-64.so.2".into()));
+        assert_eq!(
+            resolved_path("\t/lib64/ld-linux-x86-64.so.2 (0x7f)"),
+            Some("/lib64/ld-linux-x86-64.so.2".into())
+        );
         assert_eq!(resolved_path("\tlinux-vdso.so.1 (0x7ffd)"), None);
     }
 }

@@ -14,7 +14,9 @@ const FALLBACK_MIRROR: &str = "http://deb.debian.org/debian";
 
 /// Fails unless this process runs as root: debootstrap, chroot and mount need it.
 pub fn require_root(what: &str) -> Result<()> {
-    let uid = std::fs::metadata("/proc/self").context("reading /proc/self")?.uid();
+    let uid = std::fs::metadata("/proc/self")
+        .context("reading /proc/self")?
+        .uid();
     if uid != 0 {
         bail!(
             "`cargo xtask {what}` must run as root (it uses debootstrap, chroot and mount namespaces); \
@@ -27,13 +29,17 @@ pub fn require_root(what: &str) -> Result<()> {
 /// Finds an executable on PATH.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 /// Runs a command with inherited stdio and fails with `fix` when it exits non-zero.
 pub fn run_checked(command: &mut Command, fix: &str) -> Result<()> {
     let shown = describe(command);
-    let status = command.status().with_context(|| format!("could not start `{shown}`"))?;
+    let status = command
+        .status()
+        .with_context(|| format!("could not start `{shown}`"))?;
     if !status.success() {
         bail!("`{shown}` failed ({status}); its own messages are above. {fix}");
     }
@@ -43,7 +49,9 @@ pub fn run_checked(command: &mut Command, fix: &str) -> Result<()> {
 /// Runs a command and returns its standard output, failing with `fix` when it exits non-zero.
 pub fn output_checked(command: &mut Command, fix: &str) -> Result<String> {
     let shown = describe(command);
-    let out = command.output().with_context(|| format!("could not start `{shown}`"))?;
+    let out = command
+        .output()
+        .with_context(|| format!("could not start `{shown}`"))?;
     if !out.status.success() {
         bail!(
             "`{shown}` failed ({}):\n{}{}\n{fix}",
@@ -96,12 +104,16 @@ pub fn debian_mirror() -> String {
     if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
         let mut extra: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
         extra.sort();
-        files.extend(extra.into_iter().filter(|p| {
-            p.extension().is_some_and(|e| e == "list" || e == "sources")
-        }));
+        files.extend(
+            extra
+                .into_iter()
+                .filter(|p| p.extension().is_some_and(|e| e == "list" || e == "sources")),
+        );
     }
     for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
         if let Some(uri) = text.lines().find_map(debian_archive_uri) {
             return uri;
         }
@@ -119,7 +131,13 @@ fn debian_archive_uri(line: &str) -> Option<String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let candidates: Vec<&str> = match words.first() {
         Some(&"URIs:") => words[1..].to_vec(),
-        Some(&"deb") => words.iter().skip(1).filter(|w| !w.starts_with('[')).take(1).copied().collect(),
+        Some(&"deb") => words
+            .iter()
+            .skip(1)
+            .filter(|w| !w.starts_with('['))
+            .take(1)
+            .copied()
+            .collect(),
         _ => return None,
     };
     candidates
@@ -131,7 +149,9 @@ fn debian_archive_uri(line: &str) -> Option<String> {
 
 /// Fails with a clear message when the mirror (or the configured proxy) does not answer.
 pub fn check_reachable(mirror: &str) -> Result<()> {
-    let proxy = std::env::var("http_proxy").or_else(|_| std::env::var("HTTP_PROXY")).ok();
+    let proxy = std::env::var("http_proxy")
+        .or_else(|_| std::env::var("HTTP_PROXY"))
+        .ok();
     let target = proxy.as_deref().filter(|p| !p.is_empty()).unwrap_or(mirror);
     let (host, port) = host_and_port(target)
         .with_context(|| format!("cannot understand the mirror address `{target}`"))?;
@@ -182,15 +202,30 @@ mod tests {
             debian_archive_uri("deb [arch=amd64] http://mirror.example/debian/ bookworm main"),
             Some("http://mirror.example/debian".into())
         );
-        assert_eq!(debian_archive_uri("URIs: http://deb.debian.org/debian-security"), None);
-        assert_eq!(debian_archive_uri("# deb http://deb.debian.org/debian sid main"), None);
+        assert_eq!(
+            debian_archive_uri("URIs: http://deb.debian.org/debian-security"),
+            None
+        );
+        assert_eq!(
+            debian_archive_uri("# deb http://deb.debian.org/debian sid main"),
+            None
+        );
     }
 
     #[test]
     fn parses_host_and_port() {
-        assert_eq!(host_and_port("http://deb.debian.org/debian"), Some(("deb.debian.org".into(), 80)));
-        assert_eq!(host_and_port("https://m.example:8443/debian"), Some(("m.example".into(), 8443)));
-        assert_eq!(host_and_port("http://user:pw@proxy:3128"), Some(("proxy".into(), 3128)));
+        assert_eq!(
+            host_and_port("http://deb.debian.org/debian"),
+            Some(("deb.debian.org".into(), 80))
+        );
+        assert_eq!(
+            host_and_port("https://m.example:8443/debian"),
+            Some(("m.example".into(), 8443))
+        );
+        assert_eq!(
+            host_and_port("http://user:pw@proxy:3128"),
+            Some(("proxy".into(), 3128))
+        );
         assert_eq!(host_and_port("no-scheme"), None);
     }
 

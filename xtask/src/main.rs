@@ -61,22 +61,36 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Shell { command } => {
             let root = sysroot::existing()?;
-            let command = if command.is_empty() { vec!["bash".into()] } else { command };
+            let command = if command.is_empty() {
+                vec!["bash".into()]
+            } else {
+                command
+            };
             Err(sandbox::exec_in_root(&root, &command))
         }
         Command::Test { args } => {
             let root = sysroot::provision()?;
-            let mut command: Vec<OsString> =
-                ["cargo", "test", "--workspace", "--locked"].map(OsString::from).into();
+            let mut command: Vec<OsString> = ["cargo", "test", "--workspace", "--locked"]
+                .map(OsString::from)
+                .into();
             command.extend(args);
             Err(sandbox::exec_in_root(&root, &command))
         }
         Command::Run { args } => {
             let root = sysroot::provision()?;
-            let mut command: Vec<OsString> =
-                ["cargo", "run", "--release", "--locked", "--package", "ggml-dawn", "--bin", "backend-ops", "--"]
-                    .map(OsString::from)
-                    .into();
+            let mut command: Vec<OsString> = [
+                "cargo",
+                "run",
+                "--release",
+                "--locked",
+                "--package",
+                "ggml-dawn",
+                "--bin",
+                "backend-ops",
+                "--",
+            ]
+            .map(OsString::from)
+            .into();
             if args.is_empty() {
                 command.push("info".into());
             } else {

@@ -87,7 +87,10 @@ fn spec() -> String {
 pub fn existing() -> Result<PathBuf> {
     let root = root_dir();
     if !root.join(STAMP).is_file() {
-        bail!("the sid root at {} is not provisioned; run `cargo xtask env` first", root.display());
+        bail!(
+            "the sid root at {} is not provisioned; run `cargo xtask env` first",
+            root.display()
+        );
     }
     Ok(root)
 }
@@ -96,11 +99,16 @@ pub fn existing() -> Result<PathBuf> {
 pub fn provision() -> Result<PathBuf> {
     host::require_root("env")?;
     let root = root_dir();
-    let cache = root.parent().map(Path::to_path_buf).unwrap_or_else(cache_dir);
+    let cache = root
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(cache_dir);
     fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
     let lock_path = cache.join(".sid-root.lock");
-    let lock = File::create(&lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
-    lock.lock().with_context(|| format!("locking {}", lock_path.display()))?;
+    let lock =
+        File::create(&lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
 
     let stamp = root.join(STAMP);
     match fs::read_to_string(&stamp) {
@@ -109,7 +117,10 @@ pub fn provision() -> Result<PathBuf> {
             return Ok(root);
         }
         Ok(_) => {
-            eprintln!("xtask: sid root at {} was made from another package list; updating it", root.display());
+            eprintln!(
+                "xtask: sid root at {} was made from another package list; updating it",
+                root.display()
+            );
             let mirror = host::debian_mirror();
             host::check_reachable(&mirror)?;
             install_packages(&root, PACKAGES)?;
@@ -136,7 +147,10 @@ pub fn provision() -> Result<PathBuf> {
 fn remove_root(root: &Path) -> Result<()> {
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let prefix = format!("{}/", root.display());
-    if let Some(line) = mounts.lines().find(|l| l.split(' ').nth(1).is_some_and(|m| m.starts_with(&prefix))) {
+    if let Some(line) = mounts
+        .lines()
+        .find(|l| l.split(' ').nth(1).is_some_and(|m| m.starts_with(&prefix)))
+    {
         bail!(
             "refusing to delete {}: something is mounted inside it ({line}); unmount it first",
             root.display()
@@ -150,7 +164,10 @@ fn bootstrap(root: &Path) -> Result<()> {
     host::ensure_host_tool("debootstrap", "debootstrap")?;
     let mirror = host::debian_mirror();
     host::check_reachable(&mirror)?;
-    eprintln!("xtask: creating a Debian sid root at {} from {mirror} (about 2 GB, a minute or two)", root.display());
+    eprintln!(
+        "xtask: creating a Debian sid root at {} from {mirror} (about 2 GB, a minute or two)",
+        root.display()
+    );
     let mut debootstrap = Command::new("debootstrap");
     debootstrap
         .arg("--variant=minbase")
@@ -176,7 +193,8 @@ fn configure_apt(root: &Path) -> Result<()> {
          (package signatures are still verified)"
     );
     let conf = root.join(APT_VALID_UNTIL_CONF);
-    fs::write(&conf, "Acquire::Check-Valid-Until \"false\";\n").with_context(|| format!("writing {}", conf.display()))
+    fs::write(&conf, "Acquire::Check-Valid-Until \"false\";\n")
+        .with_context(|| format!("writing {}", conf.display()))
 }
 
 /// Runs apt-get inside the root (after `apt-get update`).
@@ -192,7 +210,10 @@ fn apt_install(root: &Path, packages: &[String]) -> Result<()> {
 
 fn install_packages(root: &Path, packages: &[&str]) -> Result<()> {
     configure_apt(root)?;
-    apt_install(root, &packages.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>())
+    apt_install(
+        root,
+        &packages.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
+    )
 }
 
 /// Installs Debian's Dawn at the pinned version, or the newest with a loud warning if the mirror
@@ -203,10 +224,16 @@ fn install_dawn(root: &Path) -> Result<()> {
     }
     let fix = "Check the mirror, then re-run `cargo xtask env`.";
     sandbox::run_in_root(root, &["apt-get", "update", "-q"], fix)?;
-    let available = sandbox::output_in_root(root, &["apt-cache", "madison", DAWN_PACKAGES[0]], fix)?;
-    let pinned = available.lines().any(|l| l.split('|').nth(1).map(str::trim) == Some(DAWN_VERSION));
+    let available =
+        sandbox::output_in_root(root, &["apt-cache", "madison", DAWN_PACKAGES[0]], fix)?;
+    let pinned = available
+        .lines()
+        .any(|l| l.split('|').nth(1).map(str::trim) == Some(DAWN_VERSION));
     let packages: Vec<String> = if pinned {
-        DAWN_PACKAGES.iter().map(|p| format!("{p}={DAWN_VERSION}")).collect()
+        DAWN_PACKAGES
+            .iter()
+            .map(|p| format!("{p}={DAWN_VERSION}"))
+            .collect()
     } else {
         eprintln!("\n{}", "!".repeat(78));
         eprintln!(
@@ -222,10 +249,13 @@ fn install_dawn(root: &Path) -> Result<()> {
 /// The installed version of a package in the root, if any.
 fn installed_version(root: &Path, package: &str) -> Result<Option<String>> {
     let status = root.join("var/lib/dpkg/status");
-    let text = fs::read_to_string(&status).with_context(|| format!("reading {}", status.display()))?;
+    let text =
+        fs::read_to_string(&status).with_context(|| format!("reading {}", status.display()))?;
     for entry in text.split("\n\n") {
         let field = |name: &str| {
-            entry.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned()))
+            entry
+                .lines()
+                .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned()))
         };
         if field("Package:").as_deref() == Some(package)
             && field("Status:").is_some_and(|s| s.ends_with(" installed"))
@@ -251,7 +281,9 @@ fn write_manifest(root: &Path) -> Result<()> {
     eprintln!("xtask: package manifest written to {}", manifest.display());
     for line in listing.lines() {
         let name = line.split('\t').next().unwrap_or_default();
-        if DAWN_PACKAGES.contains(&name) || ["mesa-vulkan-drivers", "libclang-dev", "libc6"].contains(&name) {
+        if DAWN_PACKAGES.contains(&name)
+            || ["mesa-vulkan-drivers", "libclang-dev", "libc6"].contains(&name)
+        {
             eprintln!("xtask:   {}", line.replace('\t', " "));
         }
     }
