@@ -64,17 +64,51 @@ pub fn generate(dawn: &Dawn, manifest_dir: &Path, out_dir: &Path) {
             std::process::exit(1);
         });
     let out = out_dir.join("bindings.rs");
-    bindings
-        .write_to_file(&out)
-        .expect("writing the bindings into OUT_DIR");
+    let mut text = bindings.to_string();
+    text.push_str(&feature_names(&header));
+    std::fs::write(&out, text).expect("writing the bindings into OUT_DIR");
     if crate::env_flag("DAWN_SYS_UPDATE_BINDINGS") {
         let target = manifest_dir.join(PREGENERATED);
         std::fs::copy(&out, &target).expect("refreshing the checked-in bindings");
-        println!(
-            "cargo:warning=webgpu-dawn-sys: refreshed {}",
-            target.display()
-        );
+        println!("cargo:warning=webgpu-dawn-sys: refreshed {}", target.display());
     }
+}
+
+/// A `feature_name` function mapping each `WGPUFeatureName` value to its name, read from the
+/// header's enum (`    WGPUFeatureName_ShaderF16 = 0x0000000B,`).
+fn feature_names(header: &std::path::Path) -> String {
+    // The API header proper is the one `webgpu/webgpu.h` includes (Dawn's `dawn/webgpu.h`).
+    let dir = header
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("header inside include/webgpu");
+    let text = [dir.join("dawn/webgpu.h"), header.to_path_buf()]
+        .iter()
+        .find_map(|p| {
+            std::fs::read_to_string(p)
+                .ok()
+                .filter(|t| t.contains("WGPUFeatureName_"))
+        })
+        .unwrap_or_default();
+    let mut arms = String::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("WGPUFeatureName_") else {
+            continue;
+        };
+        let Some((name, value)) = rest.split_once('=') else {
+            continue;
+        };
+        let value = value.trim().trim_end_matches(',');
+        let (name, value) = (name.trim(), value.trim());
+        if name == "Force32" || !value.starts_with("0x") {
+            continue;
+        }
+        arms.push_str(&format!("        {value} => Some(\"{name}\"),\n"));
+    }
+    format!(
+        "\n/// The name of a `WGPUFeatureName` value, as the header spells it (`ShaderF16`).\n\
+         pub fn feature_name(value: u32) -> Option<&'static str> {{\n    match value {{\n{arms}        _ => None,\n    }}\n}}\n"
+    )
 }
 
 /// Documentation builds: no Dawn to bind against, so the checked-in bindings stand in.

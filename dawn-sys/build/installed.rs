@@ -30,10 +30,7 @@ pub fn in_prefix(prefix: &Path, origin: &'static str) -> Option<Dawn> {
         (&shared[..], Linkage::Shared),
         (&["libwebgpu_dawn.a"][..], Linkage::Static),
     ] {
-        if let Some(lib_dir) = lib_dirs
-            .iter()
-            .find(|d| names.iter().any(|n| d.join(n).exists()))
-        {
+        if let Some(lib_dir) = lib_dirs.iter().find(|d| names.iter().any(|n| d.join(n).exists())) {
             return Some(Dawn {
                 include_dir,
                 lib_dir: lib_dir.clone(),

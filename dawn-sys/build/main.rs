@@ -52,9 +52,7 @@ fn main() {
     println!("cargo:rerun-if-changed=cmake");
 
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let manifest_dir = PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
-    );
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
 
     if std::env::var_os("DOCS_RS").is_some() {
         bindings::use_pregenerated(&manifest_dir, &out_dir);
@@ -120,14 +118,8 @@ fn locate(manifest_dir: &Path, out_dir: &Path) -> Result<Dawn, String> {
             }
         };
         if let Some(dir) = source_dir {
-            println!(
-                "cargo:rerun-if-changed={}",
-                dir.join("CMakeLists.txt").display()
-            );
-            println!(
-                "cargo:rerun-if-changed={}",
-                dir.join("src/dawn/dawn.json").display()
-            );
+            println!("cargo:rerun-if-changed={}", dir.join("CMakeLists.txt").display());
+            println!("cargo:rerun-if-changed={}", dir.join("src/dawn/dawn.json").display());
             return source::build(&dir, manifest_dir, out_dir);
         }
     }

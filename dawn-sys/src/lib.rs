@@ -9,24 +9,11 @@
 //! How Dawn is found or built (source, `DAWN_DIR`, the system's) is described in the README.
 
 // The generated documentation comes from C doxygen text.
-#![allow(
-    rustdoc::broken_intra_doc_links,
-    rustdoc::invalid_html_tags,
-    rustdoc::bare_urls
-)]
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
 
 mod generated {
-    #![allow(
-        non_upper_case_globals,
-        non_camel_case_types,
-        non_snake_case,
-        unsafe_op_in_unsafe_fn
-    )]
-    #![allow(
-        clippy::all,
-        clippy::undocumented_unsafe_blocks,
-        missing_debug_implementations
-    )]
+    #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, unsafe_op_in_unsafe_fn)]
+    #![allow(clippy::all, clippy::undocumented_unsafe_blocks, missing_debug_implementations)]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
 pub use generated::*;

@@ -19,7 +19,6 @@ pub const DISABLE_ROBUSTNESS: &CStr = c"disable_robustness";
 /// Device: no zero-initialisation of workgroup memory.
 pub const DISABLE_WORKGROUP_INIT: &CStr = c"disable_workgroup_init";
 /// Device: no polyfills for integer division and modulo by zero or overflow.
-pub const DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD: &CStr =
-    c"disable_polyfills_on_integer_div_and_mod";
+pub const DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD: &CStr = c"disable_polyfills_on_integer_div_and_mod";
 /// Device: rounds timestamp queries to a coarse quantum (on by default; turn off for profiling).
 pub const TIMESTAMP_QUANTIZATION: &CStr = c"timestamp_quantization";

@@ -42,10 +42,7 @@ fn toggles(enabled: &[&CStr]) -> (Vec<*const std::ffi::c_char>, WGPUDawnTogglesD
 
 /// Waits for one future with `WaitAny`, panicking (this is a test) on anything but success.
 fn wait(instance: WGPUInstance, future: WGPUFuture) {
-    let mut info = WGPUFutureWaitInfo {
-        future,
-        completed: 0,
-    };
+    let mut info = WGPUFutureWaitInfo { future, completed: 0 };
     // SAFETY: `info` is a valid array of one element for the duration of the call.
     let status = unsafe { wgpuInstanceWaitAny(instance, 1, &mut info, NO_TIMEOUT) };
     assert_eq!(status, WGPUWaitStatus::Success);
@@ -85,12 +82,7 @@ unsafe extern "C" fn on_device(
     };
 }
 
-unsafe extern "C" fn on_map(
-    status: WGPUMapAsyncStatus,
-    message: WGPUStringView,
-    slot: *mut c_void,
-    _: *mut c_void,
-) {
+unsafe extern "C" fn on_map(status: WGPUMapAsyncStatus, message: WGPUStringView, slot: *mut c_void, _: *mut c_void) {
     // SAFETY: as in `on_adapter`.
     let slot = unsafe { &mut *slot.cast::<Result<(), String>>() };
     *slot = if status == WGPUMapAsyncStatus::Success {
@@ -120,10 +112,7 @@ fn instance_and_adapter() -> Gpu {
     let instance = unsafe { wgpuCreateInstance(&desc) };
     assert!(!instance.is_null(), "wgpuCreateInstance failed");
 
-    let (_names, adapter_toggles) = toggles(&[
-        toggles::VULKAN_ENABLE_F16_ON_NVIDIA,
-        toggles::USE_VULKAN_MEMORY_MODEL,
-    ]);
+    let (_names, adapter_toggles) = toggles(&[toggles::VULKAN_ENABLE_F16_ON_NVIDIA, toggles::USE_VULKAN_MEMORY_MODEL]);
     let options = WGPURequestAdapterOptions {
         nextInChain: &adapter_toggles.chain as *const _ as *mut _,
         ..Default::default()
@@ -148,12 +137,8 @@ fn instance_and_adapter() -> Gpu {
 fn adapter_reports_subgroup_matrix_configs() {
     let gpu = instance_and_adapter();
     // SAFETY: a valid adapter handle.
-    let has_feature = unsafe {
-        wgpuAdapterHasFeature(
-            gpu.adapter,
-            WGPUFeatureName::ChromiumExperimentalSubgroupMatrix,
-        )
-    } != 0;
+    let has_feature =
+        unsafe { wgpuAdapterHasFeature(gpu.adapter, WGPUFeatureName::ChromiumExperimentalSubgroupMatrix) } != 0;
     assert!(
         has_feature,
         "allow_unsafe_apis should expose ChromiumExperimentalSubgroupMatrix"
@@ -202,8 +187,7 @@ fn adapter_reports_subgroup_matrix_configs() {
 fn compute_pass_writes_a_known_pattern() {
     const N: u32 = 4096;
     let gpu = instance_and_adapter();
-    let (_names, device_toggles) =
-        toggles(&[toggles::SKIP_VALIDATION, toggles::DISABLE_ROBUSTNESS]);
+    let (_names, device_toggles) = toggles(&[toggles::SKIP_VALIDATION, toggles::DISABLE_ROBUSTNESS]);
     let desc = WGPUDeviceDescriptor {
         nextInChain: &device_toggles.chain as *const _ as *mut _,
         ..Default::default()

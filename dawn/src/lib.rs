@@ -1,1 +1,75 @@
-//! placeholder
+//! A safe Rust API over [Dawn](https://dawn.googlesource.com/dawn), Google's WebGPU
+//! implementation, for GPU compute: no `unsafe` needed, errors as values, typed buffer data.
+//!
+//! ```no_run
+//! use dawn::{Instance, InstanceDescriptor, RequestAdapterOptions, DeviceDescriptor};
+//! # fn main() -> dawn::Result<()> {
+//! let instance = Instance::new(&InstanceDescriptor::compute())?;
+//! let adapter = instance.request_adapter(&RequestAdapterOptions::compute()).wait()?;
+//! let device = adapter.request_device(&DeviceDescriptor::default().with_adapter_limits()).wait()?;
+//! println!("{}: {:?}", adapter.info().device, adapter.info().subgroup_matrix_configs);
+//! # Ok(()) }
+//! ```
+//!
+//! # Objects and lifetimes
+//! One module per WebGPU object. Handles are reference counted: `Clone` adds a reference
+//! (`AddRef`), `Drop` releases one; [`live_handles`] counts the references this crate holds.
+//!
+//! # Threads
+//! Every handle is `Send + Sync`. That is sound because every device is created with Dawn's
+//! `ImplicitDeviceSynchronization` feature, which makes Dawn lock the device around each call
+//! on it or its children; [`Adapter::request_device`] adds the feature itself and fails with
+//! [`Error::MissingFeature`] on an adapter without it. Encoders and passes take `&mut self`, so
+//! one is recorded by one thread at a time.
+//!
+//! # Asynchronous operations
+//! They return a [`GpuFuture`]: call [`GpuFuture::wait`] (or `wait_timeout`) from blocking code,
+//! or `.await` it from any async runtime. Callbacks never unwind into Dawn: a panic inside one
+//! is caught and reported.
+//!
+//! # Errors
+//! Object creation runs inside error scopes, so Dawn's validation, out-of-memory and internal
+//! errors come back as [`Error`] values; requests this crate can tell are wrong (sizes over
+//! limits, missing usages) fail before Dawn sees them. Work on a lost or destroyed device fails
+//! with [`Error::DeviceLost`].
+
+mod adapter;
+mod binding;
+mod buffer;
+mod command;
+mod device;
+mod error;
+mod future;
+mod handle;
+mod instance;
+mod pipeline;
+mod query;
+mod queue;
+mod shader;
+mod strings;
+mod toggles;
+mod types;
+
+pub use adapter::{Adapter, AdapterInfo, RequestAdapterOptions};
+pub use binding::{
+    BindGroup, BindGroupEntry, BindGroupLayout, BindGroupLayoutEntry, BufferBindingType, PipelineLayout,
+};
+pub use buffer::{Buffer, BufferDescriptor, BufferMapping, MapFuture};
+pub use command::{CommandBuffer, CommandEncoder, ComputePass, PassTimestamps};
+pub use device::{Device, DeviceDescriptor, ErrorCallback, ErrorFilter, RequiredLimits};
+pub use error::{CompilationMessage, DeviceLostReason, Error, MessageKind, Result};
+pub use future::GpuFuture;
+pub use handle::live_handles;
+pub use instance::{Instance, InstanceDescriptor};
+pub use pipeline::{ComputePipeline, ComputePipelineDescriptor};
+pub use query::{QuerySet, elapsed};
+pub use queue::Queue;
+pub use shader::ShaderModule;
+pub use toggles::{Toggle, Toggles};
+pub use types::{
+    AdapterType, BackendType, BufferUsage, ComponentType, Feature, InstanceFeature, Limits, MapMode, PowerPreference,
+    SubgroupMatrixConfig,
+};
+
+/// The raw bindings, for what this crate does not cover.
+pub use dawn_sys as sys;

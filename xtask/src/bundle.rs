@@ -61,10 +61,7 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     .into();
     sandbox::run_in_root(
         root,
-        &build
-            .iter()
-            .map(|s| s.to_str().unwrap_or_default())
-            .collect::<Vec<_>>(),
+        &build.iter().map(|s| s.to_str().unwrap_or_default()).collect::<Vec<_>>(),
         "Fix the build error above.",
     )?;
     let binary = sandbox::target_dir().join("release").join(&args.bin);
@@ -94,8 +91,7 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     )?;
 
     if args.out.exists() {
-        fs::remove_dir_all(&args.out)
-            .with_context(|| format!("removing {}", args.out.display()))?;
+        fs::remove_dir_all(&args.out).with_context(|| format!("removing {}", args.out.display()))?;
     }
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     for entry in fs::read_dir(&staging)? {
@@ -104,8 +100,7 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     }
 
     let launcher = args.out.join("run");
-    fs::write(&launcher, launcher_script(&args.bin))
-        .with_context(|| format!("writing {}", launcher.display()))?;
+    fs::write(&launcher, launcher_script(&args.bin)).with_context(|| format!("writing {}", launcher.display()))?;
     fs::set_permissions(&launcher, fs::Permissions::from_mode(0o755))?;
     eprintln!(
         "xtask: bundled {} with {} libraries into {}; run it there as `{}/run ARGS`",
@@ -129,8 +124,7 @@ fn resolved_path(line: &str) -> Option<String> {
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {
-    fs::copy(from, to)
-        .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    fs::copy(from, to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
     Ok(())
 }
 
@@ -155,9 +149,7 @@ mod tests {
     #[test]
     fn reads_ldd_lines() {
         assert_eq!(
-            resolved_path(
-                "\tlibwebgpu_dawn.so.0 => /lib/x86_64-linux-gnu/libwebgpu_dawn.so.0 (0x7f)"
-            ),
+            resolved_path("\tlibwebgpu_dawn.so.0 => /lib/x86_64-linux-gnu/libwebgpu_dawn.so.0 (0x7f)"),
             Some("/lib/x86_64-linux-gnu/libwebgpu_dawn.so.0".into())
         );
         assert_eq!(

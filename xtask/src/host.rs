@@ -14,9 +14,7 @@ const FALLBACK_MIRROR: &str = "http://deb.debian.org/debian";
 
 /// Fails unless this process runs as root: debootstrap, chroot and mount need it.
 pub fn require_root(what: &str) -> Result<()> {
-    let uid = std::fs::metadata("/proc/self")
-        .context("reading /proc/self")?
-        .uid();
+    let uid = std::fs::metadata("/proc/self").context("reading /proc/self")?.uid();
     if uid != 0 {
         bail!(
             "`cargo xtask {what}` must run as root (it uses debootstrap, chroot and mount namespaces); \
@@ -37,9 +35,7 @@ pub fn which(name: &str) -> Option<PathBuf> {
 /// Runs a command with inherited stdio and fails with `fix` when it exits non-zero.
 pub fn run_checked(command: &mut Command, fix: &str) -> Result<()> {
     let shown = describe(command);
-    let status = command
-        .status()
-        .with_context(|| format!("could not start `{shown}`"))?;
+    let status = command.status().with_context(|| format!("could not start `{shown}`"))?;
     if !status.success() {
         bail!("`{shown}` failed ({status}); its own messages are above. {fix}");
     }
@@ -49,9 +45,7 @@ pub fn run_checked(command: &mut Command, fix: &str) -> Result<()> {
 /// Runs a command and returns its standard output, failing with `fix` when it exits non-zero.
 pub fn output_checked(command: &mut Command, fix: &str) -> Result<String> {
     let shown = describe(command);
-    let out = command
-        .output()
-        .with_context(|| format!("could not start `{shown}`"))?;
+    let out = command.output().with_context(|| format!("could not start `{shown}`"))?;
     if !out.status.success() {
         bail!(
             "`{shown}` failed ({}):\n{}{}\n{fix}",
@@ -153,8 +147,8 @@ pub fn check_reachable(mirror: &str) -> Result<()> {
         .or_else(|_| std::env::var("HTTP_PROXY"))
         .ok();
     let target = proxy.as_deref().filter(|p| !p.is_empty()).unwrap_or(mirror);
-    let (host, port) = host_and_port(target)
-        .with_context(|| format!("cannot understand the mirror address `{target}`"))?;
+    let (host, port) =
+        host_and_port(target).with_context(|| format!("cannot understand the mirror address `{target}`"))?;
     let reachable = (host.as_str(), port)
         .to_socket_addrs()
         .ok()
@@ -202,14 +196,8 @@ mod tests {
             debian_archive_uri("deb [arch=amd64] http://mirror.example/debian/ bookworm main"),
             Some("http://mirror.example/debian".into())
         );
-        assert_eq!(
-            debian_archive_uri("URIs: http://deb.debian.org/debian-security"),
-            None
-        );
-        assert_eq!(
-            debian_archive_uri("# deb http://deb.debian.org/debian sid main"),
-            None
-        );
+        assert_eq!(debian_archive_uri("URIs: http://deb.debian.org/debian-security"), None);
+        assert_eq!(debian_archive_uri("# deb http://deb.debian.org/debian sid main"), None);
     }
 
     #[test]
@@ -222,10 +210,7 @@ mod tests {
             host_and_port("https://m.example:8443/debian"),
             Some(("m.example".into(), 8443))
         );
-        assert_eq!(
-            host_and_port("http://user:pw@proxy:3128"),
-            Some(("proxy".into(), 3128))
-        );
+        assert_eq!(host_and_port("http://user:pw@proxy:3128"), Some(("proxy".into(), 3128)));
         assert_eq!(host_and_port("no-scheme"), None);
     }
 

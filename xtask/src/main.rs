@@ -70,9 +70,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Test { args } => {
             let root = sysroot::provision()?;
-            let mut command: Vec<OsString> = ["cargo", "test", "--workspace", "--locked"]
-                .map(OsString::from)
-                .into();
+            let mut command: Vec<OsString> = ["cargo", "test", "--workspace", "--locked"].map(OsString::from).into();
             command.extend(args);
             Err(sandbox::exec_in_root(&root, &command))
         }

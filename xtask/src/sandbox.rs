@@ -58,18 +58,9 @@ fn build(root: &Path, command: &[OsString]) -> Result<Command> {
     std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
 
     // Folders that appear inside the root at the same path as outside.
-    let mut binds: Vec<PathBuf> = vec![
-        repo.clone(),
-        rustup_home.clone(),
-        cargo_home.clone(),
-        target.clone(),
-    ];
+    let mut binds: Vec<PathBuf> = vec![repo.clone(), rustup_home.clone(), cargo_home.clone(), target.clone()];
     // The shared data folder that sits beside the repository, when there is one.
-    if let Some(shared) = repo
-        .parent()
-        .map(|p| p.join("shared"))
-        .filter(|p| p.is_dir())
-    {
+    if let Some(shared) = repo.parent().map(|p| p.join("shared")).filter(|p| p.is_dir()) {
         binds.push(shared);
     }
     binds.retain(|p| p.exists());
@@ -84,9 +75,7 @@ fn build(root: &Path, command: &[OsString]) -> Result<Command> {
         if Path::new(file).is_file() {
             let inside = format!("{}{file}", root.display());
             let q = sh_quote(&inside);
-            script += &format!(
-                "mkdir -p \"$(dirname {q})\"; [ -f {q} ] || : > {q}; mount --bind {file} {q}\n"
-            );
+            script += &format!("mkdir -p \"$(dirname {q})\"; [ -f {q} ] || : > {q}; mount --bind {file} {q}\n");
         }
     }
     for dir in &binds {
@@ -95,8 +84,7 @@ fn build(root: &Path, command: &[OsString]) -> Result<Command> {
         script += &format!("mkdir -p {inside}; mount --rbind {outside} {inside}\n");
     }
     // `$1` is the working directory; the rest is the command.
-    script +=
-        &format!("exec chroot {r} /bin/sh -c 'cd \"$1\" && shift && exec \"$@\"' sh \"$@\"\n");
+    script += &format!("exec chroot {r} /bin/sh -c 'cd \"$1\" && shift && exec \"$@\"' sh \"$@\"\n");
 
     let mut cmd = Command::new("unshare");
     cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
@@ -132,7 +120,5 @@ fn home_dir() -> PathBuf {
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
 }

@@ -99,14 +99,10 @@ pub fn existing() -> Result<PathBuf> {
 pub fn provision() -> Result<PathBuf> {
     host::require_root("env")?;
     let root = root_dir();
-    let cache = root
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(cache_dir);
+    let cache = root.parent().map(Path::to_path_buf).unwrap_or_else(cache_dir);
     fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
     let lock_path = cache.join(".sid-root.lock");
-    let lock =
-        File::create(&lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
+    let lock = File::create(&lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
     lock.lock()
         .with_context(|| format!("locking {}", lock_path.display()))?;
 
@@ -193,8 +189,7 @@ fn configure_apt(root: &Path) -> Result<()> {
          (package signatures are still verified)"
     );
     let conf = root.join(APT_VALID_UNTIL_CONF);
-    fs::write(&conf, "Acquire::Check-Valid-Until \"false\";\n")
-        .with_context(|| format!("writing {}", conf.display()))
+    fs::write(&conf, "Acquire::Check-Valid-Until \"false\";\n").with_context(|| format!("writing {}", conf.display()))
 }
 
 /// Runs apt-get inside the root (after `apt-get update`).
@@ -210,10 +205,7 @@ fn apt_install(root: &Path, packages: &[String]) -> Result<()> {
 
 fn install_packages(root: &Path, packages: &[&str]) -> Result<()> {
     configure_apt(root)?;
-    apt_install(
-        root,
-        &packages.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
-    )
+    apt_install(root, &packages.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>())
 }
 
 /// Installs Debian's Dawn at the pinned version, or the newest with a loud warning if the mirror
@@ -224,16 +216,12 @@ fn install_dawn(root: &Path) -> Result<()> {
     }
     let fix = "Check the mirror, then re-run `cargo xtask env`.";
     sandbox::run_in_root(root, &["apt-get", "update", "-q"], fix)?;
-    let available =
-        sandbox::output_in_root(root, &["apt-cache", "madison", DAWN_PACKAGES[0]], fix)?;
+    let available = sandbox::output_in_root(root, &["apt-cache", "madison", DAWN_PACKAGES[0]], fix)?;
     let pinned = available
         .lines()
         .any(|l| l.split('|').nth(1).map(str::trim) == Some(DAWN_VERSION));
     let packages: Vec<String> = if pinned {
-        DAWN_PACKAGES
-            .iter()
-            .map(|p| format!("{p}={DAWN_VERSION}"))
-            .collect()
+        DAWN_PACKAGES.iter().map(|p| format!("{p}={DAWN_VERSION}")).collect()
     } else {
         eprintln!("\n{}", "!".repeat(78));
         eprintln!(
@@ -249,16 +237,14 @@ fn install_dawn(root: &Path) -> Result<()> {
 /// The installed version of a package in the root, if any.
 fn installed_version(root: &Path, package: &str) -> Result<Option<String>> {
     let status = root.join("var/lib/dpkg/status");
-    let text =
-        fs::read_to_string(&status).with_context(|| format!("reading {}", status.display()))?;
+    let text = fs::read_to_string(&status).with_context(|| format!("reading {}", status.display()))?;
     for entry in text.split("\n\n") {
         let field = |name: &str| {
             entry
                 .lines()
                 .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned()))
         };
-        if field("Package:").as_deref() == Some(package)
-            && field("Status:").is_some_and(|s| s.ends_with(" installed"))
+        if field("Package:").as_deref() == Some(package) && field("Status:").is_some_and(|s| s.ends_with(" installed"))
         {
             return Ok(field("Version:"));
         }
@@ -281,9 +267,7 @@ fn write_manifest(root: &Path) -> Result<()> {
     eprintln!("xtask: package manifest written to {}", manifest.display());
     for line in listing.lines() {
         let name = line.split('\t').next().unwrap_or_default();
-        if DAWN_PACKAGES.contains(&name)
-            || ["mesa-vulkan-drivers", "libclang-dev", "libc6"].contains(&name)
-        {
+        if DAWN_PACKAGES.contains(&name) || ["mesa-vulkan-drivers", "libclang-dev", "libc6"].contains(&name) {
             eprintln!("xtask:   {}", line.replace('\t', " "));
         }
     }

@@ -1,0 +1,281 @@
+//! The instance: the entry point, owner of the event loop that completes every future.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread;
+use std::time::Duration;
+
+use dawn_sys as sys;
+use parking_lot::Mutex;
+
+use crate::adapter::{Adapter, RequestAdapterOptions};
+use crate::error::{Error, Result};
+use crate::future::{self, GpuFuture};
+use crate::handle::handle;
+use crate::strings;
+use crate::toggles::{Toggle, Toggles};
+use crate::types::{BackendType, InstanceFeature, PowerPreference};
+
+handle!(
+    /// The raw instance reference held by [`Instance`].
+    RawInstance,
+    sys::WGPUInstance,
+    sys::wgpuInstanceAddRef,
+    sys::wgpuInstanceRelease
+);
+
+/// What to create an instance with.
+#[derive(Debug, Clone, Default)]
+pub struct InstanceDescriptor {
+    /// Instance toggles (adapter toggles go in [`RequestAdapterOptions`]).
+    pub toggles: Toggles,
+    /// Instance features besides `TimedWaitAny`, which is always enabled.
+    pub features: Vec<InstanceFeature>,
+    /// Expose experimental features such as subgroup matrices (the `allow_unsafe_apis` toggle).
+    /// An explicit opt-in: these features are not covered by WebGPU's safety guarantees.
+    pub allow_unsafe_apis: bool,
+}
+
+impl InstanceDescriptor {
+    /// The descriptor GPU compute usually wants: unsafe APIs allowed (subgroup matrices).
+    pub fn compute() -> Self {
+        InstanceDescriptor {
+            allow_unsafe_apis: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// A Dawn instance. Cheap to clone (clones share the instance).
+#[derive(Clone, Debug)]
+pub struct Instance {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    raw: RawInstance,
+    pump: EventPump,
+}
+
+impl Instance {
+    /// Creates an instance. `TimedWaitAny` is always enabled: every blocking wait relies on it.
+    pub fn new(desc: &InstanceDescriptor) -> Result<Instance> {
+        let mut toggles = desc.toggles.clone();
+        if desc.allow_unsafe_apis && !toggles.enabled.contains(&Toggle::ALLOW_UNSAFE_APIS) {
+            toggles.enabled.push(Toggle::ALLOW_UNSAFE_APIS);
+        }
+        let mut raw_toggles = toggles.to_raw();
+        let mut features: Vec<sys::WGPUInstanceFeatureName> = vec![sys::WGPUInstanceFeatureName::TimedWaitAny];
+        features.extend(desc.features.iter().map(|f| f.to_raw()));
+        features.dedup();
+        let descriptor = sys::WGPUInstanceDescriptor {
+            nextInChain: raw_toggles.chain(),
+            requiredFeatureCount: features.len(),
+            requiredFeatures: features.as_ptr(),
+            requiredLimits: std::ptr::null(),
+        };
+        // SAFETY: the descriptor and all it points to live until the call returns.
+        let raw = unsafe { sys::wgpuCreateInstance(&descriptor) };
+        if raw.is_null() {
+            return Err(Error::Internal(
+                "wgpuCreateInstance failed (an unsupported instance feature?)".into(),
+            ));
+        }
+        Ok(Instance {
+            inner: Arc::new(Inner {
+                raw: RawInstance::from_raw(raw),
+                pump: EventPump::default(),
+            }),
+        })
+    }
+
+    /// The raw handle, owned by `self`.
+    pub fn as_raw(&self) -> sys::WGPUInstance {
+        self.inner.raw.as_raw()
+    }
+
+    /// Requests an adapter matching `options`.
+    pub fn request_adapter(&self, options: &RequestAdapterOptions) -> GpuFuture<Adapter> {
+        let mut raw_toggles = options.toggles.to_raw();
+        let raw_options = sys::WGPURequestAdapterOptions {
+            nextInChain: if options.toggles.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                raw_toggles.chain()
+            },
+            featureLevel: sys::WGPUFeatureLevel::Core,
+            powerPreference: options.power_preference.to_raw(),
+            forceFallbackAdapter: u32::from(options.force_fallback_adapter),
+            backendType: options
+                .backend
+                .map_or(sys::WGPUBackendType::Undefined, BackendType::to_raw),
+            compatibleSurface: std::ptr::null_mut(),
+        };
+        let (slot, userdata) = future::slot::<Adapter>();
+        let callback = sys::WGPURequestAdapterCallbackInfo {
+            nextInChain: std::ptr::null_mut(),
+            mode: sys::WGPUCallbackMode::AllowSpontaneous,
+            callback: Some(on_adapter),
+            userdata1: userdata,
+            userdata2: Arc::into_raw(Arc::clone(&self.inner)).cast_mut().cast(),
+        };
+        // SAFETY: the options live until the call returns; the callback gets both userdata
+        // pointers back exactly once.
+        let id = unsafe { sys::wgpuInstanceRequestAdapter(self.as_raw(), &raw_options, callback) };
+        GpuFuture::new(self, id, slot)
+    }
+
+    /// Every adapter Dawn offers: one request per backend and power preference, plus the
+    /// fallback (CPU) adapter, without duplicates. WebGPU has no enumeration call; this is it.
+    pub fn enumerate_adapters(&self, toggles: &Toggles) -> Vec<Adapter> {
+        let mut found: Vec<Adapter> = Vec::new();
+        let mut seen = Vec::new();
+        for backend in BackendType::ALL {
+            for (power, fallback) in [
+                (PowerPreference::HighPerformance, false),
+                (PowerPreference::LowPower, false),
+                (PowerPreference::Undefined, true),
+            ] {
+                let options = RequestAdapterOptions {
+                    backend: Some(backend),
+                    power_preference: power,
+                    force_fallback_adapter: fallback,
+                    toggles: toggles.clone(),
+                };
+                let Ok(adapter) = self.request_adapter(&options).wait() else {
+                    continue;
+                };
+                let info = adapter.info();
+                let key = (
+                    info.backend,
+                    info.vendor_id,
+                    info.device_id,
+                    info.description.clone(),
+                    info.device.clone(),
+                );
+                if !seen.contains(&key) {
+                    seen.push(key);
+                    found.push(adapter);
+                }
+            }
+        }
+        found
+    }
+
+    /// Processes pending events: runs the callbacks of completed operations.
+    pub fn process_events(&self) {
+        // SAFETY: a valid instance.
+        unsafe { sys::wgpuInstanceProcessEvents(self.as_raw()) };
+    }
+
+    /// Waits until at least one of `futures` completes, or `timeout` passes. Returns the index of
+    /// one completed future; its result is then available without blocking.
+    pub fn wait_any<T>(&self, futures: &[&GpuFuture<T>], timeout: Duration) -> Result<usize> {
+        if let Some(i) = futures.iter().position(|f| f.is_ready()) {
+            return Ok(i);
+        }
+        let mut infos: Vec<sys::WGPUFutureWaitInfo> = futures
+            .iter()
+            .map(|f| sys::WGPUFutureWaitInfo {
+                future: f.raw(),
+                completed: 0,
+            })
+            .collect();
+        let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: `infos` is a valid array of `infos.len()` elements for the call.
+        let status = unsafe { sys::wgpuInstanceWaitAny(self.as_raw(), infos.len(), infos.as_mut_ptr(), nanos) };
+        match status {
+            sys::WGPUWaitStatus::Success => infos
+                .iter()
+                .position(|i| i.completed != 0)
+                .ok_or_else(|| Error::Wait("no future completed".into())),
+            sys::WGPUWaitStatus::TimedOut => Err(Error::Timeout(timeout)),
+            other => Err(Error::Wait(format!("WaitAny returned status {}", other.0))),
+        }
+    }
+
+    /// Called by a future that starts waiting asynchronously.
+    pub(crate) fn pump_acquire(&self) {
+        self.inner.pump.acquire(Arc::downgrade(&self.inner));
+    }
+
+    /// Called by that future when it is dropped.
+    pub(crate) fn pump_release(&self) {
+        self.inner.pump.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// An `Instance` from the raw reference an adapter callback received.
+    pub(crate) fn from_inner_ptr(ptr: *mut std::ffi::c_void) -> Instance {
+        // SAFETY: `ptr` came from `Arc::into_raw` in `request_adapter` and is reclaimed once.
+        Instance {
+            inner: unsafe { Arc::from_raw(ptr.cast_const().cast::<Inner>()) },
+        }
+    }
+}
+
+unsafe extern "C" fn on_adapter(
+    status: sys::WGPURequestAdapterStatus,
+    adapter: sys::WGPUAdapter,
+    message: sys::WGPUStringView,
+    userdata1: *mut std::ffi::c_void,
+    userdata2: *mut std::ffi::c_void,
+) {
+    future::guard(|| {
+        let instance = Instance::from_inner_ptr(userdata2);
+        let result = match status {
+            sys::WGPURequestAdapterStatus::Success if !adapter.is_null() => Ok(Adapter::from_raw(adapter, instance)),
+            sys::WGPURequestAdapterStatus::CallbackCancelled => Err(Error::Cancelled(strings::from_view(message))),
+            _ => Err(Error::NoAdapter(strings::from_view(message))),
+        };
+        // SAFETY: `userdata1` came from `future::slot::<Adapter>()`; Dawn calls this once.
+        unsafe { future::complete(userdata1, result) };
+    });
+}
+
+/// Drives Dawn's events for futures that are awaited rather than waited on: a thread that calls
+/// `ProcessEvents` while at least one such future is pending, and sleeps otherwise.
+#[derive(Debug, Default)]
+struct EventPump {
+    pending: AtomicUsize,
+    thread: Mutex<Option<thread::Thread>>,
+}
+
+impl EventPump {
+    fn acquire(&self, instance: Weak<Inner>) {
+        if self.pending.fetch_add(1, Ordering::AcqRel) > 0 {
+            return;
+        }
+        let mut thread = self.thread.lock();
+        match thread.as_ref() {
+            Some(t) => t.unpark(),
+            None => {
+                let spawned = thread::Builder::new()
+                    .name("dawn-events".into())
+                    .spawn(move || pump(instance));
+                // Without a thread, awaited futures would never complete; blocking waits still work.
+                match spawned {
+                    Ok(handle) => *thread = Some(handle.thread().clone()),
+                    Err(err) => eprintln!("webgpu-dawn: could not start the event thread: {err}"),
+                }
+            }
+        }
+    }
+}
+
+fn pump(instance: Weak<Inner>) {
+    loop {
+        let Some(inner) = instance.upgrade() else {
+            return;
+        };
+        if inner.pump.pending.load(Ordering::Acquire) == 0 {
+            drop(inner);
+            thread::park_timeout(Duration::from_millis(100));
+            continue;
+        }
+        // SAFETY: `inner` keeps the instance alive during the call.
+        unsafe { sys::wgpuInstanceProcessEvents(inner.raw.as_raw()) };
+        drop(inner);
+        thread::sleep(Duration::from_micros(100));
+    }
+}
