@@ -96,7 +96,7 @@ fn locate(manifest_dir: &Path, out_dir: &Path) -> Result<Dawn, String> {
 
     let mut searched = Vec::new();
     if !force_installed {
-        let bundled = manifest_dir.join("../third_party/dawn");
+        let bundled = manifest_dir.parent().unwrap_or(manifest_dir).join("third_party/dawn");
         let source_dir = match std::env::var_os("DAWN_SOURCE_DIR").filter(|v| !v.is_empty()) {
             Some(dir) => {
                 let dir = PathBuf::from(dir);
