@@ -1,9 +1,14 @@
 //! ggml's tensor operations on Dawn: the compute backend of this workspace.
 //!
-//! Device setup follows ggml's WebGPU backend ([`context`]); the ops, formats and CPU reference
-//! build on it.
+//! - [`ggml_type`], [`tensor`], [`format`]: ggml's types, layouts and block formats, on the CPU.
+//! - [`context`]: device setup as ggml's WebGPU backend does it, and the capability probe.
 
 pub mod context;
+pub mod format;
+pub mod ggml_type;
 pub mod selfcheck;
+pub mod tensor;
 
 pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};
+pub use ggml_type::GgmlType;
+pub use tensor::{HostTensor, Layout};
