@@ -185,7 +185,8 @@ impl Adapter {
         unsafe { sys::wgpuAdapterHasFeature(self.as_raw(), feature.0) != 0 }
     }
 
-    /// Requests a device. `ImplicitDeviceSynchronization` is always added: it is what makes
+    /// Requests a device. An adapter gives one device; request another adapter for a second.
+    /// `ImplicitDeviceSynchronization` is always added: it is what makes
     /// this crate's handles safe to share between threads (see the crate documentation).
     pub fn request_device(&self, desc: &DeviceDescriptor) -> GpuFuture<Device> {
         if !self.has_feature(Feature::IMPLICIT_DEVICE_SYNCHRONIZATION) {

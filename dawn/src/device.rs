@@ -274,10 +274,11 @@ unsafe extern "C" fn on_uncaptured_error(
         let Some(error) = error_from(kind, strings::from_view(message)) else {
             return;
         };
+        // Logged first, so a panicking user callback cannot lose the error.
+        shared.uncaptured.lock().push(error.clone());
         if let Some(callback) = &shared.on_uncaptured_error {
-            callback(error.clone());
+            callback(error);
         }
-        shared.uncaptured.lock().push(error);
     });
 }
 

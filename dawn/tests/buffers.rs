@@ -1,0 +1,189 @@
+//! Buffers: creation limits, mapping into typed slices, unmapping, destruction, async mapping.
+
+mod common;
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+
+use dawn::{BufferDescriptor, BufferUsage, Error, MapMode};
+
+fn desc(size: u64, usage: BufferUsage) -> BufferDescriptor<'static> {
+    BufferDescriptor {
+        label: Some("test"),
+        size,
+        usage,
+    }
+}
+
+#[test]
+fn write_then_map_for_reading_gives_typed_slices() {
+    let device = common::device();
+    let values: Vec<f32> = (0..1024).map(|i| i as f32 * 0.5 - 3.0).collect();
+    let buffer = device
+        .create_buffer(&desc(4096, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    device.write_buffer(&buffer, 0, &values).unwrap();
+    let mapping = buffer.map(MapMode::Read, 0, 4096).wait().unwrap();
+    assert!(buffer.is_mapped());
+    assert_eq!(mapping.as_slice::<f32>().unwrap(), values.as_slice());
+    let halves: Vec<half::f16> = mapping.to_vec::<half::f16>().unwrap();
+    assert_eq!(halves.len(), 2048);
+    drop(mapping);
+    assert!(!buffer.is_mapped());
+    // Mapping again after the unmap works.
+    let again = buffer.map(MapMode::Read, 8, 16).wait().unwrap();
+    assert_eq!(again.as_slice::<f32>().unwrap(), &values[2..6]);
+    again.unmap();
+}
+
+#[test]
+fn map_for_writing_then_copy_and_read_back() {
+    let device = common::device();
+    let upload = device
+        .create_buffer(&desc(64, BufferUsage::MAP_WRITE | BufferUsage::COPY_SRC))
+        .unwrap();
+    {
+        let mut mapping = upload.map(MapMode::Write, 0, 64).wait().unwrap();
+        let slice = mapping.as_mut_slice::<u32>().unwrap();
+        for (i, v) in slice.iter_mut().enumerate() {
+            *v = 1000 + i as u32;
+        }
+    }
+    let storage = device
+        .create_buffer(&desc(
+            64,
+            BufferUsage::STORAGE | BufferUsage::COPY_DST | BufferUsage::COPY_SRC,
+        ))
+        .unwrap();
+    let mut encoder = device.create_command_encoder(None).unwrap();
+    encoder.copy_buffer_to_buffer(&upload, 0, &storage, 0, 64).unwrap();
+    device.submit([encoder.finish().unwrap()]).unwrap();
+    let back: Vec<u32> = device.read_buffer(&storage, 0, 64).unwrap();
+    assert_eq!(back, (1000..1016).collect::<Vec<u32>>());
+}
+
+#[test]
+fn a_read_mapping_cannot_be_written() {
+    let device = common::device();
+    let buffer = device
+        .create_buffer(&desc(16, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    let mut mapping = buffer.map(MapMode::Read, 0, 16).wait().unwrap();
+    assert!(matches!(mapping.bytes_mut(), Err(Error::InvalidArgument(_))));
+    assert!(matches!(mapping.as_mut_slice::<u32>(), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn mapping_without_map_usage_is_an_error() {
+    let device = common::device();
+    let buffer = device.create_buffer(&desc(16, BufferUsage::STORAGE)).unwrap();
+    let err = buffer.map(MapMode::Read, 0, 16).wait().unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(!buffer.is_mapped(), "a refused map leaves the buffer unmapped");
+    assert!(matches!(
+        buffer.map(MapMode::Write, 0, 16).wait(),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn bad_map_ranges_and_double_maps_are_errors() {
+    let device = common::device();
+    let buffer = device
+        .create_buffer(&desc(64, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    assert!(
+        matches!(buffer.map(MapMode::Read, 4, 16).wait(), Err(Error::InvalidArgument(_))),
+        "offset not multiple of 8"
+    );
+    assert!(
+        matches!(buffer.map(MapMode::Read, 0, 6).wait(), Err(Error::InvalidArgument(_))),
+        "size not multiple of 4"
+    );
+    assert!(
+        matches!(buffer.map(MapMode::Read, 32, 64).wait(), Err(Error::InvalidArgument(_))),
+        "past the end"
+    );
+    let first = buffer.map(MapMode::Read, 0, 64).wait().unwrap();
+    assert!(matches!(buffer.map(MapMode::Read, 0, 64).wait(), Err(Error::Map(_))));
+    // Destroying a mapped buffer or its device would pull the memory from under `first`.
+    assert!(buffer.destroy().is_err());
+    assert!(device.destroy().is_err());
+    drop(first);
+    buffer.destroy().unwrap();
+}
+
+#[test]
+fn buffers_over_the_limits_are_errors() {
+    let device = common::device();
+    let too_big = device.limits().max_buffer_size + 4;
+    let err = device.create_buffer(&desc(too_big, BufferUsage::STORAGE)).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    // Usages WebGPU forbids together are caught by Dawn and come back as values.
+    let err = device
+        .create_buffer(&desc(16, BufferUsage::MAP_READ | BufferUsage::MAP_WRITE))
+        .unwrap_err();
+    assert!(matches!(err, Error::Validation(_)), "{err}");
+    // write_buffer past the end.
+    let small = device.create_buffer(&desc(16, BufferUsage::COPY_DST)).unwrap();
+    assert!(matches!(
+        device.write_buffer(&small, 8, &[0u32; 4]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        device.write_buffer(&small, 2, &[0u32]),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn dropping_a_pending_map_cancels_it() {
+    let device = common::device();
+    let buffer = device
+        .create_buffer(&desc(16, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    drop(buffer.map(MapMode::Read, 0, 16));
+    assert!(!buffer.is_mapped());
+    let mapping = buffer.map(MapMode::Read, 0, 16).wait().unwrap();
+    assert_eq!(mapping.bytes().len(), 16);
+}
+
+/// A minimal executor: polls a future, parking the thread between wake-ups. Shows that the
+/// futures work with no runtime at all.
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct ThreadWaker(Thread);
+    impl Wake for ThreadWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+        std::thread::park();
+    }
+}
+
+#[test]
+fn futures_can_be_awaited_without_a_runtime() {
+    let device = common::device();
+    let values: Vec<u32> = (0..256).collect();
+    let buffer = device
+        .create_buffer(&desc(1024, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    device.write_buffer(&buffer, 0, &values).unwrap();
+    let read = block_on(async {
+        device.on_submitted_work_done().await?;
+        let mapping = buffer.map(MapMode::Read, 0, 1024).await?;
+        mapping.to_vec::<u32>()
+    })
+    .unwrap();
+    assert_eq!(read, values);
+}

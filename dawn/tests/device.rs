@@ -1,0 +1,218 @@
+//! Devices: features, limits, toggles, loss, uncaptured errors and error scopes as values.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dawn::{
+    BufferDescriptor, BufferUsage, DeviceDescriptor, DeviceLostReason, Error, ErrorFilter, Feature, RequiredLimits,
+    Toggle, Toggles,
+};
+
+#[test]
+fn device_gets_the_adapter_limits_and_requested_features() {
+    let adapter = common::adapter();
+    let desc = DeviceDescriptor::default()
+        .with_adapter_limits()
+        .with_feature(Feature::SHADER_F16);
+    let device = adapter.request_device(&desc).wait().unwrap();
+    let (a, d) = (adapter.limits(), *device.limits());
+    assert_eq!(d.max_storage_buffer_binding_size, a.max_storage_buffer_binding_size);
+    assert_eq!(
+        d.max_compute_workgroup_storage_size,
+        a.max_compute_workgroup_storage_size
+    );
+    assert_eq!(d.max_buffer_size, a.max_buffer_size);
+    assert!(device.has_feature(Feature::SHADER_F16));
+    assert!(
+        device.has_feature(Feature::IMPLICIT_DEVICE_SYNCHRONIZATION),
+        "always enabled"
+    );
+
+    // An adapter gives one device: a second request is an error value.
+    assert!(matches!(
+        adapter.request_device(&DeviceDescriptor::default()).wait(),
+        Err(Error::RequestDevice(_))
+    ));
+    // Default limits are WebGPU's, at most the adapter's.
+    let plain = common::adapter()
+        .request_device(&DeviceDescriptor::default())
+        .wait()
+        .unwrap();
+    assert!(plain.limits().max_storage_buffer_binding_size <= a.max_storage_buffer_binding_size);
+}
+
+#[test]
+fn custom_limits_above_the_adapter_are_an_error() {
+    let adapter = common::adapter();
+    let mut limits = adapter.limits();
+    limits.max_compute_workgroup_storage_size += 1 << 20;
+    let desc = DeviceDescriptor {
+        required_limits: RequiredLimits::Custom(limits),
+        ..Default::default()
+    };
+    let err = adapter.request_device(&desc).wait().unwrap_err();
+    assert!(matches!(err, Error::RequestDevice(_)), "{err}");
+}
+
+#[test]
+fn devices_take_the_toggles_upstream_uses() {
+    let toggles = Toggles::new()
+        .enable(Toggle::SKIP_VALIDATION)
+        .enable(Toggle::DISABLE_ROBUSTNESS)
+        .enable(Toggle::DISABLE_WORKGROUP_INIT)
+        .enable(Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD)
+        .disable(Toggle::TIMESTAMP_QUANTIZATION);
+    let device = common::device_with(toggles);
+    let buffer = device
+        .create_buffer_init(
+            Some("x"),
+            BufferUsage::STORAGE | BufferUsage::COPY_SRC,
+            &[1u32, 2, 3, 4],
+        )
+        .unwrap();
+    assert_eq!(device.read_buffer::<u32>(&buffer, 0, 16).unwrap(), [1, 2, 3, 4]);
+}
+
+#[test]
+fn missing_features_are_reported_before_the_request() {
+    let adapter = common::adapter();
+    let bogus = DeviceDescriptor::default()
+        .with_feature(Feature::DAWN_INTERNAL_USAGES)
+        .with_feature(Feature::SHADER_F16);
+    // Either the adapter has both (then a device), or the missing one is named.
+    match adapter.request_device(&bogus).wait() {
+        Ok(device) => assert!(device.has_feature(Feature::SHADER_F16)),
+        Err(err) => assert!(matches!(err, Error::MissingFeature(_)), "{err}"),
+    }
+}
+
+#[test]
+fn destroy_delivers_device_lost_as_a_value_and_later_work_fails() {
+    let adapter = common::adapter();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&lost);
+    let desc = DeviceDescriptor {
+        on_device_lost: Some(Arc::new(move |e: Error| {
+            assert!(e.is_device_lost());
+            seen.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..Default::default()
+    };
+    let device = adapter.request_device(&desc).wait().unwrap();
+    let buffer = device
+        .create_buffer(&BufferDescriptor {
+            size: 16,
+            usage: BufferUsage::COPY_DST,
+            ..Default::default()
+        })
+        .unwrap();
+    device.destroy().unwrap();
+    assert_eq!(lost.load(Ordering::SeqCst), 1);
+    let reason = match device.lost() {
+        Some(Error::DeviceLost { reason, .. }) => reason,
+        other => panic!("expected a lost device, got {other:?}"),
+    };
+    assert_eq!(reason, DeviceLostReason::Destroyed);
+
+    // Work on a destroyed device: error values, the process keeps running.
+    let encoder = device.create_command_encoder(None);
+    assert!(matches!(encoder, Err(Error::DeviceLost { .. })));
+    assert!(matches!(device.submit([]), Err(Error::DeviceLost { .. })));
+    assert!(matches!(
+        device.write_buffer(&buffer, 0, &[1u32]),
+        Err(Error::DeviceLost { .. })
+    ));
+    assert!(
+        device
+            .create_buffer(&BufferDescriptor {
+                size: 4,
+                usage: BufferUsage::COPY_DST,
+                ..Default::default()
+            })
+            .is_err()
+    );
+    assert!(device.on_submitted_work_done().wait().is_err());
+    assert!(device.synchronize(std::time::Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn error_scopes_return_errors_as_values() {
+    let device = common::device();
+    let buffer = device
+        .create_buffer(&BufferDescriptor {
+            size: 16,
+            usage: BufferUsage::COPY_DST,
+            ..Default::default()
+        })
+        .unwrap();
+    buffer.destroy().unwrap();
+
+    device.push_error_scope(ErrorFilter::Validation);
+    device.write_buffer(&buffer, 0, &[1u32, 2]).unwrap(); // Dawn rejects writes to a destroyed buffer.
+    let caught = device.pop_error_scope().wait().unwrap();
+    assert!(matches!(caught, Some(Error::Validation(_))), "{caught:?}");
+
+    device.push_error_scope(ErrorFilter::OutOfMemory);
+    assert_eq!(device.pop_error_scope().wait().unwrap(), None);
+
+    // Popping an empty stack is itself an error value.
+    assert!(device.pop_error_scope().wait().is_err());
+    assert!(device.take_uncaptured_errors().is_empty());
+}
+
+#[test]
+fn uncaptured_errors_reach_the_callback_and_the_log() {
+    let adapter = common::adapter();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    let desc = DeviceDescriptor {
+        on_uncaptured_error: Some(Arc::new(move |e: Error| {
+            assert!(matches!(e, Error::Validation(_)));
+            seen.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..Default::default()
+    };
+    let device = adapter.request_device(&desc).wait().unwrap();
+    let buffer = device
+        .create_buffer(&BufferDescriptor {
+            size: 16,
+            usage: BufferUsage::COPY_DST,
+            ..Default::default()
+        })
+        .unwrap();
+    buffer.destroy().unwrap();
+    device.write_buffer(&buffer, 0, &[7u32]).unwrap();
+    device.synchronize(std::time::Duration::from_secs(10)).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    let log = device.take_uncaptured_errors();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(device.take_uncaptured_errors().is_empty());
+}
+
+#[test]
+fn a_panicking_callback_does_not_unwind_into_dawn() {
+    let adapter = common::adapter();
+    let desc = DeviceDescriptor {
+        on_uncaptured_error: Some(Arc::new(|_e: Error| panic!("user callback panics"))),
+        ..Default::default()
+    };
+    let device = adapter.request_device(&desc).wait().unwrap();
+    let buffer = device
+        .create_buffer(&BufferDescriptor {
+            size: 16,
+            usage: BufferUsage::COPY_DST,
+            ..Default::default()
+        })
+        .unwrap();
+    buffer.destroy().unwrap();
+    device.write_buffer(&buffer, 0, &[7u32]).unwrap();
+    device.synchronize(std::time::Duration::from_secs(10)).unwrap();
+    // The process survives, the error was still logged, and the device still works.
+    assert_eq!(device.take_uncaptured_errors().len(), 1);
+    let ok = device
+        .create_buffer_init(None, BufferUsage::STORAGE | BufferUsage::COPY_SRC, &[5u32])
+        .unwrap();
+    assert_eq!(device.read_buffer::<u32>(&ok, 0, 4).unwrap(), [5]);
+}
