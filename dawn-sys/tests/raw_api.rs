@@ -157,10 +157,8 @@ fn adapter_reports_subgroup_matrix_configs() {
         ..Default::default()
     };
     // SAFETY: `info` and the chained struct are valid for writes.
-    assert_eq!(
-        unsafe { wgpuAdapterGetInfo(gpu.adapter, &mut info) },
-        WGPUStatus::Success
-    );
+    let status = unsafe { wgpuAdapterGetInfo(gpu.adapter, &mut info) };
+    assert_eq!(status, WGPUStatus::Success);
     // SAFETY: Dawn filled `configs` with `configCount` elements.
     let list = unsafe { std::slice::from_raw_parts(configs.configs, configs.configCount) };
     let description = string(info.device);

@@ -115,8 +115,10 @@ impl Device {
             entryCount: raw_entries.len(),
             entries: raw_entries.as_ptr(),
         };
-        // SAFETY: a valid device; the descriptor and entries live during the call.
-        self.scoped(|| BindGroupLayout::from_raw(unsafe { sys::wgpuDeviceCreateBindGroupLayout(self.as_raw(), &desc) }))
+        self.scoped(|| {
+            // SAFETY: a valid device; the descriptor and entries live during the call.
+            BindGroupLayout::wrap(unsafe { sys::wgpuDeviceCreateBindGroupLayout(self.as_raw(), &desc) })
+        })
     }
 
     /// Creates a bind group. Ranges are checked against the buffers' sizes, the storage binding
@@ -171,8 +173,10 @@ impl Device {
             entryCount: raw_entries.len(),
             entries: raw_entries.as_ptr(),
         };
-        // SAFETY: a valid device; the descriptor, entries and the handles they name live during the call.
-        self.scoped(|| BindGroup::from_raw(unsafe { sys::wgpuDeviceCreateBindGroup(self.as_raw(), &desc) }))
+        self.scoped(|| {
+            // SAFETY: a valid device; the descriptor, entries and the handles they name live during the call.
+            BindGroup::wrap(unsafe { sys::wgpuDeviceCreateBindGroup(self.as_raw(), &desc) })
+        })
     }
 
     /// Creates a pipeline layout from bind group layouts (group 0, 1, …).
@@ -185,7 +189,9 @@ impl Device {
             bindGroupLayouts: raw.as_ptr(),
             immediateSize: 0,
         };
-        // SAFETY: a valid device; the descriptor and layouts live during the call.
-        self.scoped(|| PipelineLayout::from_raw(unsafe { sys::wgpuDeviceCreatePipelineLayout(self.as_raw(), &desc) }))
+        self.scoped(|| {
+            // SAFETY: a valid device; the descriptor and layouts live during the call.
+            PipelineLayout::wrap(unsafe { sys::wgpuDeviceCreatePipelineLayout(self.as_raw(), &desc) })
+        })
     }
 }

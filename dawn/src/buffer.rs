@@ -101,9 +101,10 @@ impl Device {
             size: desc.size,
             mappedAtCreation: u32::from(mapped_at_creation),
         };
-        // SAFETY: a valid device; the descriptor lives during the call.
-        let raw =
-            self.scoped(|| RawBuffer::from_raw(unsafe { sys::wgpuDeviceCreateBuffer(self.as_raw(), &raw_desc) }))?;
+        let raw = self.scoped(|| {
+            // SAFETY: a valid device; the descriptor lives during the call.
+            RawBuffer::wrap(unsafe { sys::wgpuDeviceCreateBuffer(self.as_raw(), &raw_desc) })
+        })?;
         Ok(Buffer {
             raw,
             state: Arc::new(BufferState {

@@ -60,7 +60,8 @@ impl Device {
         self.check_lost()?;
         // SAFETY: a valid device; the descriptor lives during the call. Encoder errors surface
         // at `finish`, which is scoped.
-        let raw = RawCommandEncoder::from_raw(unsafe { sys::wgpuDeviceCreateCommandEncoder(self.as_raw(), &desc) });
+        let raw = unsafe { sys::wgpuDeviceCreateCommandEncoder(self.as_raw(), &desc) };
+        let raw = RawCommandEncoder::wrap(raw)?;
         Ok(CommandEncoder {
             raw,
             device: self.clone(),
@@ -144,8 +145,9 @@ impl CommandEncoder {
             timestampWrites: writes.as_ref().map_or(std::ptr::null(), |w| w as *const _),
         };
         // SAFETY: a valid encoder; the descriptor lives during the call.
-        let raw =
-            RawComputePass::from_raw(unsafe { sys::wgpuCommandEncoderBeginComputePass(self.raw.as_raw(), &desc) });
+        let raw = unsafe { sys::wgpuCommandEncoderBeginComputePass(self.raw.as_raw(), &desc) };
+        // Dawn returns an error pass rather than null; errors surface at `finish`.
+        let raw = RawComputePass::from_raw(raw);
         let limits = *self.device.limits();
         ComputePass {
             raw,
@@ -198,9 +200,10 @@ impl CommandEncoder {
             nextInChain: std::ptr::null_mut(),
             label: sys::WGPUStringView::null(),
         };
-        // SAFETY: a valid encoder; the descriptor lives during the call.
-        self.device
-            .scoped(|| CommandBuffer::from_raw(unsafe { sys::wgpuCommandEncoderFinish(self.raw.as_raw(), &desc) }))
+        self.device.scoped(|| {
+            // SAFETY: a valid encoder; the descriptor lives during the call.
+            CommandBuffer::wrap(unsafe { sys::wgpuCommandEncoderFinish(self.raw.as_raw(), &desc) })
+        })
     }
 }
 

@@ -323,7 +323,8 @@ impl Device {
             list.into()
         };
         // SAFETY: a valid device; GetQueue returns a new reference, which `Queue` takes.
-        let queue = Queue::from_raw(unsafe { sys::wgpuDeviceGetQueue(raw.as_raw()) });
+        let queue = unsafe { sys::wgpuDeviceGetQueue(raw.as_raw()) };
+        let queue = Queue::from_raw(queue);
         Device {
             raw,
             shared: Arc::clone(&pending.shared),
@@ -431,7 +432,7 @@ impl Device {
 
     /// Runs `create` inside error scopes for every kind of error and returns its value, or the
     /// first error Dawn reported for it. This is how object creation returns errors as values.
-    pub(crate) fn scoped<T>(&self, create: impl FnOnce() -> T) -> Result<T> {
+    pub(crate) fn scoped<T>(&self, create: impl FnOnce() -> Result<T>) -> Result<T> {
         match self.capture(create)? {
             (value, None) => Ok(value),
             (_, Some(error)) => Err(error),
@@ -440,7 +441,7 @@ impl Device {
 
     /// Like [`Device::scoped`], but returns the value together with the error, for objects whose
     /// error state can still be queried (a shader module's compilation messages).
-    pub(crate) fn capture<T>(&self, create: impl FnOnce() -> T) -> Result<(T, Option<Error>)> {
+    pub(crate) fn capture<T>(&self, create: impl FnOnce() -> Result<T>) -> Result<(T, Option<Error>)> {
         self.check_lost()?;
         for filter in [ErrorFilter::Internal, ErrorFilter::OutOfMemory, ErrorFilter::Validation] {
             self.push_error_scope(filter);
@@ -456,7 +457,7 @@ impl Device {
             }
         }
         self.check_lost()?;
-        Ok((value, first))
+        Ok((value?, first))
     }
 
     pub(crate) fn shared(&self) -> &Arc<DeviceShared> {

@@ -32,6 +32,16 @@ macro_rules! handle {
                 Self { raw }
             }
 
+            /// Takes ownership of one reference Dawn just returned; a null handle (which Dawn
+            /// gives for no valid input, but check anyway) is an error.
+            #[allow(dead_code)]
+            pub(crate) fn wrap(raw: $raw) -> $crate::error::Result<Self> {
+                if raw.is_null() {
+                    return Err($crate::error::Error::Internal(concat!("Dawn returned no ", stringify!($name)).into()));
+                }
+                Ok(Self::from_raw(raw))
+            }
+
             /// The raw handle, still owned by `self`.
             pub fn as_raw(&self) -> $raw {
                 self.raw

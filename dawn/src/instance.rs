@@ -206,11 +206,13 @@ impl Instance {
     }
 
     /// An `Instance` from the raw reference an adapter callback received.
-    pub(crate) fn from_inner_ptr(ptr: *mut std::ffi::c_void) -> Instance {
-        // SAFETY: `ptr` came from `Arc::into_raw` in `request_adapter` and is reclaimed once.
-        Instance {
-            inner: unsafe { Arc::from_raw(ptr.cast_const().cast::<Inner>()) },
-        }
+    ///
+    /// # Safety
+    /// `ptr` must come from the `Arc::into_raw` in `request_adapter`, and be used once.
+    pub(crate) unsafe fn from_inner_ptr(ptr: *mut std::ffi::c_void) -> Instance {
+        // SAFETY: per the contract, this reclaims the reference leaked for the callback.
+        let inner = unsafe { Arc::from_raw(ptr.cast_const().cast::<Inner>()) };
+        Instance { inner }
     }
 }
 
@@ -222,7 +224,8 @@ unsafe extern "C" fn on_adapter(
     userdata2: *mut std::ffi::c_void,
 ) {
     future::guard(|| {
-        let instance = Instance::from_inner_ptr(userdata2);
+        // SAFETY: `userdata2` is the reference `request_adapter` leaked; Dawn calls this once.
+        let instance = unsafe { Instance::from_inner_ptr(userdata2) };
         let result = match status {
             sys::WGPURequestAdapterStatus::Success if !adapter.is_null() => Ok(Adapter::from_raw(adapter, instance)),
             sys::WGPURequestAdapterStatus::CallbackCancelled => Err(Error::Cancelled(strings::from_view(message))),

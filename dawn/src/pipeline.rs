@@ -71,9 +71,9 @@ impl Device {
     /// an unknown override, a workgroup size over the limits, …) come back as values.
     pub fn create_compute_pipeline(&self, desc: &ComputePipelineDescriptor<'_>) -> Result<ComputePipeline> {
         let raw = raw_descriptor(desc);
-        // SAFETY: a valid device; the descriptor and its storage live during the call.
         self.scoped(|| {
-            ComputePipeline::from_raw(unsafe { sys::wgpuDeviceCreateComputePipeline(self.as_raw(), &raw.desc) })
+            // SAFETY: a valid device; the descriptor and its storage live during the call.
+            ComputePipeline::wrap(unsafe { sys::wgpuDeviceCreateComputePipeline(self.as_raw(), &raw.desc) })
         })
     }
 
@@ -123,9 +123,9 @@ unsafe extern "C" fn on_pipeline(
 impl ComputePipeline {
     /// The layout of bind group `index` (for pipelines with an automatic layout).
     pub fn bind_group_layout(&self, device: &Device, index: u32) -> Result<BindGroupLayout> {
-        // SAFETY: a valid pipeline; GetBindGroupLayout returns a new reference.
         device.scoped(|| {
-            BindGroupLayout::from_raw(unsafe { sys::wgpuComputePipelineGetBindGroupLayout(self.as_raw(), index) })
+            // SAFETY: a valid pipeline; GetBindGroupLayout returns a new reference.
+            BindGroupLayout::wrap(unsafe { sys::wgpuComputePipelineGetBindGroupLayout(self.as_raw(), index) })
         })
     }
 }

@@ -39,9 +39,10 @@ impl Device {
             type_: sys::WGPUQueryType::Timestamp,
             count,
         };
-        // SAFETY: a valid device; the descriptor lives during the call.
-        let raw =
-            self.scoped(|| RawQuerySet::from_raw(unsafe { sys::wgpuDeviceCreateQuerySet(self.as_raw(), &desc) }))?;
+        let raw = self.scoped(|| {
+            // SAFETY: a valid device; the descriptor lives during the call.
+            RawQuerySet::wrap(unsafe { sys::wgpuDeviceCreateQuerySet(self.as_raw(), &desc) })
+        })?;
         Ok(QuerySet { raw, count })
     }
 }

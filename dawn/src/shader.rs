@@ -33,9 +33,10 @@ impl Device {
             nextInChain: (&source.chain as *const sys::WGPUChainedStruct).cast_mut(),
             label: strings::to_view(label),
         };
-        // SAFETY: a valid device; the descriptor and source live during the call.
-        let (module, error) = self
-            .capture(|| ShaderModule::from_raw(unsafe { sys::wgpuDeviceCreateShaderModule(self.as_raw(), &desc) }))?;
+        let (module, error) = self.capture(|| {
+            // SAFETY: a valid device; the descriptor and source live during the call.
+            ShaderModule::wrap(unsafe { sys::wgpuDeviceCreateShaderModule(self.as_raw(), &desc) })
+        })?;
         let label = label.unwrap_or("unnamed").to_owned();
         // An invalid module still reports its compiler messages, with their locations.
         let messages = module.compilation_messages(self).unwrap_or_default();
