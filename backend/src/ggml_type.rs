@@ -78,6 +78,10 @@ ggml_types! {
     TQ1_0 = 34, "tq1_0", block 256, bytes 54;
     TQ2_0 = 35, "tq2_0", block 256, bytes 66;
     MXFP4 = 39, "mxfp4", block 32, bytes 17;
+    /// e2m1 values with fp8 (e4m3) scales per 16 elements: 4 scale bytes and 32 value bytes.
+    NVFP4 = 40, "nvfp4", block 64, bytes 36;
+    /// One bit per weight with an f16 scale.
+    Q1_0 = 41, "q1_0", block 128, bytes 18;
 }
 
 impl GgmlType {

@@ -6,6 +6,7 @@
 pub mod context;
 pub mod format;
 pub mod ggml_type;
+pub mod gguf;
 pub mod selfcheck;
 pub mod tensor;
 
