@@ -26,6 +26,7 @@ handle!(
 pub struct RequestAdapterOptions {
     /// Only adapters of this backend (for example Vulkan); `None` lets Dawn choose.
     pub backend: Option<BackendType>,
+    /// Whether to prefer a low-power or a high-performance adapter.
     pub power_preference: PowerPreference,
     /// Ask for the fallback adapter: a CPU implementation such as lavapipe or SwiftShader.
     pub force_fallback_adapter: bool,
@@ -49,13 +50,21 @@ impl RequestAdapterOptions {
 /// Facts about an adapter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdapterInfo {
+    /// The vendor's name (may be empty).
     pub vendor: String,
+    /// The GPU architecture or family (may be empty).
     pub architecture: String,
+    /// The device's name.
     pub device: String,
+    /// The driver's description (may be empty).
     pub description: String,
+    /// The native API the adapter runs on.
     pub backend: BackendType,
+    /// Discrete GPU, integrated GPU or CPU.
     pub adapter_type: AdapterType,
+    /// The PCI vendor ID (0 when unknown).
     pub vendor_id: u32,
+    /// The PCI device ID (0 when unknown).
     pub device_id: u32,
     /// The smallest subgroup size shaders may run with.
     pub subgroup_min_size: u32,

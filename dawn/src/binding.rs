@@ -33,6 +33,7 @@ handle!(
 /// How a compute shader sees a buffer binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BufferBindingType {
+    /// `var<uniform>`.
     Uniform,
     /// `var<storage, read_write>`.
     Storage,
@@ -43,8 +44,11 @@ pub enum BufferBindingType {
 /// One entry of a bind group layout (visible to compute shaders).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BindGroupLayoutEntry {
+    /// The binding number, matching `@binding(n)` in the shader.
     pub binding: u32,
+    /// How the shader sees the buffer.
     pub ty: BufferBindingType,
+    /// Whether the offset is given when the bind group is set rather than in the bind group.
     pub has_dynamic_offset: bool,
     /// The smallest buffer range the binding accepts (0: no minimum).
     pub min_binding_size: u64,
@@ -65,8 +69,11 @@ impl BindGroupLayoutEntry {
 /// One buffer range bound at `binding`.
 #[derive(Debug, Clone, Copy)]
 pub struct BindGroupEntry<'a> {
+    /// The binding number, matching `@binding(n)` in the shader.
     pub binding: u32,
+    /// The buffer to bind.
     pub buffer: &'a Buffer,
+    /// Start of the range in bytes; a multiple of the device's offset alignment limits.
     pub offset: u64,
     /// `None`: to the end of the buffer.
     pub size: Option<u64>,

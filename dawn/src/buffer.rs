@@ -29,9 +29,11 @@ handle!(
 /// What to create a buffer with.
 #[derive(Debug, Clone, Default)]
 pub struct BufferDescriptor<'a> {
+    /// A name for debugging and error messages.
     pub label: Option<&'a str>,
     /// Size in bytes; a multiple of 4 for buffers that are mapped or copied.
     pub size: u64,
+    /// Every way the buffer will be used; other uses are errors.
     pub usage: BufferUsage,
 }
 

@@ -45,8 +45,11 @@ pub struct CommandEncoder {
 /// Where a pass writes its begin and end timestamps.
 #[derive(Debug, Clone, Copy)]
 pub struct PassTimestamps<'a> {
+    /// The timestamp query set to write into.
     pub query_set: &'a QuerySet,
+    /// The query written when the pass begins; `None`: no timestamp there.
     pub beginning_index: Option<u32>,
+    /// The query written when the pass ends; `None`: no timestamp there.
     pub end_index: Option<u32>,
 }
 

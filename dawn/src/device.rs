@@ -44,9 +44,11 @@ pub enum RequiredLimits {
 /// What to create a device with.
 #[derive(Clone, Default)]
 pub struct DeviceDescriptor {
+    /// A name for debugging and error messages.
     pub label: Option<String>,
     /// Features to enable; `ImplicitDeviceSynchronization` is added automatically.
     pub required_features: Vec<Feature>,
+    /// The limits to ask for (WebGPU's defaults unless set).
     pub required_limits: RequiredLimits,
     /// Device toggles, for example [`crate::Toggle::SKIP_VALIDATION`].
     pub toggles: Toggles,
@@ -296,8 +298,11 @@ pub(crate) fn error_from(kind: sys::WGPUErrorType, message: String) -> Option<Er
 /// Which errors an error scope catches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorFilter {
+    /// Validation errors ([`Error::Validation`]).
     Validation,
+    /// Out-of-memory errors ([`Error::OutOfMemory`]).
     OutOfMemory,
+    /// Internal errors ([`Error::Internal`]).
     Internal,
 }
 

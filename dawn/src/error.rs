@@ -18,7 +18,12 @@ pub enum Error {
     RequestDevice(String),
     /// The device is lost (destroyed, driver reset, …); it cannot be used any more.
     #[error("device lost ({reason}): {message}")]
-    DeviceLost { reason: DeviceLostReason, message: String },
+    DeviceLost {
+        /// Why the device was lost.
+        reason: DeviceLostReason,
+        /// Dawn's message.
+        message: String,
+    },
     /// Dawn's validation rejected a call.
     #[error("validation error: {0}")]
     Validation(String),
@@ -31,7 +36,9 @@ pub enum Error {
     /// A WGSL module did not compile; each message has its line and column.
     #[error("shader `{label}` failed to compile:\n{}", display_messages(.messages))]
     ShaderCompilation {
+        /// The shader module's label.
         label: String,
+        /// The compiler's messages.
         messages: Vec<CompilationMessage>,
     },
     /// Mapping a buffer failed.
@@ -89,19 +96,24 @@ impl fmt::Display for DeviceLostReason {
 /// How serious a compilation message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MessageKind {
+    /// The module did not compile.
     Error,
+    /// A problem that does not stop compilation.
     Warning,
+    /// Information only.
     Info,
 }
 
 /// One message of the WGSL compiler, located in the source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompilationMessage {
+    /// How serious the message is.
     pub kind: MessageKind,
     /// 1-based line (0 when the message has no location).
     pub line: u64,
     /// 1-based column, in UTF-16 code units as WebGPU counts them.
     pub column: u64,
+    /// The message's text.
     pub message: String,
 }
 

@@ -33,6 +33,8 @@
 //! limits, missing usages) fail before Dawn sees them. Work on a lost or destroyed device fails
 //! with [`Error::DeviceLost`].
 
+#![warn(missing_docs)]
+
 mod adapter;
 mod binding;
 mod buffer;

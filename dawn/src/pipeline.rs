@@ -23,10 +23,13 @@ handle!(
 /// What to build a compute pipeline from.
 #[derive(Debug, Clone)]
 pub struct ComputePipelineDescriptor<'a> {
+    /// A name for debugging and error messages.
     pub label: Option<&'a str>,
     /// `None`: derive the layout from the shader ("auto" layout).
     pub layout: Option<&'a PipelineLayout>,
+    /// The shader module holding the entry point.
     pub module: &'a ShaderModule,
+    /// The name of the `@compute` function to run.
     pub entry_point: &'a str,
     /// Values for the shader's `override` declarations, by name (or numeric id).
     pub constants: &'a [(&'a str, f64)],

@@ -55,7 +55,9 @@ impl fmt::Display for Toggle {
 /// Toggles to force on and to force off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Toggles {
+    /// Toggles to force on.
     pub enabled: Vec<Toggle>,
+    /// Toggles to force off.
     pub disabled: Vec<Toggle>,
 }
 
@@ -77,6 +79,7 @@ impl Toggles {
         self
     }
 
+    /// Whether no toggle is forced either way.
     pub fn is_empty(&self) -> bool {
         self.enabled.is_empty() && self.disabled.is_empty()
     }

@@ -88,13 +88,21 @@ impl InstanceFeature {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BackendType {
+    /// Dawn's null backend: accepts calls but runs nothing (for testing).
     Null,
+    /// Another WebGPU implementation underneath (as in a browser via Emscripten).
     WebGpu,
+    /// Direct3D 11.
     D3D11,
+    /// Direct3D 12.
     D3D12,
+    /// Apple's Metal.
     Metal,
+    /// Vulkan.
     Vulkan,
+    /// Desktop OpenGL.
     OpenGl,
+    /// OpenGL ES.
     OpenGles,
     /// A value this crate does not know.
     Other(u32),
@@ -146,10 +154,13 @@ impl BackendType {
 /// What kind of processor an adapter is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AdapterType {
+    /// A GPU with its own memory.
     DiscreteGpu,
+    /// A GPU that shares memory with the CPU.
     IntegratedGpu,
     /// A software implementation, such as lavapipe.
     Cpu,
+    /// Dawn does not say.
     Unknown,
 }
 
@@ -167,9 +178,12 @@ impl AdapterType {
 /// Which adapter to prefer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum PowerPreference {
+    /// No preference; Dawn chooses.
     #[default]
     Undefined,
+    /// Prefer a power-saving adapter, such as an integrated GPU.
     LowPower,
+    /// Prefer a fast adapter, such as a discrete GPU.
     HighPerformance,
 }
 
@@ -186,12 +200,19 @@ impl PowerPreference {
 /// The element type of a subgroup matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ComponentType {
+    /// 32-bit float.
     F32,
+    /// 16-bit float.
     F16,
+    /// 32-bit unsigned integer.
     U32,
+    /// 32-bit signed integer.
     I32,
+    /// 8-bit unsigned integer.
     U8,
+    /// 8-bit signed integer.
     I8,
+    /// A value this crate does not know.
     Other(u32),
 }
 
@@ -231,10 +252,15 @@ impl fmt::Display for ComponentType {
 /// `subgroup_matrix_right<T, N, K>`, `subgroup_matrix_result<R, N, M>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SubgroupMatrixConfig {
+    /// Rows of the left matrix and of the result.
     pub m: u32,
+    /// Columns of the right matrix and of the result.
     pub n: u32,
+    /// Columns of the left matrix and rows of the right matrix.
     pub k: u32,
+    /// The element type of the left and right matrices.
     pub component: ComponentType,
+    /// The element type of the result matrix.
     pub result: ComponentType,
 }
 
@@ -274,42 +300,69 @@ macro_rules! limits {
 }
 
 limits! {
+    /// The largest width of a 1D texture.
     max_texture_dimension_1d: u32 = maxTextureDimension1D,
+    /// The largest width and height of a 2D texture.
     max_texture_dimension_2d: u32 = maxTextureDimension2D,
+    /// The largest width, height and depth of a 3D texture.
     max_texture_dimension_3d: u32 = maxTextureDimension3D,
+    /// The most array layers of a texture.
     max_texture_array_layers: u32 = maxTextureArrayLayers,
+    /// The most bind groups a pipeline layout may have.
     max_bind_groups: u32 = maxBindGroups,
+    /// The most bind groups and vertex buffers a render pipeline may use together.
     max_bind_groups_plus_vertex_buffers: u32 = maxBindGroupsPlusVertexBuffers,
+    /// Binding numbers in a bind group layout must be below this.
     max_bindings_per_bind_group: u32 = maxBindingsPerBindGroup,
+    /// The most uniform bindings with dynamic offsets in a pipeline layout.
     max_dynamic_uniform_buffers_per_pipeline_layout: u32 = maxDynamicUniformBuffersPerPipelineLayout,
+    /// The most storage bindings with dynamic offsets in a pipeline layout.
     max_dynamic_storage_buffers_per_pipeline_layout: u32 = maxDynamicStorageBuffersPerPipelineLayout,
+    /// The most sampled textures one shader stage may use.
     max_sampled_textures_per_shader_stage: u32 = maxSampledTexturesPerShaderStage,
+    /// The most samplers one shader stage may use.
     max_samplers_per_shader_stage: u32 = maxSamplersPerShaderStage,
+    /// The most storage buffers one shader stage may use.
     max_storage_buffers_per_shader_stage: u32 = maxStorageBuffersPerShaderStage,
+    /// The most storage textures one shader stage may use.
     max_storage_textures_per_shader_stage: u32 = maxStorageTexturesPerShaderStage,
+    /// The most uniform buffers one shader stage may use.
     max_uniform_buffers_per_shader_stage: u32 = maxUniformBuffersPerShaderStage,
+    /// The largest range of a buffer one uniform binding can cover.
     max_uniform_buffer_binding_size: u64 = maxUniformBufferBindingSize,
     /// The largest range of a buffer one storage binding can cover.
     max_storage_buffer_binding_size: u64 = maxStorageBufferBindingSize,
+    /// Uniform bindings must start at a multiple of this.
     min_uniform_buffer_offset_alignment: u32 = minUniformBufferOffsetAlignment,
     /// Storage bindings must start at a multiple of this.
     min_storage_buffer_offset_alignment: u32 = minStorageBufferOffsetAlignment,
+    /// The most vertex buffers a render pipeline may use.
     max_vertex_buffers: u32 = maxVertexBuffers,
     /// The largest buffer.
     max_buffer_size: u64 = maxBufferSize,
+    /// The most vertex attributes of a render pipeline, over all its vertex buffers.
     max_vertex_attributes: u32 = maxVertexAttributes,
+    /// The largest stride between elements of a vertex buffer.
     max_vertex_buffer_array_stride: u32 = maxVertexBufferArrayStride,
+    /// The most variables passed from the vertex to the fragment stage.
     max_inter_stage_shader_variables: u32 = maxInterStageShaderVariables,
+    /// The most color attachments of a render pass.
     max_color_attachments: u32 = maxColorAttachments,
+    /// The most bytes one sample may take over all color attachments.
     max_color_attachment_bytes_per_sample: u32 = maxColorAttachmentBytesPerSample,
     /// Bytes of `var<workgroup>` memory one workgroup may use.
     max_compute_workgroup_storage_size: u32 = maxComputeWorkgroupStorageSize,
+    /// The most invocations in one workgroup (the product of its `@workgroup_size`).
     max_compute_invocations_per_workgroup: u32 = maxComputeInvocationsPerWorkgroup,
+    /// The largest x of `@workgroup_size`.
     max_compute_workgroup_size_x: u32 = maxComputeWorkgroupSizeX,
+    /// The largest y of `@workgroup_size`.
     max_compute_workgroup_size_y: u32 = maxComputeWorkgroupSizeY,
+    /// The largest z of `@workgroup_size`.
     max_compute_workgroup_size_z: u32 = maxComputeWorkgroupSizeZ,
     /// The largest workgroup count of one dispatch, per dimension.
     max_compute_workgroups_per_dimension: u32 = maxComputeWorkgroupsPerDimension,
+    /// Bytes of immediate data (push constants) a pipeline may use.
     max_immediate_size: u32 = maxImmediateSize,
 }
 
@@ -318,15 +371,27 @@ limits! {
 pub struct BufferUsage(pub(crate) u64);
 
 impl BufferUsage {
+    /// The buffer can be mapped for reading (only together with COPY_DST, unless
+    /// [`Feature::BUFFER_MAP_EXTENDED_USAGES`] is enabled).
     pub const MAP_READ: Self = Self(sys::WGPUBufferUsage_MapRead);
+    /// The buffer can be mapped for writing (only together with COPY_SRC, unless
+    /// [`Feature::BUFFER_MAP_EXTENDED_USAGES`] is enabled).
     pub const MAP_WRITE: Self = Self(sys::WGPUBufferUsage_MapWrite);
+    /// The buffer can be the source of a copy.
     pub const COPY_SRC: Self = Self(sys::WGPUBufferUsage_CopySrc);
+    /// The buffer can be the destination of a copy or of [`crate::Device::write_buffer`].
     pub const COPY_DST: Self = Self(sys::WGPUBufferUsage_CopyDst);
+    /// The buffer can be an index buffer (render pipelines).
     pub const INDEX: Self = Self(sys::WGPUBufferUsage_Index);
+    /// The buffer can be a vertex buffer (render pipelines).
     pub const VERTEX: Self = Self(sys::WGPUBufferUsage_Vertex);
+    /// The buffer can be bound as `var<uniform>`.
     pub const UNIFORM: Self = Self(sys::WGPUBufferUsage_Uniform);
+    /// The buffer can be bound as `var<storage>`.
     pub const STORAGE: Self = Self(sys::WGPUBufferUsage_Storage);
+    /// The buffer can hold the arguments of an indirect dispatch.
     pub const INDIRECT: Self = Self(sys::WGPUBufferUsage_Indirect);
+    /// The buffer can receive resolved query results.
     pub const QUERY_RESOLVE: Self = Self(sys::WGPUBufferUsage_QueryResolve);
 
     /// Whether every bit of `other` is set in `self`.
@@ -351,7 +416,9 @@ impl std::ops::BitOrAssign for BufferUsage {
 /// Whether a mapping is for reading or for writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MapMode {
+    /// Map for reading (needs [`BufferUsage::MAP_READ`]).
     Read,
+    /// Map for writing (needs [`BufferUsage::MAP_WRITE`]).
     Write,
 }
 
