@@ -3,10 +3,12 @@
 //! - [`ggml_type`], [`tensor`], [`format`]: ggml's types, layouts and block formats, on the CPU.
 //! - [`context`]: device setup as ggml's WebGPU backend does it, and the capability probe.
 
+pub mod cases;
 pub mod context;
 pub mod format;
 pub mod ggml_type;
 pub mod gguf;
+pub mod reference;
 pub mod selfcheck;
 pub mod tensor;
 
