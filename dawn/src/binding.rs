@@ -180,7 +180,7 @@ impl Device {
             entryCount: raw_entries.len(),
             entries: raw_entries.as_ptr(),
         };
-        self.scoped(|| {
+        self.scoped_frequent(|| {
             // SAFETY: a valid device; the descriptor, entries and the handles they name live during the call.
             BindGroup::wrap(unsafe { sys::wgpuDeviceCreateBindGroup(self.as_raw(), &desc) })
         })

@@ -103,7 +103,7 @@ impl Device {
             size: desc.size,
             mappedAtCreation: u32::from(mapped_at_creation),
         };
-        let raw = self.scoped(|| {
+        let raw = self.scoped_frequent(|| {
             // SAFETY: a valid device; the descriptor lives during the call.
             RawBuffer::wrap(unsafe { sys::wgpuDeviceCreateBuffer(self.as_raw(), &raw_desc) })
         })?;

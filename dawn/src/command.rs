@@ -203,7 +203,7 @@ impl CommandEncoder {
             nextInChain: std::ptr::null_mut(),
             label: sys::WGPUStringView::null(),
         };
-        self.device.scoped(|| {
+        self.device.scoped_frequent(|| {
             // SAFETY: a valid encoder; the descriptor lives during the call.
             CommandBuffer::wrap(unsafe { sys::wgpuCommandEncoderFinish(self.raw.as_raw(), &desc) })
         })

@@ -57,6 +57,22 @@ pub struct DeviceDescriptor {
     pub on_uncaptured_error: Option<ErrorCallback>,
     /// Called once when the device is lost, with an [`Error::DeviceLost`].
     pub on_device_lost: Option<ErrorCallback>,
+    /// When errors of frequent calls (buffers, bind groups, finishing command buffers) are
+    /// reported; see [`ErrorChecking`].
+    pub error_checking: ErrorChecking,
+}
+
+/// When Dawn's errors for the frequent calls (creating buffers and bind groups, finishing
+/// command buffers) come back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ErrorChecking {
+    /// Each call returns its own errors (it waits on error scopes: a few microseconds).
+    #[default]
+    EveryCall,
+    /// Calls return at once; their errors arrive as uncaptured errors, read with
+    /// [`Device::take_uncaptured_errors`] (and reported by [`Device::synchronize`]). For hot
+    /// paths. Shader modules, pipelines and layouts are always checked at creation.
+    Deferred,
 }
 
 impl std::fmt::Debug for DeviceDescriptor {
@@ -99,6 +115,7 @@ pub(crate) struct DeviceShared {
     /// Buffers currently mapped: while any is, `destroy` is refused (it would unmap them under
     /// the slices their mappings lend out).
     pub(crate) mapped_buffers: AtomicUsize,
+    error_checking: ErrorChecking,
 }
 
 impl std::fmt::Debug for DeviceShared {
@@ -155,6 +172,7 @@ impl PendingDevice {
             on_uncaptured_error: desc.on_uncaptured_error.clone(),
             on_device_lost: desc.on_device_lost.clone(),
             mapped_buffers: AtomicUsize::new(0),
+            error_checking: desc.error_checking,
         });
         Arc::new(PendingDevice { adapter, shared })
     }
@@ -463,6 +481,18 @@ impl Device {
         }
         self.check_lost()?;
         Ok((value?, first))
+    }
+
+    /// Like [`Device::scoped`] for the frequent calls: without error scopes when the device
+    /// defers its error checking.
+    pub(crate) fn scoped_frequent<T>(&self, create: impl FnOnce() -> Result<T>) -> Result<T> {
+        match self.shared.error_checking {
+            ErrorChecking::EveryCall => self.scoped(create),
+            ErrorChecking::Deferred => {
+                self.check_lost()?;
+                create()
+            }
+        }
     }
 
     pub(crate) fn shared(&self) -> &Arc<DeviceShared> {

@@ -58,7 +58,7 @@ pub use binding::{
 };
 pub use buffer::{Buffer, BufferDescriptor, BufferMapping, MapFuture};
 pub use command::{CommandBuffer, CommandEncoder, ComputePass, PassTimestamps};
-pub use device::{Device, DeviceDescriptor, ErrorCallback, ErrorFilter, RequiredLimits};
+pub use device::{Device, DeviceDescriptor, ErrorCallback, ErrorChecking, ErrorFilter, RequiredLimits};
 pub use error::{CompilationMessage, DeviceLostReason, Error, MessageKind, Result};
 pub use future::GpuFuture;
 pub use handle::live_handles;

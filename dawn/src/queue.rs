@@ -85,10 +85,16 @@ impl Device {
         GpuFuture::new(self.instance(), id, slot)
     }
 
-    /// Waits for all submitted work, at most `timeout`; a lost device is an error.
+    /// Waits for all submitted work, at most `timeout`. A lost device is an error, and so is the
+    /// first uncaptured error since the last call (the others stay in
+    /// [`Device::take_uncaptured_errors`]'s log only until this call: it drains the log).
     pub fn synchronize(&self, timeout: std::time::Duration) -> Result<()> {
         self.on_submitted_work_done().wait_timeout(timeout)?;
-        self.check_lost()
+        self.check_lost()?;
+        match self.take_uncaptured_errors().into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
     }
 }
 

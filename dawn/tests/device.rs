@@ -184,7 +184,7 @@ fn uncaptured_errors_reach_the_callback_and_the_log() {
         .unwrap();
     buffer.destroy().unwrap();
     device.write_buffer(&buffer, 0, &[7u32]).unwrap();
-    device.synchronize(std::time::Duration::from_secs(10)).unwrap();
+    device.on_submitted_work_done().wait().unwrap();
     assert_eq!(count.load(Ordering::SeqCst), 1);
     let log = device.take_uncaptured_errors();
     assert_eq!(log.len(), 1, "{log:?}");
@@ -208,11 +208,39 @@ fn a_panicking_callback_does_not_unwind_into_dawn() {
         .unwrap();
     buffer.destroy().unwrap();
     device.write_buffer(&buffer, 0, &[7u32]).unwrap();
-    device.synchronize(std::time::Duration::from_secs(10)).unwrap();
+    device.on_submitted_work_done().wait().unwrap();
     // The process survives, the error was still logged, and the device still works.
     assert_eq!(device.take_uncaptured_errors().len(), 1);
     let ok = device
         .create_buffer_init(None, BufferUsage::STORAGE | BufferUsage::COPY_SRC, &[5u32])
         .unwrap();
     assert_eq!(device.read_buffer::<u32>(&ok, 0, 4).unwrap(), [5]);
+}
+
+#[test]
+fn deferred_checking_reports_errors_at_synchronize() {
+    use dawn::{BindGroupEntry, BindGroupLayoutEntry, BufferBindingType, ErrorChecking};
+    let adapter = common::adapter();
+    let desc = DeviceDescriptor {
+        error_checking: ErrorChecking::Deferred,
+        ..Default::default()
+    };
+    let device = adapter.request_device(&desc).wait().unwrap();
+    let layout = device
+        .create_bind_group_layout(None, &[BindGroupLayoutEntry::buffer(0, BufferBindingType::Storage)])
+        .unwrap();
+    let uniform = device
+        .create_buffer(&BufferDescriptor {
+            size: 256,
+            usage: BufferUsage::UNIFORM,
+            ..Default::default()
+        })
+        .unwrap();
+    // Returns at once; Dawn's validation error arrives later.
+    let group = device.create_bind_group(None, &layout, &[BindGroupEntry::whole(0, &uniform)]);
+    assert!(group.is_ok());
+    let err = device.synchronize(std::time::Duration::from_secs(10)).unwrap_err();
+    assert!(matches!(err, Error::Validation(_)), "{err}");
+    // The log was drained: the next synchronize is clean.
+    device.synchronize(std::time::Duration::from_secs(10)).unwrap();
 }
