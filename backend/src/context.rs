@@ -6,10 +6,14 @@
 //! `disable_workgroup_init`, `disable_polyfills_on_integer_div_and_mod`) with
 //! `timestamp_quantization` off — unless [`ContextOptions::safe_mode`] keeps them on.
 
+use std::sync::Arc;
+
 use dawn::{
-    Adapter, AdapterInfo, ComponentType, Device, DeviceDescriptor, Feature, Instance, InstanceDescriptor, Limits,
-    RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
+    Adapter, AdapterInfo, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature, Instance,
+    InstanceDescriptor, Limits, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
 };
+
+use crate::kernel::KernelCache;
 
 /// How to set up the device.
 #[derive(Debug, Clone, Default)]
@@ -43,6 +47,8 @@ pub struct GpuContext {
     pub device: Device,
     pub capabilities: Capabilities,
     pub options: ContextOptions,
+    /// Compiled kernels of this device.
+    pub kernels: Arc<KernelCache>,
 }
 
 /// Why the context could not be made.
@@ -107,6 +113,12 @@ impl GpuContext {
             label: Some("ggml-dawn".into()),
             required_features: features,
             toggles,
+            // Validation errors of hot calls surface at synchronize; safe mode checks each call.
+            error_checking: if options.safe_mode {
+                ErrorChecking::EveryCall
+            } else {
+                ErrorChecking::Deferred
+            },
             ..Default::default()
         }
         .with_adapter_limits();
@@ -126,6 +138,7 @@ impl GpuContext {
             device,
             capabilities,
             options,
+            kernels: Arc::default(),
         })
     }
 }

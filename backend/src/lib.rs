@@ -5,11 +5,18 @@
 
 pub mod cases;
 pub mod context;
+pub mod error;
+pub mod exec;
 pub mod format;
 pub mod ggml_type;
 pub mod gguf;
+pub mod golden;
+pub mod kernel;
+pub mod memory;
+pub mod ops;
 pub mod reference;
 pub mod selfcheck;
+pub mod shader_lib;
 pub mod tensor;
 
 pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};

@@ -1,0 +1,246 @@
+//! Executing kernels: dispatches are recorded, then encoded many to a compute pass and one
+//! command buffer per submit. Each dispatch's parameters take a slot of one uniform buffer
+//! (bound with a dynamic offset), written once per submit. Bind groups are cached by their
+//! buffers, so repeated ops create none. At most [`MAX_IN_FLIGHT`] submits run unawaited.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dawn::{BindGroup, BindGroupEntry, Buffer, BufferDescriptor, BufferUsage, Device, GpuFuture};
+
+use crate::error::{BackendError, Result};
+use crate::kernel::{Kernel, PARAMS_BYTES};
+use crate::memory::Binding;
+
+/// Dispatches per submit at most (also the parameter buffer's slot count).
+pub const MAX_DISPATCHES: usize = 512;
+/// Submits that may be in flight before the next one waits for the oldest.
+pub const MAX_IN_FLIGHT: usize = 8;
+
+/// One storage binding of a dispatch.
+#[derive(Debug, Clone)]
+pub struct BufferRange {
+    pub buffer: Buffer,
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl BufferRange {
+    pub fn new(buffer: &Buffer, binding: Binding) -> Self {
+        BufferRange {
+            buffer: buffer.clone(),
+            offset: binding.offset,
+            size: binding.size,
+        }
+    }
+}
+
+/// A recorded dispatch.
+struct Recorded {
+    kernel: Arc<Kernel>,
+    group: BindGroup,
+    params_slot: u32,
+    workgroups: [u32; 3],
+}
+
+type GroupKey = (usize, Vec<(usize, u64, u64)>);
+
+/// Records and submits work on one device.
+pub struct Stream {
+    device: Device,
+    params: Buffer,
+    slot_bytes: u64,
+    arena: Vec<u8>,
+    recorded: Vec<Recorded>,
+    groups: HashMap<GroupKey, BindGroup>,
+    in_flight: VecDeque<GpuFuture<()>>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("recorded", &self.recorded.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream {
+    pub fn new(device: &Device) -> Result<Stream> {
+        let slot_bytes = PARAMS_BYTES.next_multiple_of(u64::from(device.limits().min_uniform_buffer_offset_alignment));
+        let params = device.create_buffer(&BufferDescriptor {
+            label: Some("dispatch parameters"),
+            size: slot_bytes * MAX_DISPATCHES as u64,
+            usage: BufferUsage::UNIFORM | BufferUsage::COPY_DST,
+        })?;
+        Ok(Stream {
+            device: device.clone(),
+            params,
+            slot_bytes,
+            arena: Vec::new(),
+            recorded: Vec::new(),
+            groups: HashMap::new(),
+            in_flight: VecDeque::new(),
+        })
+    }
+
+    /// Records one dispatch of `kernel` over `buffers` (in the kernel's binding order) with
+    /// `params` (at most 256 bytes of `u32`s) and `workgroups`. Counts over the device's
+    /// per-dimension limit are refused here, so callers split grids in 2-D.
+    pub fn dispatch(
+        &mut self,
+        kernel: &Arc<Kernel>,
+        buffers: &[BufferRange],
+        params: &[u32],
+        workgroups: [u32; 3],
+    ) -> Result<()> {
+        if buffers.len() != kernel.storage.len() {
+            return Err(BackendError::InvalidOperands(format!(
+                "kernel `{}` takes {} buffers, got {}",
+                kernel.variant,
+                kernel.storage.len(),
+                buffers.len()
+            )));
+        }
+        if params.len() * 4 > PARAMS_BYTES as usize {
+            return Err(BackendError::InvalidOperands(format!(
+                "{} parameter words exceed the 64-word block",
+                params.len()
+            )));
+        }
+        let max = self.device.limits().max_compute_workgroups_per_dimension;
+        if workgroups.iter().any(|&w| w > max) {
+            return Err(BackendError::TooLarge {
+                what: format!("a dispatch of {workgroups:?} workgroups for `{}`", kernel.variant),
+                bytes: u64::from(*workgroups.iter().max().unwrap_or(&0)),
+                limit: u64::from(max),
+                limit_name: "maxComputeWorkgroupsPerDimension",
+            });
+        }
+        if self.recorded.len() == MAX_DISPATCHES {
+            self.flush()?;
+        }
+        let group = self.bind_group(kernel, buffers)?;
+        let slot = self.recorded.len() as u32;
+        let start = self.arena.len();
+        self.arena.resize(start + self.slot_bytes as usize, 0);
+        for (i, word) in params.iter().enumerate() {
+            self.arena[start + i * 4..start + i * 4 + 4].copy_from_slice(&word.to_le_bytes());
+        }
+        self.recorded.push(Recorded {
+            kernel: Arc::clone(kernel),
+            group,
+            params_slot: slot,
+            workgroups,
+        });
+        Ok(())
+    }
+
+    fn bind_group(&mut self, kernel: &Arc<Kernel>, buffers: &[BufferRange]) -> Result<BindGroup> {
+        let key: GroupKey = (
+            Arc::as_ptr(kernel) as usize,
+            buffers
+                .iter()
+                .map(|b| (b.buffer.as_raw() as usize, b.offset, b.size))
+                .collect(),
+        );
+        if let Some(group) = self.groups.get(&key) {
+            return Ok(group.clone());
+        }
+        // The cache keeps its buffers alive; bound it so it cannot grow without limit.
+        if self.groups.len() >= 4096 {
+            self.groups.clear();
+        }
+        let mut entries: Vec<BindGroupEntry<'_>> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| BindGroupEntry {
+                binding: i as u32,
+                buffer: &b.buffer,
+                offset: b.offset,
+                size: Some(b.size),
+            })
+            .collect();
+        entries.push(BindGroupEntry {
+            binding: buffers.len() as u32,
+            buffer: &self.params,
+            offset: 0,
+            size: Some(PARAMS_BYTES),
+        });
+        let group = self
+            .device
+            .create_bind_group(Some(&kernel.variant.to_string()), &kernel.layout, &entries)?;
+        self.groups.insert(key, group.clone());
+        Ok(group)
+    }
+
+    /// Encodes and submits everything recorded, without waiting for it.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.recorded.is_empty() {
+            return Ok(());
+        }
+        self.device.write_buffer(&self.params, 0, &self.arena)?;
+        let mut encoder = self.device.create_command_encoder(Some("ops"))?;
+        {
+            let mut pass = encoder.begin_compute_pass(Some("ops"), None);
+            let mut current: Option<*const Kernel> = None;
+            for r in &self.recorded {
+                if current != Some(Arc::as_ptr(&r.kernel)) {
+                    pass.set_pipeline(&r.kernel.pipeline);
+                    current = Some(Arc::as_ptr(&r.kernel));
+                }
+                pass.set_bind_group(0, &r.group, &[r.params_slot * self.slot_bytes as u32]);
+                let [x, y, z] = r.workgroups;
+                pass.dispatch(x, y, z)?;
+            }
+        }
+        self.device.submit([encoder.finish()?])?;
+        self.recorded.clear();
+        self.arena.clear();
+        self.in_flight.push_back(self.device.on_submitted_work_done());
+        while self.in_flight.len() > MAX_IN_FLIGHT {
+            if let Some(oldest) = self.in_flight.pop_front() {
+                oldest.wait()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits what is recorded and waits for all work, at most `timeout`. A lost device or an
+    /// error Dawn reported meanwhile is returned as an error.
+    pub fn synchronize(&mut self, timeout: Duration) -> Result<()> {
+        self.flush()?;
+        self.in_flight.clear();
+        self.device.synchronize(timeout)?;
+        Ok(())
+    }
+
+    /// Dispatches recorded and not yet submitted.
+    pub fn pending(&self) -> usize {
+        self.recorded.len()
+    }
+}
+
+/// Splits `groups` workgroups into an (x, y) grid within the per-dimension `max`; kernels
+/// recover the linear index as `y * x_count + x` and skip indices past the end.
+pub fn grid_2d(groups: u32, max: u32) -> [u32; 3] {
+    if groups <= max {
+        [groups.max(1), 1, 1]
+    } else {
+        let y = groups.div_ceil(max);
+        [groups.div_ceil(y), y, 1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grid_2d;
+
+    #[test]
+    fn grids_split_in_two_dimensions() {
+        assert_eq!(grid_2d(10, 65535), [10, 1, 1]);
+        assert_eq!(grid_2d(0, 65535), [1, 1, 1]);
+        let [x, y, _] = grid_2d(200_000, 65535);
+        assert!(x <= 65535 && x * y >= 200_000 && x * (y - 1) < 200_000);
+    }
+}

@@ -1,0 +1,154 @@
+//! Checking against ggml's own results, stored as GGUF files (`tests/data/golden/README.md`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::context::GpuContext;
+use crate::error::{BackendError, Result};
+use crate::exec::Stream;
+use crate::format;
+use crate::ggml_type::GgmlType;
+use crate::gguf::GgufFile;
+use crate::memory;
+use crate::ops;
+use crate::tensor::{HostTensor, Layout};
+
+/// What checking one file found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Matches; the text says how closely.
+    Pass(String),
+    /// Does not match; the text says where.
+    Fail(String),
+    /// This backend or device cannot run it; the text says why.
+    Unsupported(String),
+}
+
+/// The outcome for one golden file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub path: PathBuf,
+    /// `golden.op` of the file.
+    pub op: String,
+    /// `golden.case`: upstream's case string (or the type name for QUANT).
+    pub case: String,
+    pub verdict: Verdict,
+}
+
+/// Every `.gguf` file under each path (files are taken as they are), sorted.
+pub fn collect(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut stack = vec![path.clone()];
+            while let Some(dir) = stack.pop() {
+                for entry in std::fs::read_dir(&dir)? {
+                    let p = entry?.path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else if p.extension().is_some_and(|e| e == "gguf") {
+                        files.push(p);
+                    }
+                }
+            }
+        } else {
+            files.push(path.clone());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn text(file: &GgufFile, key: &str) -> Result<String> {
+    file.metadata()
+        .get_str(key)
+        .map(str::to_owned)
+        .ok_or_else(|| BackendError::InvalidOperands(format!("the file has no string `{key}`")))
+}
+
+/// Checks one golden file on `ctx`'s GPU (and, for QUANT files, on the CPU too).
+pub fn check_file(ctx: &GpuContext, path: &Path) -> Outcome {
+    let loaded = std::fs::read(path)
+        .map_err(|e| BackendError::InvalidOperands(format!("cannot read {}: {e}", path.display())))
+        .and_then(|bytes| GgufFile::from_bytes(&bytes).map_err(|e| BackendError::InvalidOperands(e.to_string())));
+    let (op, case, verdict) = match loaded {
+        Err(e) => (String::new(), path.display().to_string(), Verdict::Fail(e.to_string())),
+        Ok(file) => {
+            let op = text(&file, "golden.op").unwrap_or_default();
+            let case = text(&file, "golden.case").unwrap_or_else(|_| path.display().to_string());
+            let verdict = match op.as_str() {
+                "QUANT" => check_quant(ctx, &file),
+                other => Ok(Verdict::Unsupported(format!(
+                    "golden op `{other}` is not run by this backend yet"
+                ))),
+            };
+            (op, case, verdict.unwrap_or_else(|e| Verdict::Fail(e.to_string())))
+        }
+    };
+    Outcome {
+        path: path.to_owned(),
+        op,
+        case,
+        verdict,
+    }
+}
+
+/// QUANT: dequantizing `quantized` must give `dequantized` bit for bit, on the CPU and on the
+/// GPU; quantizing `input` on the CPU must give `quantized` byte for byte where the CPU
+/// quantizer implements ggml's.
+fn check_quant(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
+    let tensor = |name: &str| {
+        file.tensor(name)
+            .map_err(|e| BackendError::InvalidOperands(e.to_string()))
+    };
+    let quantized = tensor("quantized")?;
+    let expected = tensor("dequantized")?.to_f32()?;
+    let ty = quantized.layout.ty;
+
+    let cpu = quantized.to_f32()?;
+    if let Some(i) = first_bit_difference(&cpu, &expected) {
+        return Ok(Verdict::Fail(format!(
+            "CPU dequantization differs at element {i}: {} vs {}",
+            cpu[i], expected[i]
+        )));
+    }
+    let mut notes = vec!["CPU dequantization bit-exact".to_owned()];
+    if format::can_quantize(ty) {
+        let input = tensor("input")?.to_f32()?;
+        if format::quantize(ty, &input)? != quantized.data {
+            return Ok(Verdict::Fail("CPU quantization differs from ggml's bytes".into()));
+        }
+        notes.push("CPU quantization byte-exact".into());
+    }
+    if !ops::dequantize::supports(ty) {
+        notes.push(format!("GPU dequantization of {ty} not supported"));
+        return Ok(Verdict::Pass(notes.join(", ")));
+    }
+    let gpu = gpu_dequantize(ctx, &quantized)?;
+    if let Some(i) = first_bit_difference(&gpu, &expected) {
+        return Ok(Verdict::Fail(format!(
+            "GPU dequantization differs at element {i}: {} vs {}",
+            gpu[i], expected[i]
+        )));
+    }
+    notes.push("GPU dequantization bit-exact".into());
+    Ok(Verdict::Pass(notes.join(", ")))
+}
+
+/// Dequantizes a contiguous tensor on the GPU into a poisoned f32 tensor and reads it back.
+pub fn gpu_dequantize(ctx: &GpuContext, src: &HostTensor) -> Result<Vec<f32>> {
+    let uploaded = memory::upload(&ctx.device, &[src])?.remove(0);
+    let out_layout = Layout::contiguous(GgmlType::F32, src.layout.ne)?;
+    let out = memory::poisoned(&ctx.device, out_layout, 0xff)?;
+    let mut stream = Stream::new(&ctx.device)?;
+    ops::dequantize::dequantize(ctx, &mut stream, &uploaded, &out)?;
+    stream.synchronize(Duration::from_secs(60))?;
+    Ok(memory::download(&ctx.device, &out)?.to_f32()?)
+}
+
+fn first_bit_difference(a: &[f32], b: &[f32]) -> Option<usize> {
+    if a.len() != b.len() {
+        return Some(a.len().min(b.len()));
+    }
+    a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits())
+}

@@ -1,0 +1,60 @@
+//! Conversion of a tensor of any supported type to f32 on the GPU (ggml's dequantization).
+
+use crate::context::GpuContext;
+use crate::error::{BackendError, Result};
+use crate::exec::{BufferRange, Stream, grid_2d};
+use crate::ggml_type::GgmlType;
+use crate::kernel::Access;
+use crate::memory::DeviceTensor;
+use crate::shader_lib::ShaderVariant;
+
+/// Threads per workgroup (one element each).
+const WG_SIZE: u32 = 256;
+
+/// The types `formats.wgsl` reads.
+pub fn supports(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(
+        ty,
+        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K
+    )
+}
+
+/// Records `dst = f32(src)` for contiguous tensors with the same number of elements.
+pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst: &DeviceTensor) -> Result<()> {
+    let ty = src.layout.ty;
+    if !supports(ty) {
+        return Err(BackendError::Unsupported(format!("dequantizing {ty} on the GPU")));
+    }
+    if !src.layout.is_contiguous() || !dst.layout.is_contiguous() || dst.layout.ty != GgmlType::F32 {
+        return Err(BackendError::InvalidOperands(
+            "dequantize needs a contiguous source and a contiguous f32 destination".into(),
+        ));
+    }
+    let count = src.layout.elements();
+    if dst.layout.elements() != count {
+        return Err(BackendError::InvalidOperands(format!(
+            "dequantize: {count} source elements, {} destination elements",
+            dst.layout.elements()
+        )));
+    }
+    let count = u32::try_from(count).map_err(|_| BackendError::Unsupported("more than 2^32 elements".into()))?;
+    let limits = ctx.device.limits();
+    let align = u64::from(limits.min_storage_buffer_offset_alignment);
+    let max = limits.max_storage_buffer_binding_size;
+    let (s, d) = (src.binding(align, max)?, dst.binding(align, max)?);
+    let variant = ShaderVariant::new("dequantize.wgsl")
+        .define("SRC_TYPE", ty.gguf_id())
+        .define("WG_SIZE", format!("{WG_SIZE}u"));
+    let kernel = ctx
+        .kernels
+        .get(&ctx.device, &variant, &[Access::Read, Access::ReadWrite])?;
+    let grid = grid_2d(count.div_ceil(WG_SIZE), limits.max_compute_workgroups_per_dimension);
+    let params = [s.start_byte as u32, (d.start_byte / 4) as u32, count, grid[0] * WG_SIZE];
+    stream.dispatch(
+        &kernel,
+        &[BufferRange::new(&src.buffer, s), BufferRange::new(&dst.buffer, d)],
+        &params,
+        grid,
+    )
+}

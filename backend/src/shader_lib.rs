@@ -1,0 +1,515 @@
+//! The WGSL library: sources embedded from the top-level `shaders/` folder, and a small
+//! preprocessor that turns a source plus a set of defines into one shader variant.
+//!
+//! Directives: `#include "file"`, `#define NAME value`, `#undef NAME`, `#ifdef`, `#ifndef`,
+//! `#if EXPR`, `#elif EXPR`, `#else`, `#endif`. Expressions take integers, `defined(NAME)`,
+//! macro names, `! * / % + - < <= > >= == != && ||` and parentheses. Defines given by the host
+//! cannot be redefined by the shader, so `#define` in a shader acts as a default. Macros are
+//! object-like and expanded per identifier, recursively.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// Every embedded source, by file name.
+const SOURCES: &[(&str, &str)] = &[
+    ("common.wgsl", include_str!("../../shaders/common.wgsl")),
+    ("formats.wgsl", include_str!("../../shaders/formats.wgsl")),
+    ("dequantize.wgsl", include_str!("../../shaders/dequantize.wgsl")),
+];
+
+/// The text of an embedded source.
+pub fn source(name: &str) -> Option<&'static str> {
+    SOURCES.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+}
+
+/// One shader variant: a source file and the defines it is built with. Its `Display` is the
+/// variant key used in pipeline caches, logs and error messages.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShaderVariant {
+    pub file: &'static str,
+    pub defines: BTreeMap<String, String>,
+}
+
+impl ShaderVariant {
+    pub fn new(file: &'static str) -> Self {
+        ShaderVariant {
+            file,
+            defines: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a define (`value` is pasted as is: include WGSL suffixes such as `32u`).
+    pub fn define(mut self, name: &str, value: impl fmt::Display) -> Self {
+        self.defines.insert(name.to_owned(), value.to_string());
+        self
+    }
+
+    /// Adds a define with value 1 when `on`.
+    pub fn flag(self, name: &str, on: bool) -> Self {
+        if on { self.define(name, 1) } else { self }
+    }
+
+    /// The WGSL text of the variant.
+    pub fn render(&self) -> Result<String, PreprocessError> {
+        let text = source(self.file).ok_or_else(|| PreprocessError::new(self.file, 0, "no such shader source"))?;
+        let mut pp = Preprocessor {
+            macros: HashMap::new(),
+            fixed: self.defines.keys().cloned().collect(),
+        };
+        for (k, v) in &self.defines {
+            pp.macros.insert(k.clone(), v.clone());
+        }
+        let mut out = String::with_capacity(text.len() * 2);
+        pp.process(self.file, text, &mut out, 0)?;
+        Ok(out)
+    }
+}
+
+impl fmt::Display for ShaderVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.trim_end_matches(".wgsl"))?;
+        for (k, v) in &self.defines {
+            write!(f, ",{k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A preprocessing failure, located in its source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct PreprocessError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl PreprocessError {
+    fn new(file: &str, line: usize, message: impl Into<String>) -> Self {
+        PreprocessError {
+            file: file.to_owned(),
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+struct Preprocessor {
+    macros: HashMap<String, String>,
+    /// Host defines: the shader cannot change them.
+    fixed: std::collections::HashSet<String>,
+}
+
+/// The state of one `#if` block.
+struct Conditional {
+    /// Whether the enclosing text is emitted at all.
+    parent_active: bool,
+    /// Whether some branch of this block was taken already.
+    taken: bool,
+    /// Whether the current branch is emitted.
+    active: bool,
+}
+
+impl Preprocessor {
+    fn process(&mut self, file: &str, text: &str, out: &mut String, depth: usize) -> Result<(), PreprocessError> {
+        if depth > 16 {
+            return Err(PreprocessError::new(file, 0, "includes nested too deeply (a cycle?)"));
+        }
+        let mut stack: Vec<Conditional> = Vec::new();
+        let active = |stack: &Vec<Conditional>| stack.last().is_none_or(|c| c.active);
+        let mut lines = text.lines().enumerate();
+        while let Some((index, raw)) = lines.next() {
+            let line_no = index + 1;
+            let err = |m: &str| PreprocessError::new(file, line_no, m);
+            let mut line = raw.to_owned();
+            while line.ends_with('\\') {
+                line.pop();
+                match lines.next() {
+                    Some((_, next)) => line.push_str(next),
+                    None => break,
+                }
+            }
+            let trimmed = line.trim_start();
+            let Some(directive) = trimmed.strip_prefix('#') else {
+                if active(&stack) {
+                    out.push_str(&self.expand(&line, file, line_no)?);
+                    out.push('\n');
+                }
+                continue;
+            };
+            let (name, rest) = directive.split_once(char::is_whitespace).unwrap_or((directive, ""));
+            let rest = rest.trim();
+            match name {
+                "ifdef" | "ifndef" | "if" => {
+                    let parent_active = active(&stack);
+                    let cond = parent_active
+                        && match name {
+                            "ifdef" => self.macros.contains_key(rest),
+                            "ifndef" => !self.macros.contains_key(rest),
+                            _ => self.eval(rest).map_err(|m| err(&m))? != 0,
+                        };
+                    stack.push(Conditional {
+                        parent_active,
+                        taken: cond,
+                        active: cond,
+                    });
+                }
+                "elif" => {
+                    let value = self.eval(rest).map_err(|m| err(&m))?;
+                    let top = stack.last_mut().ok_or_else(|| err("#elif without #if"))?;
+                    top.active = top.parent_active && !top.taken && value != 0;
+                    top.taken |= top.active;
+                }
+                "else" => {
+                    let top = stack.last_mut().ok_or_else(|| err("#else without #if"))?;
+                    top.active = top.parent_active && !top.taken;
+                    top.taken = true;
+                }
+                "endif" => {
+                    stack.pop().ok_or_else(|| err("#endif without #if"))?;
+                }
+                _ if !active(&stack) => {}
+                "define" => {
+                    let (key, value) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                    if key.is_empty() {
+                        return Err(err("#define without a name"));
+                    }
+                    if !self.fixed.contains(key) {
+                        self.macros.insert(key.to_owned(), value.trim().to_owned());
+                    }
+                }
+                "undef" => {
+                    if !self.fixed.contains(rest) {
+                        self.macros.remove(rest);
+                    }
+                }
+                "include" => {
+                    let target = rest.trim_matches('"');
+                    let text =
+                        source(target).ok_or_else(|| err(&format!("cannot include `{target}`: no such source")))?;
+                    self.process(target, text, out, depth + 1)?;
+                }
+                other => return Err(err(&format!("unknown directive #{other}"))),
+            }
+        }
+        if !stack.is_empty() {
+            return Err(PreprocessError::new(file, text.lines().count(), "#if without #endif"));
+        }
+        Ok(())
+    }
+
+    /// Replaces macro names in a line of WGSL, recursively (at most 16 levels).
+    fn expand(&self, line: &str, file: &str, line_no: usize) -> Result<String, PreprocessError> {
+        let mut current = line.to_owned();
+        for _ in 0..16 {
+            let (next, changed) = self.expand_once(&current);
+            if !changed {
+                return Ok(next);
+            }
+            current = next;
+        }
+        Err(PreprocessError::new(
+            file,
+            line_no,
+            "macro expansion does not terminate",
+        ))
+    }
+
+    fn expand_once(&self, line: &str) -> (String, bool) {
+        let mut out = String::with_capacity(line.len());
+        let mut changed = false;
+        let bytes = line.as_bytes();
+        let mut i = 0;
+        // Comments are copied as they are.
+        while i < bytes.len() {
+            let c = bytes[i] as char;
+            if c == '/' && bytes.get(i + 1) == Some(&b'/') {
+                out.push_str(&line[i..]);
+                break;
+            }
+            if c.is_ascii_alphabetic() || c == '_' {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let word = &line[start..i];
+                match self.macros.get(word) {
+                    Some(value) => {
+                        out.push_str(value);
+                        changed = true;
+                    }
+                    None => out.push_str(word),
+                }
+                continue;
+            }
+            if c.is_ascii_digit() {
+                // A number with its suffix (`32u`, `1e-3f`): never a macro.
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.' || bytes[i] == b'_') {
+                    i += 1;
+                }
+                out.push_str(&line[start..i]);
+                continue;
+            }
+            let len = line[i..].chars().next().map_or(1, char::len_utf8);
+            out.push_str(&line[i..i + len]);
+            i += len;
+        }
+        (out, changed)
+    }
+
+    fn eval(&self, expr: &str) -> Result<i64, String> {
+        let tokens = tokenize(expr)?;
+        let mut parser = ExprParser {
+            tokens: &tokens,
+            pos: 0,
+            pp: self,
+            depth: 0,
+        };
+        let value = parser.or()?;
+        if parser.pos != tokens.len() {
+            return Err(format!("unexpected `{}` in `{expr}`", tokens[parser.pos]));
+        }
+        Ok(value)
+    }
+}
+
+fn tokenize(expr: &str) -> Result<Vec<String>, String> {
+    let mut tokens = Vec::new();
+    let chars: Vec<char> = expr.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            tokens.push(chars[start..i].iter().collect());
+        } else {
+            let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+            if ["&&", "||", "==", "!=", "<=", ">="].contains(&two.as_str()) {
+                tokens.push(two);
+                i += 2;
+            } else if "()!<>+-*/%".contains(c) {
+                tokens.push(c.to_string());
+                i += 1;
+            } else {
+                return Err(format!("unexpected character `{c}` in `{expr}`"));
+            }
+        }
+    }
+    Ok(tokens)
+}
+
+struct ExprParser<'a> {
+    tokens: &'a [String],
+    pos: usize,
+    pp: &'a Preprocessor,
+    depth: usize,
+}
+
+impl ExprParser<'_> {
+    fn peek(&self) -> Option<&str> {
+        self.tokens.get(self.pos).map(String::as_str)
+    }
+
+    fn eat(&mut self, token: &str) -> bool {
+        if self.peek() == Some(token) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn binary(&mut self, ops: &[&str], next: fn(&mut Self) -> Result<i64, String>) -> Result<i64, String> {
+        let mut left = next(self)?;
+        while let Some(op) = self.peek().filter(|t| ops.contains(t)).map(str::to_owned) {
+            self.pos += 1;
+            let right = next(self)?;
+            left = match op.as_str() {
+                "||" => i64::from(left != 0 || right != 0),
+                "&&" => i64::from(left != 0 && right != 0),
+                "==" => i64::from(left == right),
+                "!=" => i64::from(left != right),
+                "<" => i64::from(left < right),
+                "<=" => i64::from(left <= right),
+                ">" => i64::from(left > right),
+                ">=" => i64::from(left >= right),
+                "+" => left.wrapping_add(right),
+                "-" => left.wrapping_sub(right),
+                "*" => left.wrapping_mul(right),
+                "/" | "%" if right == 0 => return Err("division by zero in #if".into()),
+                "/" => left / right,
+                _ => left % right,
+            };
+        }
+        Ok(left)
+    }
+
+    fn or(&mut self) -> Result<i64, String> {
+        self.binary(&["||"], Self::and)
+    }
+    fn and(&mut self) -> Result<i64, String> {
+        self.binary(&["&&"], Self::equality)
+    }
+    fn equality(&mut self) -> Result<i64, String> {
+        self.binary(&["==", "!="], Self::relational)
+    }
+    fn relational(&mut self) -> Result<i64, String> {
+        self.binary(&["<", "<=", ">", ">="], Self::additive)
+    }
+    fn additive(&mut self) -> Result<i64, String> {
+        self.binary(&["+", "-"], Self::multiplicative)
+    }
+    fn multiplicative(&mut self) -> Result<i64, String> {
+        self.binary(&["*", "/", "%"], Self::unary)
+    }
+
+    fn unary(&mut self) -> Result<i64, String> {
+        if self.eat("!") {
+            return Ok(i64::from(self.unary()? == 0));
+        }
+        if self.eat("-") {
+            return Ok(self.unary()?.wrapping_neg());
+        }
+        if self.eat("(") {
+            let v = self.or()?;
+            return if self.eat(")") {
+                Ok(v)
+            } else {
+                Err("missing `)`".into())
+            };
+        }
+        let token = self.peek().ok_or("expression ends early")?.to_owned();
+        self.pos += 1;
+        if token == "defined" {
+            let paren = self.eat("(");
+            let name = self.peek().ok_or("defined() without a name")?.to_owned();
+            self.pos += 1;
+            if paren && !self.eat(")") {
+                return Err("missing `)` after defined(".into());
+            }
+            return Ok(i64::from(self.pp.macros.contains_key(&name)));
+        }
+        parse_number(&token)
+            .or_else(|| self.macro_value(&token))
+            .ok_or_else(|| format!("`{token}` is not a number"))
+    }
+
+    /// An identifier's value in an expression: its macro's value, or 0 when undefined.
+    fn macro_value(&mut self, name: &str) -> Option<i64> {
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            return None;
+        }
+        let Some(value) = self.pp.macros.get(name) else {
+            return Some(0);
+        };
+        if self.depth > 16 {
+            return None;
+        }
+        let tokens = tokenize(value).ok()?;
+        let mut inner = ExprParser {
+            tokens: &tokens,
+            pos: 0,
+            pp: self.pp,
+            depth: self.depth + 1,
+        };
+        inner.or().ok()
+    }
+}
+
+fn parse_number(token: &str) -> Option<i64> {
+    let digits = token.trim_end_matches(['u', 'i']);
+    if let Some(hex) = digits.strip_prefix("0x") {
+        i64::from_str_radix(hex, 16).ok()
+    } else {
+        digits.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(text: &str, defines: &[(&str, &str)]) -> Result<String, PreprocessError> {
+        let mut pp = Preprocessor {
+            macros: HashMap::new(),
+            fixed: defines.iter().map(|(k, _)| (*k).to_owned()).collect(),
+        };
+        for (k, v) in defines {
+            pp.macros.insert((*k).to_owned(), (*v).to_owned());
+        }
+        let mut out = String::new();
+        pp.process("test", text, &mut out, 0)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn conditionals_and_expressions() {
+        let text = "#if TILE >= 16 && defined(F16)\nbig\n#elif TILE == 8\nsmall\n#else\nother\n#endif\n";
+        assert_eq!(render(text, &[("TILE", "32u"), ("F16", "1")]).unwrap(), "big\n");
+        assert_eq!(render(text, &[("TILE", "8u")]).unwrap(), "small\n");
+        assert_eq!(render(text, &[("TILE", "(2 + 2) * 1")]).unwrap(), "other\n");
+        let nested = "#ifdef A\n#ifndef B\nx\n#else\ny\n#endif\n#endif\nz\n";
+        assert_eq!(render(nested, &[("A", "1")]).unwrap(), "x\nz\n");
+        assert_eq!(render(nested, &[]).unwrap(), "z\n");
+    }
+
+    #[test]
+    fn host_defines_win_and_macros_expand_recursively() {
+        let text = "#define TILE 4u\n#define WIDE (TILE * 2u)\nconst w = WIDE; // TILE stays in comments\n";
+        assert_eq!(
+            render(text, &[("TILE", "8u")]).unwrap(),
+            "const w = (8u * 2u); // TILE stays in comments\n"
+        );
+        assert_eq!(
+            render(text, &[]).unwrap(),
+            "const w = (4u * 2u); // TILE stays in comments\n"
+        );
+        assert_eq!(
+            render("let x = 1e3f + TILE;\n", &[("TILE", "2.0")]).unwrap(),
+            "let x = 1e3f + 2.0;\n"
+        );
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let err = render("a\n#if 1\nb\n", &[]).unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(render("#else\n", &[]).unwrap_err().message.contains("without #if"));
+        assert!(
+            render("#pragma x\n", &[])
+                .unwrap_err()
+                .message
+                .contains("unknown directive")
+        );
+        assert!(render("#if 1 / 0\n#endif\n", &[]).is_err());
+        assert!(
+            render("#include \"nope.wgsl\"\n", &[])
+                .unwrap_err()
+                .message
+                .contains("nope.wgsl")
+        );
+        assert!(render("#define A A B\nA\n", &[]).is_err(), "self-referencing macro");
+    }
+
+    #[test]
+    fn every_embedded_source_renders_with_defaults() {
+        for (name, _) in SOURCES {
+            ShaderVariant::new(name).render().unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    #[test]
+    fn variant_keys_are_readable() {
+        let v = ShaderVariant::new("dequantize.wgsl")
+            .define("SRC_TYPE", "q4_0")
+            .flag("VEC", true)
+            .flag("OFF", false);
+        assert_eq!(v.to_string(), "dequantize,SRC_TYPE=q4_0,VEC=1");
+    }
+}

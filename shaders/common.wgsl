@@ -1,0 +1,16 @@
+// Shared declarations of the backend's shaders.
+//
+// ggml type ids (as in GGUF files), for `#if FMT_TYPE == TYPE_Q4_0` and the like.
+#define TYPE_F32 0
+#define TYPE_F16 1
+#define TYPE_Q4_0 2
+#define TYPE_Q4_1 3
+#define TYPE_Q5_0 6
+#define TYPE_Q5_1 7
+#define TYPE_Q8_0 8
+#define TYPE_Q2_K 10
+#define TYPE_Q3_K 11
+#define TYPE_Q4_K 12
+#define TYPE_Q5_K 13
+#define TYPE_Q6_K 14
+#define TYPE_BF16 30
