@@ -7,6 +7,8 @@
 // Provides `fmt_value(block_byte, i) -> f32`: element `i` of the block that starts at byte
 // `block_byte`, with FMT_BLOCK elements per block and FMT_BLOCK_BYTES bytes per block. The
 // arithmetic follows ggml's CPU dequantization step by step, so results match it bit for bit.
+// The branches of the formats with lookup tables include format_tables.wgsl (generated from the
+// CPU tables; it compiles only the tables of FMT_TYPE).
 
 fn fmt_u8(byte: u32) -> u32 {
     return (FMT_BUF[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
@@ -171,5 +173,261 @@ fn fmt_value(block_byte: u32, i: u32) -> f32 {
     let q = i32(nibble | (bits << 4u)) - 32;
     let scale = fmt_i8(block_byte + 192u + n * 8u + l / 16u + 2u * quarter);
     return fmt_f16(block_byte + 208u) * f32(scale) * f32(q);
+}
+#elif FMT_TYPE == TYPE_IQ4_NL
+#define FMT_BLOCK 32u
+#define FMT_BLOCK_BYTES 18u
+#include "format_tables.wgsl"
+// d, qs[16] (nibbles as q4_0's, indexing kvalues_iq4nl).
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let q = fmt_u8(block_byte + 2u + (i & 15u));
+    let nibble = select(q & 15u, q >> 4u, i >= 16u);
+    return fmt_f16(block_byte) * f32(KVALUES_IQ4NL[nibble]);
+}
+#elif FMT_TYPE == TYPE_IQ4_XS
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 136u
+#include "format_tables.wgsl"
+// d, scales_h (u16, 2 bits per 32 elements), scales_l[4] (nibbles), qs[128] (iq4_nl's nibbles
+// per 32 elements).
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let ib = i / 32u;
+    let j = i % 32u;
+    let low = (fmt_u8(block_byte + 4u + ib / 2u) >> (4u * (ib % 2u))) & 15u;
+    let ls = i32(low | (((fmt_u16(block_byte + 2u) >> (2u * ib)) & 3u) << 4u));
+    let dl = fmt_f16(block_byte) * f32(ls - 32);
+    let q = fmt_u8(block_byte + 8u + 16u * ib + (j & 15u));
+    let nibble = select(q & 15u, q >> 4u, j >= 16u);
+    return dl * f32(KVALUES_IQ4NL[nibble]);
+}
+#elif FMT_TYPE == TYPE_MXFP4
+#define FMT_BLOCK 32u
+#define FMT_BLOCK_BYTES 17u
+#include "format_tables.wgsl"
+// e (E8M0), qs[16] (nibbles as q4_0's, indexing kvalues_mxfp4).
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    // ggml_e8m0_to_fp32_half: 2^(e - 128), built from its bits (subnormal for e < 2).
+    let e = fmt_u8(block_byte);
+    let d = bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+    let q = fmt_u8(block_byte + 1u + (i & 15u));
+    let nibble = select(q & 15u, q >> 4u, i >= 16u);
+    return f32(KVALUES_MXFP4[nibble]) * d;
+}
+#elif FMT_TYPE == TYPE_NVFP4
+#define FMT_BLOCK 64u
+#define FMT_BLOCK_BYTES 36u
+#include "format_tables.wgsl"
+// d[4] (UE4M3, one per 16 elements), qs[32] (per 16 elements 8 bytes: element j the low nibble
+// of byte j, element j + 8 the high nibble).
+fn fmt_ue4m3_half(x: u32) -> f32 {
+    if (x == 0u || x == 0x7fu) {
+        return 0.0;
+    }
+    let e = (x >> 3u) & 15u;
+    let man = f32(x & 7u);
+    var raw: f32;
+    if (e == 0u) {
+        raw = man * 0.001953125; // 2^-9
+    } else {
+        // man / 8 and 2^(e - 7) are exact, as on the CPU.
+        raw = (1.0 + man * 0.125) * bitcast<f32>((e + 120u) << 23u);
+    }
+    return raw * 0.5;
+}
+
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let s = i / 16u;
+    let j = i % 16u;
+    let q = fmt_u8(block_byte + 4u + 8u * s + (j & 7u));
+    let nibble = select(q & 15u, q >> 4u, j >= 8u);
+    return f32(KVALUES_MXFP4[nibble]) * fmt_ue4m3_half(fmt_u8(block_byte + s));
+}
+#elif FMT_TYPE == TYPE_Q1_0
+#define FMT_BLOCK 128u
+#define FMT_BLOCK_BYTES 18u
+// d, qs[16] (bit i: the sign of element i, set for +d).
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let d = fmt_f16(block_byte);
+    let bit = (fmt_u8(block_byte + 2u + i / 8u) >> (i % 8u)) & 1u;
+    return select(-d, d, bit != 0u);
+}
+#elif FMT_TYPE == TYPE_TQ1_0
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 54u
+// qs[48] (5 trits per byte as a fraction of 3^5: elements 0..160 from qs[0..32], 160..240 from
+// qs[32..48]), qh[4] (4 trits per byte: elements 240..256), d.
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    var byte: u32;
+    var n: u32;
+    if (i < 160u) {
+        byte = block_byte + i % 32u;
+        n = i / 32u;
+    } else if (i < 240u) {
+        byte = block_byte + 32u + (i - 160u) % 16u;
+        n = (i - 160u) / 16u;
+    } else {
+        byte = block_byte + 48u + (i - 240u) % 4u;
+        n = (i - 240u) / 4u;
+    }
+    // Trit n (most significant first): (uint8_t)(q * 3^n) * 3 >> 8.
+    var q = fmt_u8(byte);
+    for (var k = 0u; k < n; k += 1u) {
+        q = (q * 3u) & 255u;
+    }
+    let t = i32((q * 3u) >> 8u);
+    return f32(t - 1) * fmt_f16(block_byte + 52u);
+}
+#elif FMT_TYPE == TYPE_TQ2_0
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 66u
+// qs[64] (2 bits per element: per 128 elements 32 bytes, 4 rows of 32), d.
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let q = (fmt_u8(block_byte + 32u * (i / 128u) + i % 32u) >> (2u * ((i % 128u) / 32u))) & 3u;
+    return f32(i32(q) - 1) * fmt_f16(block_byte + 64u);
+}
+#elif FMT_TYPE == TYPE_IQ2_XXS
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 66u
+#define FMT_IQ2_GRID IQ2XXS_GRID
+#include "format_tables.wgsl"
+// d, then per 32 elements two u32: four grid indices (bytes), and four 7-bit sign indices
+// with a 4-bit scale on top.
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let ib32 = i / 32u;
+    let l = (i % 32u) / 8u;
+    let j = i % 8u;
+    let off = block_byte + 2u + 8u * ib32;
+    let aux1 = fmt_u32(off + 4u);
+    let db = fmt_f16(block_byte) * (0.5 + f32(aux1 >> 28u)) * 0.25;
+    let grid = fmt_iq2_grid(fmt_u8(off + l), j);
+    let signs = KSIGNS_IQ2XS[(aux1 >> (7u * l)) & 127u];
+    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+}
+#elif FMT_TYPE == TYPE_IQ2_XS
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 74u
+#define FMT_IQ2_GRID IQ2XS_GRID
+#include "format_tables.wgsl"
+// d, qs[32] (u16: 9-bit grid index, 7-bit sign index), scales[8] (a nibble per 16 elements).
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let ib32 = i / 32u;
+    let l = (i % 32u) / 8u;
+    let j = i % 8u;
+    let sc = fmt_u8(block_byte + 66u + ib32);
+    let db = fmt_f16(block_byte) * (0.5 + f32(select(sc & 15u, sc >> 4u, l >= 2u))) * 0.25;
+    let q = fmt_u16(block_byte + 2u + 2u * (4u * ib32 + l));
+    let grid = fmt_iq2_grid(q & 511u, j);
+    let signs = KSIGNS_IQ2XS[q >> 9u];
+    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+}
+#elif FMT_TYPE == TYPE_IQ2_S
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 82u
+#define FMT_IQ2_GRID IQ2S_GRID
+#include "format_tables.wgsl"
+// d, qs[32] (grid index low bits), signs[32], qh[8] (2 high index bits per 8 elements),
+// scales[8] (a nibble per 16 elements).
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let ib32 = i / 32u;
+    let l = (i % 32u) / 8u;
+    let j = i % 8u;
+    let sc = fmt_u8(block_byte + 74u + ib32);
+    let db = fmt_f16(block_byte) * (0.5 + f32(select(sc & 15u, sc >> 4u, l >= 2u))) * 0.25;
+    let qh = fmt_u8(block_byte + 66u + ib32);
+    let index = fmt_u8(block_byte + 2u + 4u * ib32 + l) | ((qh << (8u - 2u * l)) & 0x300u);
+    let grid = fmt_iq2_grid(index, j);
+    let signs = fmt_u8(block_byte + 34u + 4u * ib32 + l);
+    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+}
+#elif FMT_TYPE == TYPE_IQ3_XXS
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 98u
+#include "format_tables.wgsl"
+// d, qs[64] (grid indices, 4 elements each), then per 32 elements a u32: four 7-bit sign
+// indices and a 4-bit scale.
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let ib32 = i / 32u;
+    let l = (i % 32u) / 8u;
+    let j = i % 8u;
+    let aux = fmt_u32(block_byte + 66u + 4u * ib32);
+    let db = fmt_f16(block_byte) * (0.5 + f32(aux >> 28u)) * 0.5;
+    let signs = KSIGNS_IQ2XS[(aux >> (7u * l)) & 127u];
+    let index = fmt_u8(block_byte + 2u + 8u * ib32 + 2u * l + j / 4u);
+    let grid = (IQ3XXS_GRID[index] >> (8u * (j % 4u))) & 255u;
+    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+}
+#elif FMT_TYPE == TYPE_IQ3_S
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 110u
+#include "format_tables.wgsl"
+// d, qs[64] (grid index low bits, 4 elements each), qh[8] (9th index bits), signs[32],
+// scales[4] (a nibble per 32 elements).
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let ib32 = i / 32u;
+    let l = (i % 32u) / 8u;
+    let j = i % 8u;
+    let half = j / 4u;
+    let nibble = (fmt_u8(block_byte + 106u + ib32 / 2u) >> (4u * (ib32 % 2u))) & 15u;
+    let db = fmt_f16(block_byte) * f32(1 + 2 * i32(nibble));
+    let qh = fmt_u8(block_byte + 66u + ib32);
+    let index = fmt_u8(block_byte + 2u + 8u * ib32 + 2u * l + half) | ((qh << (8u - 2u * l - half)) & 256u);
+    let grid = (IQ3S_GRID[index] >> (8u * (j % 4u))) & 255u;
+    let signs = fmt_u8(block_byte + 74u + 4u * ib32 + l);
+    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+}
+#elif FMT_TYPE == TYPE_IQ1_S
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 50u
+#include "format_tables.wgsl"
+// d, qs[32] (grid index low bits), qh[8] (u16 per 32 elements: 3 high index bits per 8
+// elements, a 3-bit scale, the delta's sign).
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let ib = i / 32u;
+    let l = (i % 32u) / 8u;
+    let j = i % 8u;
+    let qh = fmt_u16(block_byte + 34u + 2u * ib);
+    let dl = fmt_f16(block_byte) * f32(i32(2u * ((qh >> 12u) & 7u)) + 1);
+    let delta = select(0.125, -0.125, (qh & 0x8000u) != 0u);
+    let index = fmt_u8(block_byte + 2u + 4u * ib + l) | (((qh >> (3u * l)) & 7u) << 8u);
+    let grid = fmt_iq1_grid(index, j);
+    return dl * (f32(grid) + delta);
+}
+#elif FMT_TYPE == TYPE_IQ1_M
+#define FMT_BLOCK 256u
+#define FMT_BLOCK_BYTES 56u
+#include "format_tables.wgsl"
+// qs[32] (grid index low bits), qh[16] (per 8 elements 3 high index bits and the delta's sign),
+// scales: 4 u16 of 3-bit scales, with the f16 super-scale in their top nibbles.
+fn fmt_value(block_byte: u32, i: u32) -> f32 {
+    let ib = i / 32u;
+    let l = (i % 32u) / 8u;
+    let j = i % 8u;
+    let sc = block_byte + 48u;
+    let bits = (fmt_u16(sc) >> 12u) | ((fmt_u16(sc + 2u) >> 8u) & 0x00f0u) | ((fmt_u16(sc + 4u) >> 4u) & 0x0f00u) |
+        (fmt_u16(sc + 6u) & 0xf000u);
+    let d = unpack2x16float(bits).x;
+    let s = fmt_u16(sc + 2u * (ib / 2u));
+    let dl = d * f32(i32(2u * ((s >> (6u * (ib % 2u) + select(0u, 3u, l >= 2u))) & 7u)) + 1);
+    let h = fmt_u8(block_byte + 32u + 2u * ib + l / 2u);
+    let odd = (l % 2u) == 1u;
+    let index = fmt_u8(block_byte + 4u * ib + l) | ((h << select(8u, 4u, odd)) & 0x700u);
+    let delta = select(0.125, -0.125, (h & select(0x08u, 0x80u, odd)) != 0u);
+    let grid = fmt_iq1_grid(index, j);
+    return dl * (f32(grid) + delta);
+}
+#endif
+
+// Grid lookups: format_tables.wgsl stores the 8-byte grids as 2-bit codes into a levels table,
+// two entries per u32 (entry `index` in the half `index % 2` of word `index / 2`, byte j at bit
+// 2j of that half).
+#if FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ2_S
+// Byte j of entry `index` of the type's grid (FMT_IQ2_GRID).
+fn fmt_iq2_grid(index: u32, j: u32) -> u32 {
+    return IQ2_GRID_LEVELS[(FMT_IQ2_GRID[index / 2u] >> (16u * (index % 2u) + 2u * j)) & 3u];
+}
+#elif FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M
+// The int8 byte j of entry `index` of iq1s_grid.
+fn fmt_iq1_grid(index: u32, j: u32) -> i32 {
+    return IQ1S_GRID_LEVELS[(IQ1S_GRID[index / 2u] >> (16u * (index % 2u) + 2u * j)) & 3u];
 }
 #endif

@@ -38,6 +38,12 @@ pub enum BackendError {
     InvalidOperands(String),
 }
 
+impl From<crate::reference::ReferenceError> for BackendError {
+    fn from(e: crate::reference::ReferenceError) -> Self {
+        BackendError::InvalidOperands(format!("reference: {e}"))
+    }
+}
+
 impl From<PreprocessError> for BackendError {
     fn from(e: PreprocessError) -> Self {
         BackendError::Shader {

@@ -78,6 +78,8 @@ pub fn check_file(ctx: &GpuContext, path: &Path) -> Outcome {
             let case = text(&file, "golden.case").unwrap_or_else(|_| path.display().to_string());
             let verdict = match op.as_str() {
                 "QUANT" => check_quant(ctx, &file),
+                "MUL_MAT" => check_mul_mat(ctx, &file),
+                "FLASH_ATTN_EXT" => check_flash_attn(ctx, &file, &case),
                 other => Ok(Verdict::Unsupported(format!(
                     "golden op `{other}` is not run by this backend yet"
                 ))),
@@ -133,6 +135,96 @@ fn check_quant(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
     }
     notes.push("GPU dequantization bit-exact".into());
     Ok(Verdict::Pass(notes.join(", ")))
+}
+
+/// MUL_MAT: `src0 × src1` on the GPU against the file's `dst`, by NMSE.
+fn check_mul_mat(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
+    let tensor = |name: &str| file.tensor(name).map_err(|e| BackendError::Unsupported(e.to_string()));
+    let (a, b) = (tensor("src0")?, tensor("src1")?);
+    let expected = tensor("dst")?.to_f32()?;
+    let up = memory::upload(&ctx.device, &[&a, &b])?;
+    let dst = memory::poisoned(
+        &ctx.device,
+        Layout::contiguous(
+            GgmlType::F32,
+            [a.layout.ne[1], b.layout.ne[1], b.layout.ne[2], b.layout.ne[3]],
+        )?,
+        0xff,
+    )?;
+    let run = |stream: &mut Stream| ops::mul_mat::mul_mat(ctx, stream, &up[0], &up[1], &dst);
+    compare(ctx, run, &dst, &expected, crate::reference::metric::MUL_MAT_MAX_NMSE)
+}
+
+/// FLASH_ATTN_EXT: the op on the GPU against the file's `dst`, by NMSE.
+fn check_flash_attn(ctx: &GpuContext, file: &GgufFile, case: &str) -> Result<Verdict> {
+    let case: crate::cases::FlashAttnCase = case
+        .parse()
+        .map_err(|e: crate::cases::CaseError| BackendError::InvalidOperands(e.to_string()))?;
+    let tensor = |name: &str| file.tensor(name).map_err(|e| BackendError::Unsupported(e.to_string()));
+    let optional = |name: &str| {
+        file.tensors()
+            .iter()
+            .any(|t| t.name == name)
+            .then(|| tensor(name))
+            .transpose()
+    };
+    let (q, k, v) = (tensor("q")?, tensor("k")?, tensor("v")?);
+    let (mask, sinks) = (optional("mask")?, optional("sinks")?);
+    let expected = tensor("dst")?.to_f32()?;
+    let mut hosts = vec![&q, &k, &v];
+    hosts.extend(mask.iter());
+    hosts.extend(sinks.iter());
+    let up = memory::upload(&ctx.device, &hosts)?;
+    let dst_layout = Layout::contiguous(
+        GgmlType::F32,
+        [v.layout.ne[0], q.layout.ne[2], q.layout.ne[1], q.layout.ne[3]],
+    )?;
+    let dst = memory::poisoned(&ctx.device, dst_layout, 0xff)?;
+    let mut rest = up[3..].iter();
+    let mask_t = mask.as_ref().and_then(|_| rest.next());
+    let sinks_t = sinks.as_ref().and_then(|_| rest.next());
+    let operands = ops::flash_attn::FlashAttnOperands {
+        q: &up[0],
+        k: &up[1],
+        v: &up[2],
+        mask: mask_t,
+        sinks: sinks_t,
+        dst: &dst,
+    };
+    let params = ops::flash_attn::FlashAttnParams {
+        scale: 1.0 / (q.layout.ne[0] as f32).sqrt(),
+        max_bias: case.max_bias,
+        logit_softcap: case.logit_softcap,
+    };
+    let run = |stream: &mut Stream| ops::flash_attn::flash_attn_ext(ctx, stream, &operands, params);
+    compare(
+        ctx,
+        run,
+        &dst,
+        &expected,
+        crate::reference::metric::FLASH_ATTN_EXT_MAX_NMSE,
+    )
+}
+
+/// Runs `record` on a fresh stream and compares `dst` with `expected` by NMSE.
+fn compare(
+    ctx: &GpuContext,
+    record: impl FnOnce(&mut Stream) -> Result<()>,
+    dst: &memory::DeviceTensor,
+    expected: &[f32],
+    max_nmse: f64,
+) -> Result<Verdict> {
+    let mut stream = Stream::new(&ctx.device)?;
+    match record(&mut stream) {
+        Err(BackendError::Unsupported(reason)) => return Ok(Verdict::Unsupported(reason)),
+        other => other?,
+    }
+    stream.synchronize(Duration::from_secs(600))?;
+    let actual = memory::download(&ctx.device, dst)?.to_f32()?;
+    Ok(match crate::reference::metric::check(expected, &actual, max_nmse) {
+        Ok(nmse) => Verdict::Pass(format!("nmse={nmse:.3e}")),
+        Err(mismatch) => Verdict::Fail(mismatch.to_string()),
+    })
 }
 
 /// Dequantizes a contiguous tensor on the GPU into a poisoned f32 tensor and reads it back.

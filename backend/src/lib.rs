@@ -3,6 +3,7 @@
 //! - [`ggml_type`], [`tensor`], [`format`]: ggml's types, layouts and block formats, on the CPU.
 //! - [`context`]: device setup as ggml's WebGPU backend does it, and the capability probe.
 
+pub mod case_lists;
 pub mod cases;
 pub mod context;
 pub mod error;
@@ -11,6 +12,7 @@ pub mod format;
 pub mod ggml_type;
 pub mod gguf;
 pub mod golden;
+pub mod harness;
 pub mod kernel;
 pub mod memory;
 pub mod ops;

@@ -14,7 +14,13 @@ use std::fmt;
 const SOURCES: &[(&str, &str)] = &[
     ("common.wgsl", include_str!("../../shaders/common.wgsl")),
     ("formats.wgsl", include_str!("../../shaders/formats.wgsl")),
+    ("format_tables.wgsl", include_str!("../../shaders/format_tables.wgsl")),
     ("dequantize.wgsl", include_str!("../../shaders/dequantize.wgsl")),
+    ("mul_mat_simple.wgsl", include_str!("../../shaders/mul_mat_simple.wgsl")),
+    (
+        "flash_attn_simple.wgsl",
+        include_str!("../../shaders/flash_attn_simple.wgsl"),
+    ),
 ];
 
 /// The text of an embedded source.

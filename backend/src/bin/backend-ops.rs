@@ -1,21 +1,39 @@
-//! `backend-ops`: the backend's command-line tool, modelled on ggml's `test-backend-ops`.
+//! `backend-ops`: the backend's command-line tool, modelled on ggml's `test-backend-ops`, so
+//! that results compare line by line.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use ggml_dawn::{ContextOptions, GpuContext, selfcheck};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ggml_dawn::cases::Case;
+use ggml_dawn::golden::{self, Verdict};
+use ggml_dawn::harness::{self, Status};
+use ggml_dawn::{ContextOptions, GpuContext, case_lists, selfcheck};
+use regex::Regex;
+use serde_json::json;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "backend-ops",
     version,
-    about = "ggml operations on Dawn: device information and checks"
+    about = "ggml operations on Dawn: tests, timings and golden checks"
 )]
 struct Cli {
     #[command(flatten)]
     device: DeviceArgs,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
+    output: Output,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -31,10 +49,56 @@ struct DeviceArgs {
     config: Option<(u32, u32, u32)>,
 }
 
+#[derive(Debug, Args)]
+struct Selection {
+    /// Only this op (MUL_MAT or FLASH_ATTN_EXT).
+    #[arg(short = 'o', long = "op")]
+    op: Option<String>,
+    /// Only cases whose string matches this regular expression.
+    #[arg(short = 'p', long = "pattern")]
+    pattern: Option<String>,
+    /// Run this case (upstream's case string; omitted parameters take upstream's defaults).
+    /// Repeatable; replaces the default list.
+    #[arg(long = "case")]
+    cases: Vec<String>,
+    /// Read cases from this file (one a line). Repeatable; replaces the default list.
+    #[arg(long = "cases-file")]
+    files: Vec<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// The adapter, its features, limits and subgroup-matrix configs; then one checked compute pass.
     Info,
+    /// Run cases on the GPU and compare with the CPU reference (default: upstream's supported lists).
+    Test {
+        #[command(flatten)]
+        selection: Selection,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Time cases as upstream does (default: upstream's perf cases).
+    Perf {
+        #[command(flatten)]
+        selection: Selection,
+        /// Keep repeating a case's graph for at least this many seconds.
+        #[arg(long, default_value_t = 1.0)]
+        min_time: f64,
+        /// Cap the repetitions of the op in one graph (upstream: up to 8192).
+        #[arg(long, default_value_t = 8192)]
+        max_repeats: u64,
+    },
+    /// Check against ggml's results stored as GGUF files (files, or folders searched for .gguf).
+    Golden {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Which cases this adapter runs (default: all of upstream's lists).
+    Support {
+        #[command(flatten)]
+        selection: Selection,
+    },
 }
 
 fn parse_config(text: &str) -> Result<(u32, u32, u32), String> {
@@ -60,18 +124,266 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Info => info(options),
+        Command::Test { selection, seed } => {
+            select(&selection, Default::Tests).and_then(|cases| test(options, &cases, seed, cli.output))
+        }
+        Command::Perf {
+            selection,
+            min_time,
+            max_repeats,
+        } => select(&selection, Default::Perf).and_then(|cases| {
+            perf(
+                options,
+                &cases,
+                Duration::from_secs_f64(min_time.max(0.0)),
+                max_repeats,
+                cli.output,
+            )
+        }),
+        Command::Golden { paths } => golden_files(options, &paths, cli.output),
+        Command::Support { selection } => {
+            select(&selection, Default::Everything).and_then(|cases| support(options, &cases, cli.output))
+        }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(message) => {
             eprintln!("backend-ops: {message}");
-            ExitCode::FAILURE
+            ExitCode::from(2)
         }
     }
 }
 
-fn info(options: ContextOptions) -> Result<(), String> {
-    let ctx = GpuContext::new(options).map_err(|e| e.to_string())?;
+/// Which list a mode runs when no case is given.
+#[derive(Debug, Clone, Copy)]
+enum Default {
+    Tests,
+    Perf,
+    Everything,
+}
+
+fn select(selection: &Selection, default: Default) -> Result<Vec<Case>, String> {
+    let mut cases: Vec<Case> = Vec::new();
+    for spec in &selection.cases {
+        cases.push(spec.parse().map_err(|e| format!("--case `{spec}`: {e}"))?);
+    }
+    for file in &selection.files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        cases.extend(case_lists::parse_list(&text).map_err(|e| format!("{}: {e}", file.display()))?);
+    }
+    if selection.cases.is_empty() && selection.files.is_empty() {
+        cases = match default {
+            Default::Tests => case_lists::test_cases().map_err(|e| e.to_string())?,
+            Default::Perf => case_lists::perf_cases(),
+            Default::Everything => {
+                let mut all = Vec::new();
+                for list in [
+                    case_lists::MUL_MAT_SUPPORTED,
+                    case_lists::MUL_MAT_UNSUPPORTED,
+                    case_lists::FLASH_ATTN_SUPPORTED,
+                    case_lists::FLASH_ATTN_UNSUPPORTED,
+                ] {
+                    all.extend(case_lists::parse_list(list).map_err(|e| e.to_string())?);
+                }
+                all
+            }
+        };
+    }
+    let pattern = selection
+        .pattern
+        .as_deref()
+        .map(Regex::new)
+        .transpose()
+        .map_err(|e| format!("-p: {e}"))?;
+    if let Some(op) = &selection.op
+        && !["MUL_MAT", "FLASH_ATTN_EXT"].contains(&op.as_str())
+    {
+        return Err(format!("-o {op}: unknown op (known: MUL_MAT, FLASH_ATTN_EXT)"));
+    }
+    cases.retain(|c| {
+        selection.op.as_deref().is_none_or(|op| c.op_name() == op)
+            && pattern.as_ref().is_none_or(|p| p.is_match(&c.to_string()))
+    });
+    Ok(cases)
+}
+
+fn context(options: ContextOptions) -> Result<GpuContext, String> {
+    GpuContext::new(options).map_err(|e| e.to_string())
+}
+
+fn test(options: ContextOptions, cases: &[Case], seed: u64, output: Output) -> Result<bool, String> {
+    let ctx = context(options)?;
+    let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
+    for case in cases {
+        let status = harness::test_case(&ctx, case, seed);
+        match &status {
+            Status::Ok { .. } => passed += 1,
+            Status::Fail { .. } => failed += 1,
+            Status::Unsupported { .. } => unsupported += 1,
+        }
+        match output {
+            Output::Text => match &status {
+                Status::Ok { .. } => println!("  {case}: OK"),
+                Status::Fail { reason } => println!("  {case}: FAIL ({reason})"),
+                Status::Unsupported { reason } => println!("  {case}: not supported ({reason})"),
+            },
+            Output::Json => {
+                let (name, detail) = match &status {
+                    Status::Ok { nmse } => ("ok", json!({ "nmse": nmse })),
+                    Status::Fail { reason } => ("fail", json!({ "reason": reason })),
+                    Status::Unsupported { reason } => ("unsupported", json!({ "reason": reason })),
+                };
+                println!(
+                    "{}",
+                    json!({ "mode": "test", "op": case.op_name(), "case": case.to_string(), "status": name, "detail": detail })
+                );
+            }
+        }
+    }
+    if output == Output::Text {
+        println!("{passed} passed, {failed} failed, {unsupported} not supported");
+    }
+    Ok(failed == 0)
+}
+
+/// Upstream's perf line: the case, padded, then runs, us/run, GFLOP/run and TFLOPS.
+fn perf_line(case: &str, t: &harness::Timing) -> String {
+    let mut width = (case.len() + 2).next_multiple_of(8);
+    if width - (case.len() + 2) < 5 {
+        width += 8;
+    }
+    let (flop, unit) = scaled(t.flops_per_run as f64);
+    let (rate, rate_unit) = scaled(t.flops_per_run as f64 / (t.us_per_run * 1e-6));
+    format!(
+        "  {:<width$}    {:>8} runs - {:>8.2} us/run - {:>6.2} {unit}FLOP/run - {:>6.2} {rate_unit}FLOPS",
+        format!("{case}:"),
+        t.runs,
+        t.us_per_run,
+        flop,
+        rate,
+        width = width - 2
+    )
+}
+
+fn scaled(value: f64) -> (f64, &'static str) {
+    for (scale, unit) in [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if value >= scale {
+            return (value / scale, unit);
+        }
+    }
+    (value, "")
+}
+
+fn perf(
+    options: ContextOptions,
+    cases: &[Case],
+    min_time: Duration,
+    max_repeats: u64,
+    output: Output,
+) -> Result<bool, String> {
+    let ctx = context(options)?;
+    let mut ok = true;
+    for case in cases {
+        let text = case.to_string();
+        match harness::perf_case(&ctx, case, min_time, max_repeats) {
+            Ok(t) => match output {
+                Output::Text => println!("{}", perf_line(&text, &t)),
+                Output::Json => println!(
+                    "{}",
+                    json!({ "mode": "perf", "op": case.op_name(), "case": text, "runs": t.runs,
+                            "us_per_run": t.us_per_run, "flops_per_run": t.flops_per_run, "tflops": t.tflops() })
+                ),
+            },
+            Err(ggml_dawn::error::BackendError::Unsupported(reason)) => match output {
+                Output::Text => println!("  {text}: not supported ({reason})"),
+                Output::Json => println!(
+                    "{}",
+                    json!({ "mode": "perf", "case": text, "status": "unsupported", "reason": reason })
+                ),
+            },
+            Err(e) => {
+                ok = false;
+                match output {
+                    Output::Text => println!("  {text}: FAIL ({e})"),
+                    Output::Json => println!(
+                        "{}",
+                        json!({ "mode": "perf", "case": text, "status": "fail", "reason": e.to_string() })
+                    ),
+                }
+            }
+        }
+    }
+    Ok(ok)
+}
+
+fn golden_files(options: ContextOptions, paths: &[PathBuf], output: Output) -> Result<bool, String> {
+    let files = golden::collect(paths).map_err(|e| e.to_string())?;
+    if files.is_empty() {
+        return Err("no .gguf files found".into());
+    }
+    let ctx = context(options)?;
+    let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
+    for file in &files {
+        let outcome = golden::check_file(&ctx, file);
+        let (name, detail) = match &outcome.verdict {
+            Verdict::Pass(d) => {
+                passed += 1;
+                ("OK", d)
+            }
+            Verdict::Fail(d) => {
+                failed += 1;
+                ("FAIL", d)
+            }
+            Verdict::Unsupported(d) => {
+                unsupported += 1;
+                ("not supported", d)
+            }
+        };
+        match output {
+            Output::Text => println!("  {}: {name} ({detail})", outcome.case),
+            Output::Json => println!(
+                "{}",
+                json!({ "mode": "golden", "file": file.display().to_string(), "op": outcome.op, "case": outcome.case,
+                        "status": name, "detail": detail })
+            ),
+        }
+    }
+    if output == Output::Text {
+        println!("{passed} passed, {failed} failed, {unsupported} not supported");
+    }
+    Ok(failed == 0)
+}
+
+fn support(options: ContextOptions, cases: &[Case], output: Output) -> Result<bool, String> {
+    let ctx = context(options)?;
+    let (mut yes, mut no) = (0, 0);
+    for case in cases {
+        let verdict = harness::supports(&ctx, case);
+        match &verdict {
+            Ok(()) => yes += 1,
+            Err(_) => no += 1,
+        }
+        match output {
+            Output::Text => match &verdict {
+                Ok(()) => println!("  {case}: supported"),
+                Err(reason) => println!("  {case}: not supported ({reason})"),
+            },
+            Output::Json => println!(
+                "{}",
+                json!({ "mode": "support", "op": case.op_name(), "case": case.to_string(), "supported": verdict.is_ok(),
+                        "reason": verdict.err() })
+            ),
+        }
+    }
+    if output == Output::Text {
+        println!("{yes} supported, {no} not supported");
+    }
+    Ok(true)
+}
+
+fn info(options: ContextOptions) -> Result<bool, String> {
+    let ctx = context(options)?;
     let caps = &ctx.capabilities;
     let info = &caps.info;
     println!("adapter:        {} ({})", info.device, info.description);
@@ -109,5 +421,5 @@ fn info(options: ContextOptions) -> Result<(), String> {
     let n = 1 << 20;
     let checked = selfcheck::saxpy(&ctx.device, n).map_err(|e| format!("the compute check failed: {e}"))?;
     println!("compute check:  y = 3x + y over {checked} elements, every element matches the CPU: OK");
-    Ok(())
+    Ok(true)
 }

@@ -16,6 +16,8 @@ mod fp4;
 mod iquants;
 mod kquants;
 mod legacy;
+#[cfg(test)]
+mod wgsl_tables;
 
 use crate::ggml_type::GgmlType;
 

@@ -16,11 +16,37 @@ pub fn supports(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(
         ty,
-        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K
+        F32 | F16
+            | BF16
+            | Q4_0
+            | Q4_1
+            | Q5_0
+            | Q5_1
+            | Q8_0
+            | Q2_K
+            | Q3_K
+            | Q4_K
+            | Q5_K
+            | Q6_K
+            | IQ4_NL
+            | IQ4_XS
+            | MXFP4
+            | NVFP4
+            | Q1_0
+            | TQ1_0
+            | TQ2_0
+            | IQ2_XXS
+            | IQ2_XS
+            | IQ2_S
+            | IQ3_XXS
+            | IQ3_S
+            | IQ1_S
+            | IQ1_M
     )
 }
 
-/// Records `dst = f32(src)` for contiguous tensors with the same number of elements.
+/// Records `dst = f32(src)`: `src` any view whose rows are contiguous, `dst` a contiguous f32
+/// tensor with the same number of elements (in `src`'s logical order).
 pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst: &DeviceTensor) -> Result<()> {
     let ty = src.layout.ty;
     if !supports(ty) {
@@ -50,7 +76,20 @@ pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst
         .kernels
         .get(&ctx.device, &variant, &[Access::Read, Access::ReadWrite])?;
     let grid = grid_2d(count.div_ceil(WG_SIZE), limits.max_compute_workgroups_per_dimension);
-    let params = [s.start_byte as u32, (d.start_byte / 4) as u32, count, grid[0] * WG_SIZE];
+    let l = &src.layout;
+    let word = |v: usize| u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a stride of {v} bytes")));
+    let params = [
+        s.start_byte as u32,
+        (d.start_byte / 4) as u32,
+        count,
+        grid[0] * WG_SIZE,
+        word(l.ne[0])?,
+        word(l.ne[1])?,
+        word(l.ne[2])?,
+        word(l.nb[1])?,
+        word(l.nb[2])?,
+        word(l.nb[3])?,
+    ];
     stream.dispatch(
         &kernel,
         &[BufferRange::new(&src.buffer, s), BufferRange::new(&dst.buffer, d)],

@@ -2,3 +2,5 @@
 //! variant for them and the device, and records its dispatches on a [`crate::exec::Stream`].
 
 pub mod dequantize;
+pub mod flash_attn;
+pub mod mul_mat;

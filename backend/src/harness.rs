@@ -1,0 +1,400 @@
+//! Running upstream's test cases: random inputs, the op on the GPU, the CPU reference, NMSE;
+//! and timing them as upstream's `test-backend-ops perf` does.
+
+use std::time::{Duration, Instant};
+
+use crate::cases::{Case, CaseTensor, FlashAttnCase, MulMatCase};
+use crate::context::GpuContext;
+use crate::error::{BackendError, Result};
+use crate::exec::Stream;
+use crate::ggml_type::GgmlType;
+use crate::memory::{self, DeviceTensor};
+use crate::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
+use crate::ops::{flash_attn, mul_mat};
+use crate::reference::{self, metric};
+use crate::tensor::{HostTensor, Layout};
+
+/// How long a wait for the GPU may take before it counts as a hang.
+pub const TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What running one case found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Agrees with the CPU reference.
+    Ok { nmse: f64 },
+    /// Disagrees (or failed to run); the text says how.
+    Fail { reason: String },
+    /// Not supported by this backend on this device.
+    Unsupported { reason: String },
+}
+
+/// A deterministic source of test data (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let unit = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * unit
+    }
+
+    pub fn fill(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+}
+
+/// Inputs uniform in [-1, 1] for a case tensor's whole storage, converted to its type. Types
+/// the CPU cannot quantize to (the grid i-quants) get random blocks instead, with sane scales.
+fn input(rng: &mut Rng, t: &CaseTensor) -> Result<HostTensor> {
+    let ty = t.storage.ty;
+    if crate::format::can_quantize(ty) {
+        return Ok(t.host(&rng.fill(t.storage.elements(), -1.0, 1.0))?);
+    }
+    let blocks = t.storage.elements() / ty.block_size();
+    let mut data: Vec<u8> = (0..blocks * ty.type_size()).map(|_| rng.next_u64() as u8).collect();
+    for block in data.chunks_exact_mut(ty.type_size()) {
+        let scale = half::f16::from_f32(rng.uniform(0.01, 0.1)).to_bits();
+        match ty {
+            // The f16 scale is spread over the top nibbles of the last four u16 words.
+            GgmlType::IQ1_M => {
+                let n = block.len();
+                for (i, word) in block[n - 8..].chunks_exact_mut(2).enumerate() {
+                    let nibble = (scale >> (4 * i)) & 0xf;
+                    let w = (u16::from_le_bytes([word[0], word[1]]) & 0x0fff) | (nibble << 12);
+                    word.copy_from_slice(&w.to_le_bytes());
+                }
+            }
+            // Every other such format starts with its f16 scale.
+            _ => block[..2].copy_from_slice(&scale.to_le_bytes()),
+        }
+    }
+    Ok(HostTensor { layout: t.view, data })
+}
+
+/// A mask as upstream makes them: values in [-1, 1], with about 20% of blocks of 64 keys × 16
+/// rows set to -inf and 10% to 0.
+fn mask(rng: &mut Rng, layout: Layout) -> Result<HostTensor> {
+    let [kv, rows, _, seqs] = layout.ne;
+    let mut values = rng.fill(layout.elements(), -1.0, 1.0);
+    for s in 0..seqs {
+        for r0 in (0..rows).step_by(16) {
+            for j0 in (0..kv).step_by(64) {
+                let roll = rng.uniform(0.0, 1.0);
+                let fill = if roll < 0.2 {
+                    f32::NEG_INFINITY
+                } else if roll < 0.3 {
+                    0.0
+                } else {
+                    continue;
+                };
+                for r in r0..(r0 + 16).min(rows) {
+                    for j in j0..(j0 + 64).min(kv) {
+                        values[(s * rows + r) * kv + j] = fill;
+                    }
+                }
+            }
+        }
+    }
+    Ok(HostTensor::from_f32(GgmlType::F16, layout.ne, &values)?)
+}
+
+/// Which op a prepared case runs.
+enum Op {
+    MulMat,
+    FlashAttn {
+        has_mask: bool,
+        has_sinks: bool,
+        params: FlashAttnParams,
+    },
+}
+
+/// One case's operands on the device (dst last), and the CPU reference, ready to run.
+struct Prepared {
+    op: Op,
+    tensors: Vec<DeviceTensor>,
+    reference: Vec<f32>,
+}
+
+impl Prepared {
+    fn dst(&self) -> &DeviceTensor {
+        self.tensors.last().expect("dst is last")
+    }
+
+    fn record(&self, ctx: &GpuContext, stream: &mut Stream) -> Result<()> {
+        let missing = || BackendError::InvalidOperands("operands missing".into());
+        match &self.op {
+            Op::MulMat => {
+                let [a, b, dst] = self.tensors.as_slice() else {
+                    return Err(missing());
+                };
+                mul_mat::mul_mat(ctx, stream, a, b, dst)
+            }
+            Op::FlashAttn {
+                has_mask,
+                has_sinks,
+                params,
+            } => {
+                let mut it = self.tensors.iter();
+                let (q, k, v) = (it.next(), it.next(), it.next());
+                let mask = if *has_mask { it.next() } else { None };
+                let sinks = if *has_sinks { it.next() } else { None };
+                let (Some(q), Some(k), Some(v), Some(dst)) = (q, k, v, it.next()) else {
+                    return Err(missing());
+                };
+                flash_attn::flash_attn_ext(
+                    ctx,
+                    stream,
+                    &FlashAttnOperands {
+                        q,
+                        k,
+                        v,
+                        mask,
+                        sinks,
+                        dst,
+                    },
+                    *params,
+                )
+            }
+        }
+    }
+}
+
+fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Result<Prepared> {
+    let mut rng = Rng::new(seed);
+    let case_error = |e: crate::cases::CaseError| BackendError::Unsupported(e.to_string());
+    match case {
+        Case::MulMat(c) => prepare_mul_mat(ctx, c, &mut rng, with_reference, case_error),
+        Case::FlashAttnExt(c) => prepare_flash_attn(ctx, c, &mut rng, with_reference, case_error),
+    }
+}
+
+fn prepare_mul_mat(
+    ctx: &GpuContext,
+    c: &MulMatCase,
+    rng: &mut Rng,
+    with_reference: bool,
+    case_error: impl Fn(crate::cases::CaseError) -> BackendError,
+) -> Result<Prepared> {
+    let t = c.tensors().map_err(case_error)?;
+    let a = input(rng, &t.a)?;
+    let b = if t.b_aliases_a {
+        HostTensor {
+            layout: t.b.view,
+            data: a.data.clone(),
+        }
+    } else {
+        input(rng, &t.b)?
+    };
+    let reference = if with_reference {
+        reference::mul_mat::mul_mat(&a, &b)?
+    } else {
+        Vec::new()
+    };
+    let (da, db) = if t.b_aliases_a {
+        let da = memory::upload(&ctx.device, &[&a])?.remove(0);
+        let db = da.view(t.b.view)?;
+        (da, db)
+    } else {
+        let mut up = memory::upload(&ctx.device, &[&a, &b])?;
+        let db = up.remove(1);
+        (up.remove(0), db)
+    };
+    let dst = memory::poisoned(&ctx.device, t.dst, 0xff)?;
+    Ok(Prepared {
+        op: Op::MulMat,
+        tensors: vec![da, db, dst],
+        reference,
+    })
+}
+
+fn prepare_flash_attn(
+    ctx: &GpuContext,
+    c: &FlashAttnCase,
+    rng: &mut Rng,
+    with_reference: bool,
+    case_error: impl Fn(crate::cases::CaseError) -> BackendError,
+) -> Result<Prepared> {
+    let t = c.tensors().map_err(case_error)?;
+    let q = input(rng, &t.q)?;
+    let k = input(rng, &t.k)?;
+    let v = if t.v_aliases_k {
+        HostTensor {
+            layout: t.v.view,
+            data: k.data.clone(),
+        }
+    } else {
+        input(rng, &t.v)?
+    };
+    let mask = t.mask.map(|l| mask(rng, l)).transpose()?;
+    let sinks = t
+        .sinks
+        .map(|l| HostTensor::from_f32(GgmlType::F32, l.ne, &rng.fill(l.elements(), -10.0, 10.0)))
+        .transpose()?;
+    let params = FlashAttnParams {
+        scale: c.scale(),
+        max_bias: c.max_bias,
+        logit_softcap: c.logit_softcap,
+    };
+    let reference = if with_reference {
+        reference::flash_attn::flash_attn_ext(
+            &q,
+            &k,
+            &v,
+            mask.as_ref(),
+            sinks.as_ref(),
+            params.scale,
+            params.max_bias,
+            params.logit_softcap,
+        )?
+    } else {
+        Vec::new()
+    };
+    let mut hosts: Vec<&HostTensor> = vec![&q, &k];
+    if !t.v_aliases_k {
+        hosts.push(&v);
+    }
+    hosts.extend(mask.iter());
+    hosts.extend(sinks.iter());
+    let mut up = memory::upload(&ctx.device, &hosts)?.into_iter();
+    let dq = up.next().expect("q");
+    let dk = up.next().expect("k");
+    let dv = if t.v_aliases_k {
+        dk.view(t.v.view)?
+    } else {
+        up.next().expect("v")
+    };
+    let mut tensors = vec![dq, dk, dv];
+    tensors.extend(up);
+    tensors.push(memory::poisoned(&ctx.device, t.dst, 0xff)?);
+    let op = Op::FlashAttn {
+        has_mask: mask.is_some(),
+        has_sinks: sinks.is_some(),
+        params,
+    };
+    Ok(Prepared { op, tensors, reference })
+}
+
+/// Runs one case on the GPU and compares it with the CPU reference.
+pub fn test_case(ctx: &GpuContext, case: &Case, seed: u64) -> Status {
+    let prepared = match prepare(ctx, case, seed, true) {
+        Ok(p) => p,
+        Err(BackendError::Unsupported(reason)) => return Status::Unsupported { reason },
+        Err(e) => return Status::Fail { reason: e.to_string() },
+    };
+    let run = || -> Result<Vec<f32>> {
+        let mut stream = Stream::new(&ctx.device)?;
+        prepared.record(ctx, &mut stream)?;
+        stream.synchronize(TIMEOUT)?;
+        Ok(memory::download(&ctx.device, prepared.dst())?.to_f32()?)
+    };
+    match run() {
+        Ok(actual) => match metric::check(&prepared.reference, &actual, case.max_nmse()) {
+            Ok(nmse) => Status::Ok { nmse },
+            Err(mismatch) => Status::Fail {
+                reason: mismatch.to_string(),
+            },
+        },
+        Err(BackendError::Unsupported(reason)) => Status::Unsupported { reason },
+        Err(e) => Status::Fail { reason: e.to_string() },
+    }
+}
+
+/// The timing of one case.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub runs: u64,
+    pub us_per_run: f64,
+    pub flops_per_run: u64,
+}
+
+impl Timing {
+    pub fn tflops(&self) -> f64 {
+        self.flops_per_run as f64 / self.us_per_run / 1e6
+    }
+}
+
+/// Times a case as upstream does: a graph repeating the op `min(8192, 100 GFLOP / flops) + 1`
+/// times (capped by `max_repeats`), one warm-up graph, then graphs until `min_time` has passed;
+/// wall time from submit to completion over the number of runs.
+pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats: u64) -> Result<Timing> {
+    let prepared = prepare(ctx, case, 1, false)?;
+    let flops = case.flops().max(1);
+    let repeats = ((100_000_000_000 / flops).min(8191) + 1).min(max_repeats.max(1));
+    let mut stream = Stream::new(&ctx.device)?;
+    let graph = |stream: &mut Stream| -> Result<()> {
+        for _ in 0..repeats {
+            prepared.record(ctx, stream)?;
+        }
+        stream.synchronize(TIMEOUT)
+    };
+    graph(&mut stream)?;
+    let start = Instant::now();
+    let mut runs = 0;
+    while runs == 0 || start.elapsed() < min_time {
+        graph(&mut stream)?;
+        runs += repeats;
+    }
+    Ok(Timing {
+        runs,
+        us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
+        flops_per_run: flops,
+    })
+}
+
+/// Whether this backend runs `case` on `ctx`'s device, judged from layouts and limits alone
+/// (nothing is allocated); the error says why not.
+pub fn supports(ctx: &GpuContext, case: &Case) -> std::result::Result<(), String> {
+    let max_binding = ctx.capabilities.limits.max_storage_buffer_binding_size;
+    let fits = |what: &str, l: &Layout| -> std::result::Result<(), String> {
+        let bytes = (l.offset + l.span_bytes()) as u64;
+        if bytes > max_binding {
+            return Err(format!(
+                "{what} needs {bytes} bytes, over maxStorageBufferBindingSize {max_binding}"
+            ));
+        }
+        Ok(())
+    };
+    match case {
+        Case::MulMat(c) => {
+            let t = c.tensors().map_err(|e| e.to_string())?;
+            mul_mat::check(&t.a.view, &t.b.view, &t.dst).map_err(|e| e.to_string())?;
+            fits("src0", &t.a.storage)?;
+            fits("src1", &t.b.storage)?;
+            fits("dst", &t.dst)
+        }
+        Case::FlashAttnExt(c) => {
+            let t = c.tensors().map_err(|e| e.to_string())?;
+            let layouts = flash_attn::FlashAttnLayouts {
+                q: t.q.view,
+                k: t.k.view,
+                v: t.v.view,
+                mask: t.mask,
+                sinks: t.sinks,
+                dst: t.dst,
+            };
+            flash_attn::check(&layouts).map_err(|e| e.to_string())?;
+            for (what, l) in [
+                ("q", &t.q.storage),
+                ("k", &t.k.storage),
+                ("v", &t.v.storage),
+                ("dst", &t.dst),
+            ] {
+                fits(what, l)?;
+            }
+            Ok(())
+        }
+    }
+}
