@@ -206,12 +206,24 @@ fn fmt_value(block_byte: u32, i: u32) -> f32 {
 #include "format_tables.wgsl"
 // e (E8M0), qs[16] (nibbles as q4_0's, indexing kvalues_mxfp4).
 fn fmt_value(block_byte: u32, i: u32) -> f32 {
-    // ggml_e8m0_to_fp32_half: 2^(e - 128), built from its bits (subnormal for e < 2).
     let e = fmt_u8(block_byte);
-    let d = bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
     let q = fmt_u8(block_byte + 1u + (i & 15u));
     let nibble = select(q & 15u, q >> 4u, i >= 16u);
-    return f32(KVALUES_MXFP4[nibble]) * d;
+    let kv = f32(KVALUES_MXFP4[nibble]);
+    if (e < 2u) {
+        // ggml's scale 2^(e - 128) (ggml_e8m0_to_fp32_half) is subnormal here, and GPUs may
+        // flush subnormal operands and results to zero (WGSL allows it; lavapipe does). The
+        // product kv * 2^(e - 128) is exact, so it is built without them: below 2^-125 an f32's
+        // bits count units of 2^-149 (|kv| << (21 + e)), above it the product of normal numbers
+        // 2^(e - 104) and 2^-24 is exact.
+        let m = u32(abs(kv));
+        if ((m << e) < 8u) {
+            return bitcast<f32>((m << (21u + e)) | select(0u, 0x80000000u, kv < 0.0));
+        }
+        return kv * bitcast<f32>((e + 23u) << 23u) * 0x1p-24f;
+    }
+    // ggml_e8m0_to_fp32_half: 2^(e - 128), from its bits.
+    return kv * bitcast<f32>((e - 1u) << 23u);
 }
 #elif FMT_TYPE == TYPE_NVFP4
 #define FMT_BLOCK 64u

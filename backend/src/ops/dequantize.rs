@@ -52,9 +52,9 @@ pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst
     if !supports(ty) {
         return Err(BackendError::Unsupported(format!("dequantizing {ty} on the GPU")));
     }
-    if !src.layout.is_contiguous() || !dst.layout.is_contiguous() || dst.layout.ty != GgmlType::F32 {
+    if !src.layout.has_contiguous_rows() || !dst.layout.is_contiguous() || dst.layout.ty != GgmlType::F32 {
         return Err(BackendError::InvalidOperands(
-            "dequantize needs a contiguous source and a contiguous f32 destination".into(),
+            "dequantize needs a source with contiguous rows and a contiguous f32 destination".into(),
         ));
     }
     let count = src.layout.elements();
