@@ -42,5 +42,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i2 = (row / p.ne1) % p.ne2;
     let i3 = row / (p.ne1 * p.ne2);
     let row_byte = p.src_start + i1 * p.nb1 + i2 * p.nb2 + i3 * p.nb3;
-    dst[p.dst_start + i] = fmt_value(row_byte + (i0 / FMT_BLOCK) * FMT_BLOCK_BYTES, i0 % FMT_BLOCK);
+    dst[p.dst_start + i] = fmt_value(row_byte + (i0 / fmt_block) * fmt_block_bytes, i0 % fmt_block);
 }

@@ -4,26 +4,29 @@
 // GENERATED from the CPU tables by backend/src/format/wgsl_tables.rs: do not edit. To
 // regenerate: UPDATE_WGSL_TABLES=1 cargo test -p ggml-dawn --lib wgsl_tables
 //
-// Each table is compiled only into the variants whose FMT_TYPE reads it. The 8-byte grids
+// Each table is compiled only into the variants whose FMT_TYPE reads it, once. The 8-byte grids
 // are 2-bit codes into a levels table: byte j of entry e is LEVELS[code], code the 2 bits
 // at bit 16 * (e % 2) + 2 * j of word e / 2. Byte j of an entry of the 4-byte iq3 grids is
 // byte j of its word.
 
-#if FMT_TYPE == TYPE_IQ4_NL || FMT_TYPE == TYPE_IQ4_XS
+#if (FMT_TYPE == TYPE_IQ4_NL || FMT_TYPE == TYPE_IQ4_XS) && !defined(HAVE_KVALUES_IQ4NL)
+#define HAVE_KVALUES_IQ4NL 1
 // kvalues_iq4nl: the 16 levels of iq4_nl and iq4_xs.
 const KVALUES_IQ4NL: array<i32, 16> = array<i32, 16>(
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
 );
 #endif
 
-#if FMT_TYPE == TYPE_MXFP4 || FMT_TYPE == TYPE_NVFP4
+#if (FMT_TYPE == TYPE_MXFP4 || FMT_TYPE == TYPE_NVFP4) && !defined(HAVE_KVALUES_MXFP4)
+#define HAVE_KVALUES_MXFP4 1
 // kvalues_mxfp4: the E2M1 levels doubled, by 4-bit code (bit 3 = sign).
 const KVALUES_MXFP4: array<i32, 16> = array<i32, 16>(
     0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ3_XXS
+#if (FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ3_XXS) && !defined(HAVE_KSIGNS_IQ2XS)
+#define HAVE_KSIGNS_IQ2XS 1
 // ksigns_iq2xs: a 7-bit index to 8 sign bits.
 const KSIGNS_IQ2XS: array<u32, 128> = array<u32, 128>(
     0u, 129u, 130u, 3u, 132u, 5u, 6u, 135u, 136u, 9u, 10u, 139u, 12u, 141u, 142u, 15u,
@@ -37,14 +40,16 @@ const KSIGNS_IQ2XS: array<u32, 128> = array<u32, 128>(
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ2_S
+#if (FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ2_S) && !defined(HAVE_IQ2_GRID_LEVELS)
+#define HAVE_IQ2_GRID_LEVELS 1
 // The byte values of the iq2 grids, by 2-bit code.
 const IQ2_GRID_LEVELS: array<u32, 3> = array<u32, 3>(
     8u, 25u, 43u
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ2_XXS
+#if (FMT_TYPE == TYPE_IQ2_XXS) && !defined(HAVE_IQ2XXS_GRID)
+#define HAVE_IQ2XXS_GRID 1
 // iq2xxs_grid: 256 entries of 8 bytes, as codes into IQ2_GRID_LEVELS.
 const IQ2XXS_GRID: array<u32, 128> = array<u32, 128>(
     0x00020000u, 0x00080005u, 0x0011000au, 0x00200014u, 0x00280022u, 0x0041002au, 0x00500044u, 0x00610058u,
@@ -66,7 +71,8 @@ const IQ2XXS_GRID: array<u32, 128> = array<u32, 128>(
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ2_XS
+#if (FMT_TYPE == TYPE_IQ2_XS) && !defined(HAVE_IQ2XS_GRID)
+#define HAVE_IQ2XS_GRID 1
 // iq2xs_grid: 512 entries of 8 bytes, as codes into IQ2_GRID_LEVELS.
 const IQ2XS_GRID: array<u32, 256> = array<u32, 256>(
     0x00020000u, 0x00080005u, 0x0011000au, 0x00160014u, 0x00200019u, 0x00250022u, 0x00410028u, 0x00460044u,
@@ -104,7 +110,8 @@ const IQ2XS_GRID: array<u32, 256> = array<u32, 256>(
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ2_S
+#if (FMT_TYPE == TYPE_IQ2_S) && !defined(HAVE_IQ2S_GRID)
+#define HAVE_IQ2S_GRID 1
 // iq2s_grid: 1024 entries of 8 bytes, as codes into IQ2_GRID_LEVELS.
 const IQ2S_GRID: array<u32, 512> = array<u32, 512>(
     0x00020000u, 0x00080005u, 0x0011000au, 0x00160014u, 0x00200019u, 0x00250022u, 0x00410028u, 0x00460044u,
@@ -174,7 +181,8 @@ const IQ2S_GRID: array<u32, 512> = array<u32, 512>(
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ3_XXS
+#if (FMT_TYPE == TYPE_IQ3_XXS) && !defined(HAVE_IQ3XXS_GRID)
+#define HAVE_IQ3XXS_GRID 1
 // iq3xxs_grid: 256 entries of 4 bytes.
 const IQ3XXS_GRID: array<u32, 256> = array<u32, 256>(
     0x04040404u, 0x04040414u, 0x04040424u, 0x04040c0cu, 0x04040c1cu, 0x04040c3eu, 0x04041404u, 0x04041414u,
@@ -212,7 +220,8 @@ const IQ3XXS_GRID: array<u32, 256> = array<u32, 256>(
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ3_S
+#if (FMT_TYPE == TYPE_IQ3_S) && !defined(HAVE_IQ3S_GRID)
+#define HAVE_IQ3S_GRID 1
 // iq3s_grid: 512 entries of 4 bytes.
 const IQ3S_GRID: array<u32, 512> = array<u32, 512>(
     0x01010101u, 0x01010103u, 0x01010105u, 0x0101010bu, 0x0101010fu, 0x01010301u, 0x01010303u, 0x01010305u,
@@ -282,14 +291,16 @@ const IQ3S_GRID: array<u32, 512> = array<u32, 512>(
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M
+#if (FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M) && !defined(HAVE_IQ1S_GRID_LEVELS)
+#define HAVE_IQ1S_GRID_LEVELS 1
 // The values of the int8 bytes of iq1s_grid, by 2-bit code.
 const IQ1S_GRID_LEVELS: array<i32, 3> = array<i32, 3>(
     -1, 0, 1
 );
 #endif
 
-#if FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M
+#if (FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M) && !defined(HAVE_IQ1S_GRID)
+#define HAVE_IQ1S_GRID 1
 // iq1s_grid: 2048 entries of 8 int8 bytes, as codes into IQ1S_GRID_LEVELS.
 const IQ1S_GRID: array<u32, 1024> = array<u32, 1024>(
     0x00020000u, 0x00080005u, 0x0011000au, 0x00200015u, 0x00280022u, 0x0045002au, 0x00540051u, 0x00650056u,

@@ -62,10 +62,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let a_row = p.a_start + i0 * p.a_nb1 + (i2 / (p.b_ne2 / p.a_ne2)) * p.a_nb2 + (i3 / (p.b_ne3 / p.a_ne3)) * p.a_nb3;
     let b_row = p.b_start + i1 * p.b_nb1 + i2 * p.b_nb2 + i3 * p.b_nb3;
     var sum = 0.0;
-    for (var blk = 0u; blk < p.k / FMT_BLOCK; blk += 1u) {
-        let block_byte = a_row + blk * FMT_BLOCK_BYTES;
-        for (var i = 0u; i < FMT_BLOCK; i += 1u) {
-            sum += fmt_value(block_byte, i) * b_value(b_row + (blk * FMT_BLOCK + i) * p.b_nb0);
+    for (var blk = 0u; blk < p.k / fmt_block; blk += 1u) {
+        let block_byte = a_row + blk * fmt_block_bytes;
+        for (var i = 0u; i < fmt_block; i += 1u) {
+            sum += fmt_value(block_byte, i) * b_value(b_row + (blk * fmt_block + i) * p.b_nb0);
         }
     }
     dst[p.dst_start + index] = sum;

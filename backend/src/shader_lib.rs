@@ -5,7 +5,9 @@
 //! `#if EXPR`, `#elif EXPR`, `#else`, `#endif`. Expressions take integers, `defined(NAME)`,
 //! macro names, `! * / % + - < <= > >= == != && ||` and parentheses. Defines given by the host
 //! cannot be redefined by the shader, so `#define` in a shader acts as a default. Macros are
-//! object-like and expanded per identifier, recursively.
+//! object-like and expanded per identifier, recursively; `a ## b` pastes the expanded tokens
+//! (`FMT##_value` with `FMT` = `k` gives `k_value`), so one file can be included several times
+//! under different prefixes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -210,7 +212,7 @@ impl Preprocessor {
         for _ in 0..16 {
             let (next, changed) = self.expand_once(&current);
             if !changed {
-                return Ok(next);
+                return Ok(paste(&next));
             }
             current = next;
         }
@@ -278,6 +280,31 @@ impl Preprocessor {
         }
         Ok(value)
     }
+}
+
+/// Joins the tokens around each `##` (and the whitespace next to it). Comments are left alone.
+fn paste(line: &str) -> String {
+    let (code, comment) = match line.find("//") {
+        Some(at) => line.split_at(at),
+        None => (line, ""),
+    };
+    if !code.contains("##") {
+        return line.to_owned();
+    }
+    let pieces: Vec<&str> = code.split("##").collect();
+    let mut out = String::with_capacity(line.len());
+    for (i, piece) in pieces.iter().enumerate() {
+        let mut piece = *piece;
+        if i > 0 {
+            piece = piece.trim_start();
+        }
+        if i + 1 < pieces.len() {
+            piece = piece.trim_end();
+        }
+        out.push_str(piece);
+    }
+    out.push_str(comment);
+    out
 }
 
 fn tokenize(expr: &str) -> Result<Vec<String>, String> {
@@ -479,6 +506,15 @@ mod tests {
         assert_eq!(
             render("let x = 1e3f + TILE;\n", &[("TILE", "2.0")]).unwrap(),
             "let x = 1e3f + 2.0;\n"
+        );
+    }
+
+    #[test]
+    fn tokens_paste_after_expansion() {
+        let text = "#define P k\nfn P##_value() {}\nlet x = P ## _block; // P##_kept\n";
+        assert_eq!(
+            render(text, &[]).unwrap(),
+            "fn k_value() {}\nlet x = k_block; // P##_kept\n"
         );
     }
 

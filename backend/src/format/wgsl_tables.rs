@@ -180,7 +180,7 @@ fn render() -> String {
          // GENERATED from the CPU tables by backend/src/format/wgsl_tables.rs: do not edit. To\n\
          // regenerate: UPDATE_WGSL_TABLES=1 cargo test -p ggml-dawn --lib wgsl_tables\n\
          //\n\
-         // Each table is compiled only into the variants whose FMT_TYPE reads it. The 8-byte grids\n\
+         // Each table is compiled only into the variants whose FMT_TYPE reads it, once. The 8-byte grids\n\
          // are 2-bit codes into a levels table: byte j of entry e is LEVELS[code], code the 2 bits\n\
          // at bit 16 * (e % 2) + 2 * j of word e / 2. Byte j of an entry of the 4-byte iq3 grids is\n\
          // byte j of its word.\n",
@@ -188,7 +188,9 @@ fn render() -> String {
     for t in tables() {
         let condition: Vec<String> = t.users.iter().map(|u| format!("FMT_TYPE == {u}")).collect();
         let n = t.values.len();
-        writeln!(out, "\n#if {}", condition.join(" || ")).unwrap();
+        // The guard keeps a table single when two operands of one shader read it.
+        writeln!(out, "\n#if ({}) && !defined(HAVE_{})", condition.join(" || "), t.name).unwrap();
+        writeln!(out, "#define HAVE_{} 1", t.name).unwrap();
         writeln!(out, "// {}", t.doc).unwrap();
         writeln!(
             out,
