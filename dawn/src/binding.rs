@@ -129,7 +129,7 @@ impl Device {
     }
 
     /// Creates a bind group. Ranges are checked against the buffers' sizes, the storage binding
-    /// size limit and the offset alignment before Dawn sees them.
+    /// size limit and the offset alignments before Dawn sees them.
     pub fn create_bind_group(
         &self,
         label: Option<&str>,
@@ -148,10 +148,13 @@ impl Device {
                     e.buffer.size()
                 )));
             }
+            // The entry does not say whether it is a storage or a uniform binding (the layout
+            // does), so only the looser of the two alignments is checked here; Dawn checks the
+            // exact one.
             let align = u64::from(
                 limits
                     .min_storage_buffer_offset_alignment
-                    .max(limits.min_uniform_buffer_offset_alignment),
+                    .min(limits.min_uniform_buffer_offset_alignment),
             );
             if align > 0 && e.offset % align != 0 {
                 return Err(Error::InvalidArgument(format!(
