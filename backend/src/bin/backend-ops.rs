@@ -123,7 +123,7 @@ fn main() -> ExitCode {
         force_config: cli.device.config,
     };
     let result = match cli.command {
-        Command::Info => info(options),
+        Command::Info => info(options, cli.output),
         Command::Test { selection, seed } => {
             select(&selection, Default::Tests).and_then(|cases| test(options, &cases, seed, cli.output))
         }
@@ -382,10 +382,48 @@ fn support(options: ContextOptions, cases: &[Case], output: Output) -> Result<bo
     Ok(true)
 }
 
-fn info(options: ContextOptions) -> Result<bool, String> {
+fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
     let ctx = context(options)?;
     let caps = &ctx.capabilities;
     let info = &caps.info;
+    if output == Output::Json {
+        let n = 1 << 20;
+        let check = selfcheck::saxpy(&ctx.device, n).map_err(|e| e.to_string());
+        let configs: Vec<_> = info
+            .subgroup_matrix_configs
+            .iter()
+            .map(|c| json!({ "m": c.m, "n": c.n, "k": c.k, "component": c.component.to_string(), "result": c.result.to_string() }))
+            .collect();
+        let limits: serde_json::Map<String, serde_json::Value> = caps
+            .limits
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), json!(v)))
+            .collect();
+        let enabled = ctx.device.features();
+        let features: Vec<_> = ctx
+            .adapter
+            .features()
+            .iter()
+            .map(|f| json!({ "name": f.to_string(), "enabled": enabled.contains(f) }))
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "mode": "info",
+                "adapter": { "device": info.device, "description": info.description, "vendor": info.vendor,
+                             "architecture": info.architecture, "vendor_id": info.vendor_id, "device_id": info.device_id,
+                             "backend": format!("{:?}", info.backend), "adapter_type": format!("{:?}", info.adapter_type),
+                             "subgroup_min_size": info.subgroup_min_size, "subgroup_max_size": info.subgroup_max_size },
+                "features": features,
+                "limits": limits,
+                "subgroup_matrix_configs": configs,
+                "subgroup_matrix_used": caps.subgroup_matrix.map(|c| c.to_string()),
+                "compute_check": match &check { Ok(n) => json!({ "ok": true, "elements": n }), Err(e) => json!({ "ok": false, "error": e }) },
+            })
+        );
+        return check.map(|_| true);
+    }
     println!("adapter:        {} ({})", info.device, info.description);
     println!(
         "vendor:         {} / {} (vendor {:#06x}, device {:#06x})",
