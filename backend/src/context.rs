@@ -24,6 +24,10 @@ pub struct ContextOptions {
     pub no_subgroup_matrix: bool,
     /// Use this subgroup-matrix shape (M, N, K) instead of the first f16 one reported.
     pub force_config: Option<(u32, u32, u32)>,
+    /// Device toggles to force on, on top of the mode's (by Dawn name).
+    pub enable_toggles: Vec<String>,
+    /// Device toggles to force off (by Dawn name), overriding the mode's.
+    pub disable_toggles: Vec<String>,
 }
 
 /// What the device can do, as the kernels need to know it.
@@ -99,7 +103,7 @@ impl GpuContext {
         if subgroup_matrix.is_some() {
             features.push(Feature::SUBGROUP_MATRIX);
         }
-        let toggles = if options.safe_mode {
+        let mut toggles = if options.safe_mode {
             Toggles::new()
         } else {
             Toggles::new()
@@ -109,6 +113,14 @@ impl GpuContext {
                 .enable(Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD)
                 .disable(Toggle::TIMESTAMP_QUANTIZATION)
         };
+        for name in &options.enable_toggles {
+            toggles.disabled.retain(|t| t.name() != name);
+            toggles = toggles.enable(Toggle::new(name.as_str()));
+        }
+        for name in &options.disable_toggles {
+            toggles.enabled.retain(|t| t.name() != name);
+            toggles = toggles.disable(Toggle::new(name.as_str()));
+        }
         let desc = DeviceDescriptor {
             label: Some("ggml-dawn".into()),
             required_features: features,

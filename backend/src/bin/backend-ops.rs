@@ -47,6 +47,12 @@ struct DeviceArgs {
     /// Force a subgroup-matrix config, as MxNxK (for example 16x8x16).
     #[arg(long, global = true, value_parser = parse_config)]
     config: Option<(u32, u32, u32)>,
+    /// Force a Dawn device toggle on (repeatable), e.g. `--toggle disable_robustness`.
+    #[arg(long = "toggle", global = true)]
+    enable_toggles: Vec<String>,
+    /// Force a Dawn device toggle off (repeatable), e.g. `--no-toggle skip_validation`.
+    #[arg(long = "no-toggle", global = true)]
+    disable_toggles: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -121,6 +127,8 @@ fn main() -> ExitCode {
         safe_mode: cli.device.safe_mode,
         no_subgroup_matrix: cli.device.no_subgroup_matrix,
         force_config: cli.device.config,
+        enable_toggles: cli.device.enable_toggles,
+        disable_toggles: cli.device.disable_toggles,
     };
     let result = match cli.command {
         Command::Info => info(options, cli.output),
