@@ -7,13 +7,20 @@ use ggml_dawn::golden::{self, Verdict};
 use ggml_dawn::{ContextOptions, GpuContext};
 
 fn check_all(op_dir: &str, options: ContextOptions) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/golden").join(op_dir);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("data/golden")
+        .join(op_dir);
     let files = golden::collect(&[dir]).unwrap();
     assert!(files.len() >= 12, "golden files missing in {op_dir}");
     let ctx = GpuContext::new(options).unwrap();
     for file in &files {
         let outcome = golden::check_file(&ctx, file);
-        assert!(matches!(outcome.verdict, Verdict::Pass(_)), "{}: {:?}", outcome.case, outcome.verdict);
+        assert!(
+            matches!(outcome.verdict, Verdict::Pass(_)),
+            "{}: {:?}",
+            outcome.case,
+            outcome.verdict
+        );
     }
 }
 
@@ -24,7 +31,13 @@ fn mul_mat_files_match() {
 
 #[test]
 fn mul_mat_files_match_without_subgroup_matrices() {
-    check_all("mul_mat", ContextOptions { no_subgroup_matrix: true, ..Default::default() });
+    check_all(
+        "mul_mat",
+        ContextOptions {
+            no_subgroup_matrix: true,
+            ..Default::default()
+        },
+    );
 }
 
 #[test]
@@ -34,5 +47,11 @@ fn flash_attn_files_match() {
 
 #[test]
 fn flash_attn_files_match_without_subgroup_matrices() {
-    check_all("flash_attn_ext", ContextOptions { no_subgroup_matrix: true, ..Default::default() });
+    check_all(
+        "flash_attn_ext",
+        ContextOptions {
+            no_subgroup_matrix: true,
+            ..Default::default()
+        },
+    );
 }
