@@ -62,12 +62,18 @@ fn block_codec(ty: GgmlType) -> Option<(BlockDequant, Option<BlockQuant>)> {
 
 /// Whether [`dequantize`] supports `ty`.
 pub fn can_dequantize(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) || block_codec(ty).is_some()
+    is_plain(ty) || block_codec(ty).is_some()
+}
+
+/// Types stored one value per element.
+fn is_plain(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(ty, F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64)
 }
 
 /// Whether [`quantize`] supports `ty`.
 pub fn can_quantize(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) || block_codec(ty).is_some_and(|(_, q)| q.is_some())
+    is_plain(ty) || block_codec(ty).is_some_and(|(_, q)| q.is_some())
 }
 
 /// Why a conversion failed.
@@ -108,6 +114,28 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Forma
                 *d = half::bf16::from_le_bytes([s[0], s[1]]).to_f32();
             }
         }
+        // Integer and f64 tensors convert by value (as ggml's get_f32 does).
+        GgmlType::I8 => dst.iter_mut().zip(src).for_each(|(d, s)| *d = f32::from(*s as i8)),
+        GgmlType::I16 => {
+            for (d, s) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                *d = f32::from(i16::from_le_bytes([s[0], s[1]]));
+            }
+        }
+        GgmlType::I32 => {
+            for (d, s) in dst.iter_mut().zip(src.chunks_exact(4)) {
+                *d = i32::from_le_bytes([s[0], s[1], s[2], s[3]]) as f32;
+            }
+        }
+        GgmlType::I64 => {
+            for (d, s) in dst.iter_mut().zip(src.chunks_exact(8)) {
+                *d = i64::from_le_bytes(s.try_into().expect("8 bytes")) as f32;
+            }
+        }
+        GgmlType::F64 => {
+            for (d, s) in dst.iter_mut().zip(src.chunks_exact(8)) {
+                *d = f64::from_le_bytes(s.try_into().expect("8 bytes")) as f32;
+            }
+        }
         other => {
             let (dequant, _) = block_codec(other).ok_or(FormatError::Unsupported(other))?;
             let (block, size) = (other.block_size(), other.type_size());
@@ -132,6 +160,12 @@ pub fn quantize(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>, FormatError> {
             .iter()
             .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
             .collect()),
+        // To integers as ggml's set_f32 does: truncation toward zero (saturating here).
+        GgmlType::I8 => Ok(src.iter().map(|v| *v as i8 as u8).collect()),
+        GgmlType::I16 => Ok(src.iter().flat_map(|v| (*v as i16).to_le_bytes()).collect()),
+        GgmlType::I32 => Ok(src.iter().flat_map(|v| (*v as i32).to_le_bytes()).collect()),
+        GgmlType::I64 => Ok(src.iter().flat_map(|v| (*v as i64).to_le_bytes()).collect()),
+        GgmlType::F64 => Ok(src.iter().flat_map(|v| f64::from(*v).to_le_bytes()).collect()),
         other => {
             let quant = block_codec(other)
                 .and_then(|(_, q)| q)
@@ -184,27 +218,26 @@ mod tests {
     use crate::gguf::GgufFile;
     use std::path::{Path, PathBuf};
 
-    /// SplitMix64, for seeded test data without a dependency.
-    struct SplitMix64(u64);
-
-    impl SplitMix64 {
-        fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        /// Uniform in [-1, 1).
-        fn uniform(&mut self) -> f32 {
-            (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        }
+    fn random_values(seed: u64, n: usize) -> Vec<f32> {
+        crate::harness::Rng::new(seed).fill(n, -1.0, 1.0)
     }
 
-    fn random_values(seed: u64, n: usize) -> Vec<f32> {
-        let mut rng = SplitMix64(seed);
-        (0..n).map(|_| rng.uniform()).collect()
+    #[test]
+    fn integer_and_f64_tensors_convert_by_value() {
+        let values = [-3.7f32, -1.0, 0.0, 2.9, 127.0, 1000.5];
+        for (ty, expect) in [
+            (GgmlType::I8, vec![-3.0, -1.0, 0.0, 2.0, 127.0, 127.0]),
+            (GgmlType::I16, vec![-3.0, -1.0, 0.0, 2.0, 127.0, 1000.0]),
+            (GgmlType::I32, vec![-3.0, -1.0, 0.0, 2.0, 127.0, 1000.0]),
+            (GgmlType::I64, vec![-3.0, -1.0, 0.0, 2.0, 127.0, 1000.0]),
+            (GgmlType::F64, values.to_vec()),
+        ] {
+            let bytes = quantize(ty, &values).unwrap();
+            assert_eq!(bytes.len(), values.len() * ty.type_size());
+            let mut back = vec![0.0; values.len()];
+            dequantize(ty, &bytes, &mut back).unwrap();
+            assert_eq!(back, expect, "{ty}");
+        }
     }
 
     /// Σ(x−y)² / Σx².
