@@ -398,3 +398,27 @@ pub fn supports(ctx: &GpuContext, case: &Case) -> std::result::Result<(), String
         }
     }
 }
+
+/// The path and tiles the backend picks for `case` on `ctx`'s device (for `backend-ops -v`).
+pub fn describe(ctx: &GpuContext, case: &Case) -> String {
+    match case {
+        Case::MulMat(c) => match c.tensors() {
+            Ok(t) => mul_mat::describe(ctx, &t.a.view, &t.b.view, &t.dst),
+            Err(e) => format!("not run: {e}"),
+        },
+        Case::FlashAttnExt(c) => match c.tensors() {
+            Ok(t) => flash_attn::describe(
+                ctx,
+                &flash_attn::FlashAttnLayouts {
+                    q: t.q.view,
+                    k: t.k.view,
+                    v: t.v.view,
+                    mask: t.mask,
+                    sinks: t.sinks,
+                    dst: t.dst,
+                },
+            ),
+            Err(e) => format!("not run: {e}"),
+        },
+    }
+}

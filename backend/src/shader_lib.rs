@@ -20,8 +20,33 @@ const SOURCES: &[(&str, &str)] = &[
     ("dequantize.wgsl", include_str!("../../shaders/dequantize.wgsl")),
     ("mul_mat_simple.wgsl", include_str!("../../shaders/mul_mat_simple.wgsl")),
     (
+        "mul_mat_operands.wgsl",
+        include_str!("../../shaders/mul_mat_operands.wgsl"),
+    ),
+    ("mul_mat_stage.wgsl", include_str!("../../shaders/mul_mat_stage.wgsl")),
+    ("mul_mat_vec.wgsl", include_str!("../../shaders/mul_mat_vec.wgsl")),
+    ("mul_mat_tiled.wgsl", include_str!("../../shaders/mul_mat_tiled.wgsl")),
+    (
+        "mul_mat_subgroup_matrix.wgsl",
+        include_str!("../../shaders/mul_mat_subgroup_matrix.wgsl"),
+    ),
+    (
         "flash_attn_simple.wgsl",
         include_str!("../../shaders/flash_attn_simple.wgsl"),
+    ),
+    ("flash_attn_kv.wgsl", include_str!("../../shaders/flash_attn_kv.wgsl")),
+    (
+        "flash_attn_common.wgsl",
+        include_str!("../../shaders/flash_attn_common.wgsl"),
+    ),
+    (
+        "flash_attn_tile.wgsl",
+        include_str!("../../shaders/flash_attn_tile.wgsl"),
+    ),
+    ("flash_attn_mma.wgsl", include_str!("../../shaders/flash_attn_mma.wgsl")),
+    (
+        "flash_attn_reduce.wgsl",
+        include_str!("../../shaders/flash_attn_reduce.wgsl"),
     ),
 ];
 

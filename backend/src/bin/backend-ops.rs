@@ -70,6 +70,9 @@ struct Selection {
     /// Read cases from this file (one a line). Repeatable; replaces the default list.
     #[arg(long = "cases-file")]
     files: Vec<PathBuf>,
+    /// Also print the path and tiles chosen for each case.
+    #[arg(short = 'v', long)]
+    verbose: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -133,21 +136,19 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info => info(options, cli.output),
         Command::Test { selection, seed } => {
-            select(&selection, Default::Tests).and_then(|cases| test(options, &cases, seed, cli.output))
+            let verbose = selection.verbose;
+            select(&selection, Default::Tests).and_then(|cases| test(options, &cases, seed, verbose, cli.output))
         }
         Command::Perf {
             selection,
             min_time,
             max_repeats,
-        } => select(&selection, Default::Perf).and_then(|cases| {
-            perf(
-                options,
-                &cases,
-                Duration::from_secs_f64(min_time.max(0.0)),
-                max_repeats,
-                cli.output,
-            )
-        }),
+        } => {
+            let verbose = selection.verbose;
+            let min_time = Duration::from_secs_f64(min_time.max(0.0));
+            select(&selection, Default::Perf)
+                .and_then(|cases| perf(options, &cases, min_time, max_repeats, verbose, cli.output))
+        }
         Command::Golden { paths } => golden_files(options, &paths, cli.output),
         Command::Support { selection } => {
             select(&selection, Default::Everything).and_then(|cases| support(options, &cases, cli.output))
@@ -220,7 +221,7 @@ fn context(options: ContextOptions) -> Result<GpuContext, String> {
     GpuContext::new(options).map_err(|e| e.to_string())
 }
 
-fn test(options: ContextOptions, cases: &[Case], seed: u64, output: Output) -> Result<bool, String> {
+fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, output: Output) -> Result<bool, String> {
     let ctx = context(options)?;
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
     for case in cases {
@@ -230,8 +231,17 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, output: Output) -> R
             Status::Fail { .. } => failed += 1,
             Status::Unsupported { .. } => unsupported += 1,
         }
+        let path = verbose.then(|| harness::describe(&ctx, case));
         match output {
             Output::Text => match &status {
+                _ if verbose && path.is_some() => {
+                    let path = path.as_deref().unwrap_or_default();
+                    match &status {
+                        Status::Ok { nmse } => println!("  {case}: OK (nmse={nmse:.3e}; {path})"),
+                        Status::Fail { reason } => println!("  {case}: FAIL ({reason}; {path})"),
+                        Status::Unsupported { reason } => println!("  {case}: not supported ({reason})"),
+                    }
+                }
                 Status::Ok { .. } => println!("  {case}: OK"),
                 Status::Fail { reason } => println!("  {case}: FAIL ({reason})"),
                 Status::Unsupported { reason } => println!("  {case}: not supported ({reason})"),
@@ -288,6 +298,7 @@ fn perf(
     cases: &[Case],
     min_time: Duration,
     max_repeats: u64,
+    verbose: bool,
     output: Output,
 ) -> Result<bool, String> {
     let ctx = context(options)?;
@@ -296,7 +307,12 @@ fn perf(
         let text = case.to_string();
         match harness::perf_case(&ctx, case, min_time, max_repeats) {
             Ok(t) => match output {
-                Output::Text => println!("{}", perf_line(&text, &t)),
+                Output::Text => {
+                    println!("{}", perf_line(&text, &t));
+                    if verbose {
+                        println!("      {}", harness::describe(&ctx, case));
+                    }
+                }
                 Output::Json => println!(
                     "{}",
                     json!({ "mode": "perf", "op": case.op_name(), "case": text, "runs": t.runs,

@@ -1,0 +1,409 @@
+//! Recording a [`Plan`]: shader variants, bindings, parameter blocks and dispatches.
+
+use std::sync::Arc;
+
+use dawn::{Buffer, Device};
+use parking_lot::Mutex;
+
+use super::plan::{self, Kernel, MmaPlan, Plan, TilePlan};
+use super::{FlashAttnOperands, FlashAttnParams, SIMPLE_DV_PER_THREAD, SIMPLE_WG};
+use crate::context::GpuContext;
+use crate::error::{BackendError, Result};
+use crate::exec::{BufferRange, Stream, grid_2d};
+use crate::ggml_type::GgmlType;
+use crate::kernel::{Access, Kernel as Compiled};
+use crate::memory::{self, Binding, DeviceTensor};
+use crate::ops::dequantize;
+use crate::shader_lib::ShaderVariant;
+use crate::tensor::Layout;
+
+/// Records the plan's dispatches.
+pub(super) fn record(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    ops: &FlashAttnOperands<'_>,
+    p: FlashAttnParams,
+    shape: &plan::Shape,
+    plan: &Plan,
+) -> Result<()> {
+    match &plan.kernel {
+        Kernel::Simple(_) => simple(ctx, stream, ops, p),
+        Kernel::Tile(t) => fast(ctx, stream, ops, p, shape, plan, Variant::Tile(t)),
+        Kernel::Mma(m) => fast(ctx, stream, ops, p, shape, plan, Variant::Mma(m)),
+    }
+}
+
+enum Variant<'a> {
+    Tile(&'a TilePlan),
+    Mma(&'a MmaPlan),
+}
+
+fn word(v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a size or stride of {v}")))
+}
+
+/// A K or V binding: 16-byte vectors when the type is a float one and every row is 16-byte
+/// aligned (the binding then covers whole vectors), else plain words.
+fn kv_binding(t: &DeviceTensor, align: u64, max: u64) -> Result<(Binding, bool)> {
+    let b = t.binding(align, max)?;
+    let l = &t.layout;
+    let float = matches!(l.ty, GgmlType::F16 | GgmlType::BF16 | GgmlType::F32);
+    let strides_ok = (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(16));
+    if float && strides_ok && b.start_byte % 16 == 0 {
+        let size = b.size.next_multiple_of(16);
+        if b.offset + size <= t.buffer.size() && size <= max {
+            return Ok((Binding { size, ..b }, true));
+        }
+    }
+    Ok((b, false))
+}
+
+/// One scratch buffer per device for the split partials, grown as needed. Dispatches on a
+/// queue run in order, so every FLASH_ATTN_EXT can reuse it (one op's split and reduce are
+/// recorded back to back).
+static SCRATCH: Mutex<Vec<(usize, Buffer)>> = Mutex::new(Vec::new());
+
+fn scratch(device: &Device, bytes: u64) -> Result<Buffer> {
+    let key = device.as_raw() as usize;
+    let mut cache = SCRATCH.lock();
+    if let Some((_, b)) = cache.iter().find(|(k, b)| *k == key && b.size() >= bytes) {
+        return Ok(b.clone());
+    }
+    let old = cache.iter().position(|(k, _)| *k == key);
+    let size = old
+        .map_or(bytes, |i| bytes.max(cache[i].1.size() * 2))
+        .next_multiple_of(256);
+    let size = size.min(device.limits().max_storage_buffer_binding_size.max(bytes));
+    let buffer = memory::create_storage(device, "flash attention split scratch", size)?;
+    match old {
+        Some(i) => cache[i].1 = buffer.clone(),
+        None => cache.push((key, buffer.clone())),
+    }
+    Ok(buffer)
+}
+
+fn fast(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    ops: &FlashAttnOperands<'_>,
+    p: FlashAttnParams,
+    shape: &plan::Shape,
+    plan: &Plan,
+    variant: Variant<'_>,
+) -> Result<()> {
+    let device = &ctx.device;
+    let limits = device.limits();
+    let align = u64::from(limits.min_storage_buffer_offset_alignment);
+    let max = limits.max_storage_buffer_binding_size;
+    let (q, k, v) = (&ops.q.layout, &ops.k.layout, &ops.v.layout);
+    let bq = ops.q.binding(align, max)?;
+    let (bk, k_vec) = kv_binding(ops.k, align, max)?;
+    let (bv, v_vec) = kv_binding(ops.v, align, max)?;
+    let bd = ops.dst.binding(align, max)?;
+    let bm = ops.mask.map(|m| m.binding(align, max)).transpose()?;
+    let bs = ops.sinks.map(|s| s.binding(align, max)).transpose()?;
+    if bq.start_byte % 4 != 0 || bd.start_byte % 4 != 0 || bk.start_byte % 2 != 0 || bv.start_byte % 2 != 0 {
+        return simple(ctx, stream, ops, p);
+    }
+    let n_heads = q.ne[2];
+    let n_rows = shape.out_rows();
+    let split = plan.n_split > 1;
+    let scratch_bytes = plan.scratch_bytes(shape);
+    let scratch = if split {
+        Some(scratch(device, scratch_bytes)?)
+    } else {
+        None
+    };
+    let stats_offset = plan.stats_offset(shape);
+    let stats_start = (stats_offset / 4) as usize;
+    let workgroups = word(plan.workgroups(shape) as usize)?;
+    let grid = grid_2d(workgroups, limits.max_compute_workgroups_per_dimension);
+    let n_head_log2 = 1u32 << (n_heads as u32).ilog2();
+    let m0 = 2f32.powf(-p.max_bias / n_head_log2 as f32);
+    let m1 = 2f32.powf(-p.max_bias / 2.0 / n_head_log2 as f32);
+    let scale = if p.logit_softcap != 0.0 {
+        p.scale / p.logit_softcap
+    } else {
+        p.scale
+    };
+    let mask = ops.mask.map(|m| m.layout);
+    let params = [
+        word(bq.start_byte as usize / 4)?,
+        word(q.nb[1] / 4)?,
+        word(q.nb[2] / 4)?,
+        word(q.nb[3] / 4)?,
+        word(bk.start_byte as usize)?,
+        word(k.nb[1])?,
+        word(k.nb[2])?,
+        word(k.nb[3])?,
+        word(bv.start_byte as usize)?,
+        word(v.nb[1])?,
+        word(v.nb[2])?,
+        word(v.nb[3])?,
+        bm.map_or(Ok(0), |b| word(b.start_byte as usize))?,
+        mask.map_or(Ok(0), |m| word(m.nb[1]))?,
+        mask.map_or(Ok(0), |m| word(m.nb[3]))?,
+        mask.map_or(Ok(0), |m| word(m.ne[3]))?,
+        bs.map_or(Ok(0), |b| word(b.start_byte as usize / 4))?,
+        u32::from(ops.sinks.is_some()),
+        if split { 0 } else { word(bd.start_byte as usize / 4)? },
+        word(stats_start)?,
+        word(q.ne[1])?,
+        word(n_heads)?,
+        word(k.ne[2])?,
+        word(q.ne[3])?,
+        word(k.ne[1])?,
+        word(n_heads / k.ne[2])?,
+        plan.row_blocks,
+        plan.n_split,
+        plan.split_len,
+        scale.to_bits(),
+        p.logit_softcap.to_bits(),
+        p.max_bias.to_bits(),
+        n_head_log2,
+        m0.to_bits(),
+        m1.to_bits(),
+        grid[0],
+        word(n_rows)?,
+        plan.tau.to_bits(),
+    ];
+    let mut shader = match variant {
+        Variant::Tile(t) => tile_variant(t),
+        Variant::Mma(m) => mma_variant(m),
+    };
+    shader = shader
+        .define("K_TYPE", k.ty.gguf_id())
+        .define("V_TYPE", v.ty.gguf_id())
+        .define("K_VEC", u32::from(k_vec))
+        .define("V_VEC", u32::from(v_vec))
+        .define("HAS_MASK", u32::from(ops.mask.is_some()))
+        .define("MASK_SKIP", u32::from(plan.mask_skip))
+        .define("HSK", shape.hsk)
+        .define("HSV", shape.hsv);
+    let storage = [
+        Access::Read,
+        Access::Read,
+        Access::Read,
+        Access::Read,
+        Access::Read,
+        Access::ReadWrite,
+    ];
+    let kernel: Arc<Compiled> = ctx.kernels.get(device, &shader, &storage)?;
+    let q_range = BufferRange::new(&ops.q.buffer, bq);
+    let out = match &scratch {
+        Some(buffer) => BufferRange {
+            buffer: buffer.clone(),
+            offset: 0,
+            size: scratch_bytes.next_multiple_of(4),
+        },
+        None => BufferRange::new(&ops.dst.buffer, bd),
+    };
+    let sinks_range = ops
+        .sinks
+        .zip(bs)
+        .map_or_else(|| q_range.clone(), |(s, b)| BufferRange::new(&s.buffer, b));
+    let buffers = [
+        q_range.clone(),
+        BufferRange::new(&ops.k.buffer, bk),
+        BufferRange::new(&ops.v.buffer, bv),
+        ops.mask
+            .zip(bm)
+            .map_or_else(|| q_range.clone(), |(m, b)| BufferRange::new(&m.buffer, b)),
+        sinks_range.clone(),
+        out.clone(),
+    ];
+    stream.dispatch(&kernel, &buffers, &params, grid)?;
+    if !split {
+        return Ok(());
+    }
+    let reduce = ShaderVariant::new("flash_attn_reduce.wgsl").define("HSV", shape.hsv);
+    let kernel = ctx.kernels.get(
+        device,
+        &reduce,
+        &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    )?;
+    let rgrid = grid_2d(word(n_rows)?, limits.max_compute_workgroups_per_dimension);
+    let rparams = [
+        word(n_rows)?,
+        word(n_heads)?,
+        plan.n_split,
+        word(bd.start_byte as usize / 4)?,
+        bs.map_or(Ok(0), |b| word(b.start_byte as usize / 4))?,
+        u32::from(ops.sinks.is_some()),
+        rgrid[0],
+    ];
+    let scratch = scratch.expect("split");
+    let part = BufferRange {
+        buffer: scratch.clone(),
+        offset: 0,
+        size: stats_offset,
+    };
+    let stats = BufferRange {
+        buffer: scratch,
+        offset: stats_offset,
+        size: scratch_bytes - stats_offset,
+    };
+    stream.dispatch(
+        &kernel,
+        &[part, stats, sinks_range, BufferRange::new(&ops.dst.buffer, bd)],
+        &rparams,
+        rgrid,
+    )
+}
+
+fn flag(b: bool) -> u32 {
+    u32::from(b)
+}
+
+fn tile_variant(t: &TilePlan) -> ShaderVariant {
+    ShaderVariant::new("flash_attn_tile.wgsl")
+        .define("NT", t.threads)
+        .define("ROWS", t.rows)
+        .define("KV_TILE", t.kv_tile)
+        .define("DS", t.ds)
+        .define("GQ", t.gq)
+        .define("RQ", t.rq)
+        .define("LV", t.lv)
+        .define("CH", t.ch)
+        .define("RO", t.ro)
+        .define("RGN", t.rgn)
+        .define("KS", t.ks)
+        .define("TPR", t.tpr)
+        .define("KV_ALIAS", flag(t.kv_alias))
+        .define("PREFETCH", flag(t.prefetch))
+        .define("KSTR", t.kstr)
+        .define("VSTR", t.vstr)
+        .define("QW", t.qw)
+}
+
+fn mma_variant(m: &MmaPlan) -> ShaderVariant {
+    ShaderVariant::new("flash_attn_mma.wgsl")
+        .define("SG_M", m.m)
+        .define("SG_N", m.n)
+        .define("SG_K", m.k)
+        .define("NSG", m.subgroups)
+        .define("RB", m.rb)
+        .define("CG", m.cg)
+        .define("NT", m.threads)
+        .define("ROWS", m.rows)
+        .define("KV_TILE", m.kv_tile)
+        .define("HSKP", m.hskp)
+        .define("HSVP", m.hsvp)
+        .define("QSTR", m.qstr)
+        .define("KSTR", m.kstr)
+        .define("VSTR", m.vstr)
+        .define("PSTR", m.pstr)
+        .define("SSTR", m.sstr)
+        .define("Q_REGS", flag(m.q_regs))
+        .define("KV_ALIAS", flag(m.kv_alias))
+        .define("PREFETCH", flag(m.prefetch))
+        .define("Q_OFF", m.q_off)
+        .define("K_OFF", m.k_off)
+        .define("V_OFF", m.v_off)
+        .define("P_OFF", m.p_off)
+        .define("SMEM", m.smem)
+        .define("SF", m.sf)
+        .define("SB", m.sb)
+        .define("TPR", m.tpr)
+}
+
+/// K and V converted to contiguous f32, then the simple kernel.
+fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p: FlashAttnParams) -> Result<()> {
+    let device = &ctx.device;
+    let limits = device.limits();
+    let align = u64::from(limits.min_storage_buffer_offset_alignment);
+    let max = limits.max_storage_buffer_binding_size;
+    let f32_copy = |t: &DeviceTensor, stream: &mut Stream| -> Result<DeviceTensor> {
+        let layout = Layout::contiguous(GgmlType::F32, t.layout.ne)?;
+        let buffer = memory::create_storage(device, "f32 copy", layout.span_bytes() as u64)?;
+        let out = DeviceTensor {
+            layout,
+            buffer,
+            base: 0,
+            storage_bytes: layout.span_bytes() as u64,
+        };
+        dequantize::dequantize(ctx, stream, t, &out)?;
+        Ok(out)
+    };
+    let k = f32_copy(ops.k, stream)?;
+    let v = f32_copy(ops.v, stream)?;
+    let (q, dst) = (&ops.q.layout, &ops.dst.layout);
+    let n_heads = q.ne[2];
+    let (bq, bk, bv, bd) = (
+        ops.q.binding(align, max)?,
+        k.binding(align, max)?,
+        v.binding(align, max)?,
+        ops.dst.binding(align, max)?,
+    );
+    // Absent operands are bound to Q's buffer and never read.
+    let bm = ops.mask.map(|m| m.binding(align, max)).transpose()?;
+    let bs = ops.sinks.map(|s| s.binding(align, max)).transpose()?;
+    let n_head_log2 = 1u32 << (n_heads as u32).ilog2();
+    let m0 = 2f32.powf(-p.max_bias / n_head_log2 as f32);
+    let m1 = 2f32.powf(-p.max_bias / 2.0 / n_head_log2 as f32);
+    let items = word(q.ne[1] * n_heads * q.ne[3])?;
+    let grid = grid_2d(items, limits.max_compute_workgroups_per_dimension);
+    let mask_layout = ops.mask.map(|m| m.layout);
+    // The kernel applies the softcap as cap·tanh(s) to s = q·k·scale, so scale is divided here.
+    let scale = if p.logit_softcap != 0.0 {
+        p.scale / p.logit_softcap
+    } else {
+        p.scale
+    };
+    let params = [
+        (bq.start_byte / 4) as u32,
+        word(q.nb[1] / 4)?,
+        word(q.nb[2] / 4)?,
+        word(q.nb[3] / 4)?,
+        0,
+        0,
+        bm.map_or(0, |b| b.start_byte as u32),
+        mask_layout.map_or(Ok(0), |m| word(m.nb[1]))?,
+        mask_layout.map_or(Ok(0), |m| word(m.nb[3]))?,
+        mask_layout.map_or(Ok(0), |m| word(m.ne[3]))?,
+        bs.map_or(0, |b| (b.start_byte / 4) as u32),
+        u32::from(ops.sinks.is_some()),
+        (bd.start_byte / 4) as u32,
+        word(q.ne[0])?,
+        word(dst.ne[0])?,
+        word(ops.k.layout.ne[1])?,
+        word(q.ne[1])?,
+        word(n_heads)?,
+        word(ops.k.layout.ne[2])?,
+        word(q.ne[3])?,
+        scale.to_bits(),
+        p.logit_softcap.to_bits(),
+        p.max_bias.to_bits(),
+        n_head_log2,
+        m0.to_bits(),
+        m1.to_bits(),
+        grid[0],
+    ];
+    let variant = ShaderVariant::new("flash_attn_simple.wgsl")
+        .define("WG_SIZE", format!("{SIMPLE_WG}u"))
+        .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
+    let storage = [
+        Access::Read,
+        Access::Read,
+        Access::Read,
+        Access::Read,
+        Access::Read,
+        Access::ReadWrite,
+    ];
+    let kernel = ctx.kernels.get(device, &variant, &storage)?;
+    let buffers = [
+        BufferRange::new(&ops.q.buffer, bq),
+        BufferRange::new(&k.buffer, bk),
+        BufferRange::new(&v.buffer, bv),
+        ops.mask.zip(bm).map_or_else(
+            || BufferRange::new(&ops.q.buffer, bq),
+            |(m, b)| BufferRange::new(&m.buffer, b),
+        ),
+        ops.sinks.zip(bs).map_or_else(
+            || BufferRange::new(&ops.q.buffer, bq),
+            |(s, b)| BufferRange::new(&s.buffer, b),
+        ),
+        BufferRange::new(&ops.dst.buffer, bd),
+    ];
+    stream.dispatch(&kernel, &buffers, &params, grid)
+}

@@ -1,0 +1,975 @@
+//! How FLASH_ATTN_EXT runs for given shapes, types and device: a pure function from
+//! [`Shape`], [`Device`] and [`Knobs`] to a [`Plan`] (kernel, tiles, split count, workgroup
+//! sizes), checked against the workgroup-memory limit. Nothing here touches a GPU.
+//!
+//! Kernels:
+//! - **mma** (`flash_attn_mma.wgsl`): subgroup matrices for Q·Kᵀ and P·V. A workgroup holds
+//!   `rows = rb · M` query rows (the query heads of one KV head times the queries, head-minor)
+//!   and walks the KV sequence in tiles of `kv_tile` keys staged as f16 in workgroup memory;
+//!   `subgroups = rb · cg` subgroups, each owning M rows and every `cg`-th block of N keys / N
+//!   output columns. O stays in f32 result matrices; the softmax rescales it only when a row's
+//!   maximum grows by more than `tau` (lazily).
+//! - **tile** (`flash_attn_tile.wgsl`): the same walk without subgroup matrices: register-tiled
+//!   dot products from workgroup memory. For decode (few query rows) it is the split-KV kernel:
+//!   all query heads of a KV head share every K/V tile, each K/V byte is read once per split.
+//! - **simple** (`flash_attn_simple.wgsl`): the last resort (head sizes that are not multiples
+//!   of 8, devices without subgroups).
+//!
+//! Both fast kernels split the KV sequence over `n_split` workgroups when the grid is too small
+//! for the device, then `flash_attn_reduce.wgsl` combines the splits (and the sinks).
+
+use crate::ggml_type::GgmlType;
+
+/// The sizes and types of one FLASH_ATTN_EXT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// K's (and Q's) head size.
+    pub hsk: usize,
+    /// V's head size.
+    pub hsv: usize,
+    /// Query rows per head and sequence.
+    pub n_q: usize,
+    /// Query heads.
+    pub n_heads: usize,
+    /// K/V heads (`n_heads` is a multiple).
+    pub kv_heads: usize,
+    /// KV length.
+    pub kv: usize,
+    /// Sequences (dimension 3).
+    pub n_seq: usize,
+    pub k_type: GgmlType,
+    pub v_type: GgmlType,
+    pub has_mask: bool,
+}
+
+impl Shape {
+    /// Query rows sharing one KV head (per sequence): `n_heads / kv_heads · n_q`.
+    pub fn rows_per_kv_head(&self) -> usize {
+        self.n_heads / self.kv_heads.max(1) * self.n_q
+    }
+
+    /// Output rows: `n_q · n_heads · n_seq`.
+    pub fn out_rows(&self) -> usize {
+        self.n_q * self.n_heads * self.n_seq
+    }
+}
+
+/// A subgroup-matrix shape with f16 inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatrixConfig {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    /// Whether the adapter offers this shape with f32 results (the kernel needs them).
+    pub f32_result: bool,
+}
+
+/// What the device offers, as far as the plan cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Device {
+    pub subgroups: bool,
+    pub shader_f16: bool,
+    pub subgroup_min: u32,
+    pub subgroup_max: u32,
+    /// maxComputeWorkgroupStorageSize.
+    pub workgroup_memory: u32,
+    /// maxComputeInvocationsPerWorkgroup.
+    pub max_invocations: u32,
+    /// maxStorageBufferBindingSize (bounds the split scratch).
+    pub max_binding: u64,
+    /// The subgroup-matrix config in use, if any.
+    pub matrix: Option<MatrixConfig>,
+    /// A CPU adapter (lavapipe): little parallelism, so few splits.
+    pub cpu: bool,
+}
+
+/// Which kernel to use, when forced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Force {
+    Simple,
+    Tile,
+    Mma,
+}
+
+/// Tuning knobs. `None` means the default, which depends on the device (see each field).
+/// `mod.rs` reads them from `GGML_DAWN_FA_*` environment variables.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Knobs {
+    /// Force a kernel (falls back, with the reason, if it cannot run the shapes).
+    pub force: Option<Force>,
+    /// KV splits (default: from `target_workgroups`).
+    pub split: Option<u32>,
+    /// Workgroups to aim for when choosing the split count (default 512 for the tile kernel,
+    /// 384 for the mma kernel; 8 on CPU adapters).
+    pub target_workgroups: Option<u32>,
+    /// Fewest KV tiles per split (default 2).
+    pub min_split_tiles: Option<u32>,
+    /// Load the next K/V tile into registers while the current one is computed (default: tile
+    /// kernel when a thread's share fits 16 chunks of 16 bytes; off for the mma kernel, whose
+    /// registers are better spent on occupancy).
+    pub prefetch: Option<bool>,
+    /// Skip KV tiles whose mask is -inf for every row of the workgroup (default on).
+    pub mask_skip: Option<bool>,
+    /// Tile kernel: threads per workgroup (default 128).
+    pub tile_threads: Option<u32>,
+    /// Tile kernel: most query rows per workgroup (default 32).
+    pub tile_rows: Option<u32>,
+    /// Tile kernel: keys per tile (default 32).
+    pub tile_kv: Option<u32>,
+    /// Tile kernel: rows per thread in Q·Kᵀ, at most (default 1: more lanes per key, fewer
+    /// per dot product).
+    pub tile_rq: Option<u32>,
+    /// Tile kernel: rows per thread in P·V (default 4).
+    pub tile_ro: Option<u32>,
+    /// mma kernel: subgroups per workgroup (default 8).
+    pub mma_subgroups: Option<u32>,
+    /// mma kernel: keys per tile (default 64).
+    pub mma_kv: Option<u32>,
+    /// mma kernel: fewest query rows per KV head to prefer it over the tile kernel (default M).
+    pub mma_min_rows: Option<u32>,
+    /// mma kernel: keep Q in registers as left matrices (default: when they fit 32 words/lane).
+    pub mma_q_regs: Option<bool>,
+    /// mma kernel: f32 O accumulators per lane before splitting columns over subgroups (default 64).
+    pub mma_o_budget: Option<u32>,
+    /// mma kernel: lazy-rescale threshold on the running maximum (default 8; 0 rescales on
+    /// every increase).
+    pub tau: Option<f32>,
+}
+
+/// The tile kernel's layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TilePlan {
+    /// Threads per workgroup.
+    pub threads: u32,
+    /// Query rows per workgroup (G).
+    pub rows: u32,
+    /// Keys per tile (T).
+    pub kv_tile: u32,
+    /// Q·Kᵀ: lanes sharing one dot product (reduced with subgroup shuffles).
+    pub ds: u32,
+    /// Q·Kᵀ: row groups (threads per key / ds).
+    pub gq: u32,
+    /// Q·Kᵀ: rows per thread.
+    pub rq: u32,
+    /// P·V: lanes over the 8-element chunks of an output row.
+    pub lv: u32,
+    /// P·V: chunks per lane.
+    pub ch: u32,
+    /// P·V: rows per thread.
+    pub ro: u32,
+    /// P·V: row groups (`ceil(rows / ro)`).
+    pub rgn: u32,
+    /// P·V: key splits inside the workgroup (combined at the end).
+    pub ks: u32,
+    /// Softmax: lanes per row.
+    pub tpr: u32,
+    /// V staged into K's buffer after Q·Kᵀ (less memory, less overlap).
+    pub kv_alias: bool,
+    /// The next tile's K/V loads are issued before this tile's math.
+    pub prefetch: bool,
+    /// 16-byte chunks per K / V row in workgroup memory (odd, against bank conflicts).
+    pub kstr: u32,
+    pub vstr: u32,
+    /// f32 values per Q row in workgroup memory (also the final reduction's rows).
+    pub qw: u32,
+    pub shared_bytes: u32,
+}
+
+/// The mma kernel's layout (offsets and strides in 16-byte chunks of 8 f16 values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MmaPlan {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    /// Subgroups doing matrix work (`rb · cg`).
+    pub subgroups: u32,
+    /// Threads per workgroup (`subgroups · subgroup_max`).
+    pub threads: u32,
+    /// Row blocks of M rows.
+    pub rb: u32,
+    /// Subgroups sharing a row block (they split its key blocks and output columns).
+    pub cg: u32,
+    /// Query rows per workgroup (`rb · m`).
+    pub rows: u32,
+    /// Keys per tile.
+    pub kv_tile: u32,
+    /// Head sizes padded to whole matrices (and 8).
+    pub hskp: u32,
+    pub hsvp: u32,
+    pub qstr: u32,
+    pub kstr: u32,
+    pub vstr: u32,
+    pub pstr: u32,
+    /// vec4<f32> per row of the score buffer.
+    pub sstr: u32,
+    pub q_regs: bool,
+    pub kv_alias: bool,
+    pub p_alias: bool,
+    /// The next tile's K/V loads are issued before this tile's math.
+    pub prefetch: bool,
+    pub q_off: u32,
+    pub k_off: u32,
+    pub v_off: u32,
+    pub p_off: u32,
+    /// Chunks of the f16 buffer.
+    pub smem: u32,
+    /// vec4<f32> of the f32 buffer (scores, then rescale/epilogue scratch).
+    pub sf: u32,
+    /// O blocks per subgroup per scratch round.
+    pub sb: u32,
+    /// Softmax: lanes per row.
+    pub tpr: u32,
+    pub shared_bytes: u32,
+}
+
+/// The kernel a plan uses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kernel {
+    /// The simple kernel, and why.
+    Simple(String),
+    Tile(TilePlan),
+    Mma(MmaPlan),
+}
+
+/// How one FLASH_ATTN_EXT runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub kernel: Kernel,
+    /// Query rows per workgroup (0 for simple).
+    pub rows: u32,
+    /// Row blocks per KV head and sequence.
+    pub row_blocks: u32,
+    /// Splits of the KV sequence (1: no reduce pass).
+    pub n_split: u32,
+    /// Keys per split (a multiple of the kernel's KV tile).
+    pub split_len: u32,
+    /// Keys per tile.
+    pub kv_tile: u32,
+    /// Lazy-rescale threshold (mma).
+    pub tau: f32,
+    /// Fully masked tiles are skipped (a scan of the next tile's mask per tile).
+    pub mask_skip: bool,
+}
+
+impl Plan {
+    /// Bytes of the split scratch: partial outputs, then (at a 256-byte boundary) the
+    /// (max, sum) pairs; 0 without splits.
+    pub fn scratch_bytes(&self, shape: &Shape) -> u64 {
+        if self.n_split <= 1 {
+            return 0;
+        }
+        self.stats_offset(shape) + self.n_split as u64 * shape.out_rows() as u64 * 8
+    }
+
+    /// Byte offset of the (max, sum) pairs in the scratch.
+    pub fn stats_offset(&self, shape: &Shape) -> u64 {
+        (self.n_split as u64 * shape.out_rows() as u64 * shape.hsv as u64 * 4).next_multiple_of(256)
+    }
+
+    /// Workgroups of the main kernel.
+    pub fn workgroups(&self, shape: &Shape) -> u64 {
+        self.row_blocks as u64 * self.n_split as u64 * shape.kv_heads as u64 * shape.n_seq as u64
+    }
+}
+
+/// Defaults that depend on nothing but taste (see [`Knobs`]).
+const DEFAULT_TARGET_WG: u32 = 512;
+const DEFAULT_TARGET_WG_CPU: u32 = 8;
+/// The mma kernel's workgroups are heavier (and fewer fit a multiprocessor).
+const DEFAULT_TARGET_WG_MMA: u32 = 384;
+const DEFAULT_MIN_SPLIT_TILES: u32 = 2;
+const DEFAULT_TILE_THREADS: u32 = 128;
+const DEFAULT_TILE_ROWS: u32 = 32;
+const DEFAULT_TILE_KV: u32 = 32;
+const DEFAULT_TILE_RO: u32 = 4;
+const DEFAULT_TILE_RQ: u32 = 1;
+const DEFAULT_MMA_SUBGROUPS: u32 = 8;
+const DEFAULT_MMA_KV: u32 = 64;
+const DEFAULT_Q_BUDGET: u32 = 32;
+const DEFAULT_O_BUDGET: u32 = 64;
+const DEFAULT_TAU: f32 = 8.0;
+/// The reduce kernel keeps one weight per split in workgroup memory.
+pub const MAX_SPLIT: u32 = 512;
+/// K/V bytes a split reads per byte of partial results it writes, at least (unless that leaves
+/// too few workgroups).
+const PARTIAL_RATIO: u64 = 8;
+/// 16-byte K/V chunks a thread may hold in registers to prefetch the next tile.
+const PREFETCH_CHUNKS: u32 = 16;
+/// Accumulators (f32) a tile-kernel thread may hold in P·V.
+const TILE_ACC_BUDGET: u32 = 64;
+
+/// Plans one FLASH_ATTN_EXT.
+pub fn plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Plan {
+    let simple = |why: String| Plan {
+        kernel: Kernel::Simple(why),
+        rows: 0,
+        row_blocks: 0,
+        n_split: 1,
+        split_len: shape.kv as u32,
+        kv_tile: 0,
+        tau: 0.0,
+        mask_skip: false,
+    };
+    if let Some(why) = fast_path_obstacle(shape, device) {
+        return simple(why);
+    }
+    if knobs.force == Some(Force::Simple) {
+        return simple("forced".into());
+    }
+    let rows_total = shape.rows_per_kv_head() as u32;
+    let mma_min = knobs
+        .mma_min_rows
+        .unwrap_or_else(|| device.matrix.map_or(u32::MAX, |c| c.m));
+    let want_mma = match knobs.force {
+        Some(Force::Mma) => true,
+        Some(Force::Tile) => false,
+        _ => rows_total >= mma_min,
+    };
+    let mut kernel = None;
+    if want_mma {
+        kernel = mma_plan(shape, device, knobs).map(Kernel::Mma);
+    }
+    if kernel.is_none() {
+        kernel = tile_plan(shape, device, knobs).map(Kernel::Tile);
+    }
+    let Some(kernel) = kernel else {
+        return simple(format!(
+            "no tile of head sizes {}/{} fits {} bytes of workgroup memory",
+            shape.hsk, shape.hsv, device.workgroup_memory
+        ));
+    };
+    let (rows, kv_tile) = match &kernel {
+        Kernel::Tile(t) => (t.rows, t.kv_tile),
+        Kernel::Mma(m) => (m.rows, m.kv_tile),
+        Kernel::Simple(_) => unreachable!(),
+    };
+    let row_blocks = rows_total.div_ceil(rows).max(1);
+    let mma = matches!(kernel, Kernel::Mma(_));
+    let (n_split, split_len) = splits(shape, device, knobs, mma, rows.min(rows_total), row_blocks, kv_tile);
+    Plan {
+        kernel,
+        rows,
+        row_blocks,
+        n_split,
+        split_len,
+        kv_tile,
+        tau: knobs.tau.unwrap_or(DEFAULT_TAU).max(0.0),
+        mask_skip: shape.has_mask && knobs.mask_skip.unwrap_or(true),
+    }
+}
+
+/// Why neither fast kernel can run these shapes on this device, if so.
+fn fast_path_obstacle(shape: &Shape, device: &Device) -> Option<String> {
+    if !device.subgroups {
+        return Some("the device has no subgroups".into());
+    }
+    if !shape.hsk.is_multiple_of(8) || !shape.hsv.is_multiple_of(8) {
+        return Some(format!("head sizes {}/{} are not multiples of 8", shape.hsk, shape.hsv));
+    }
+    if shape.kv == 0 || shape.n_q == 0 || shape.kv_heads == 0 || !shape.n_heads.is_multiple_of(shape.kv_heads) {
+        return Some("empty or inconsistent shapes".into());
+    }
+    if shape.kv > u32::MAX as usize / 2 || shape.out_rows() > u32::MAX as usize / 2 {
+        return Some("sizes beyond 32-bit indexing".into());
+    }
+    None
+}
+
+fn pow2_floor(x: u32) -> u32 {
+    if x == 0 { 0 } else { 1 << x.ilog2() }
+}
+
+/// An odd number of chunks not below `x` (a row stride that spreads rows over memory banks).
+fn odd(x: u32) -> u32 {
+    if x.is_multiple_of(2) { x + 1 } else { x }
+}
+
+/// The split count and keys per split.
+/// Bytes of a row of `n` elements of `ty`.
+fn row_bytes(ty: GgmlType, n: usize) -> u64 {
+    (n.div_ceil(ty.block_size()) * ty.type_size()) as u64
+}
+
+#[allow(clippy::too_many_arguments)]
+fn splits(
+    shape: &Shape,
+    device: &Device,
+    knobs: &Knobs,
+    mma: bool,
+    rows: u32,
+    row_blocks: u32,
+    kv_tile: u32,
+) -> (u32, u32) {
+    let kv = shape.kv as u32;
+    let tiles = kv.div_ceil(kv_tile);
+    let base = row_blocks as u64 * shape.kv_heads as u64 * shape.n_seq as u64;
+    let target = knobs.target_workgroups.unwrap_or(if device.cpu {
+        DEFAULT_TARGET_WG_CPU
+    } else if mma {
+        DEFAULT_TARGET_WG_MMA
+    } else {
+        DEFAULT_TARGET_WG
+    });
+    let min_tiles = knobs.min_split_tiles.unwrap_or(DEFAULT_MIN_SPLIT_TILES).max(1);
+    // A split should read several times more K/V bytes than it writes partial results.
+    let kv_bytes = row_bytes(shape.k_type, shape.hsk) + row_bytes(shape.v_type, shape.hsv);
+    let partial = rows as u64 * (shape.hsv as u64 + 2) * 4;
+    let min_keys = (partial * PARTIAL_RATIO).div_ceil(kv_bytes.max(1)) as u32;
+    let min_tiles = min_tiles.max(min_keys.div_ceil(kv_tile));
+    let mut n = match knobs.split {
+        Some(n) => n.max(1),
+        None if base >= target as u64 => 1,
+        None => (target as u64).div_ceil(base).min(tiles.div_ceil(min_tiles) as u64) as u32,
+    };
+    n = n.clamp(1, tiles.min(MAX_SPLIT));
+    // The scratch must fit one binding.
+    let per_split = shape.out_rows() as u64 * (shape.hsv as u64 + 2) * 4 + 256;
+    if let Some(most) = device.max_binding.checked_div(per_split) {
+        n = n.min(most.clamp(1, u32::MAX as u64) as u32);
+    }
+    let split_len = tiles.div_ceil(n) * kv_tile;
+    (kv.div_ceil(split_len), split_len)
+}
+
+/// The tile kernel's layout, shrunk until it fits the device.
+pub fn tile_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<TilePlan> {
+    let sg_max = device.subgroup_max.max(1);
+    let threads = knobs
+        .tile_threads
+        .unwrap_or(DEFAULT_TILE_THREADS)
+        .next_multiple_of(sg_max)
+        .min(device.max_invocations / sg_max * sg_max)
+        .max(sg_max);
+    let threads = pow2_floor(threads).max(sg_max);
+    let total = shape.rows_per_kv_head().max(1) as u32;
+    let max_rows = knobs.tile_rows.unwrap_or(DEFAULT_TILE_ROWS).max(1);
+    // Balance the row blocks: 20 rows with at most 16 a block give two blocks of 10.
+    let mut rows = total.div_ceil(total.div_ceil(max_rows));
+    let mut kv_tile = pow2_floor(knobs.tile_kv.unwrap_or(DEFAULT_TILE_KV).clamp(8, threads));
+    let mut kv_alias = false;
+    loop {
+        if let Some(t) = tile_layout(shape, device, knobs, threads, rows, kv_tile, kv_alias)
+            && t.shared_bytes <= device.workgroup_memory
+        {
+            return Some(t);
+        }
+        if !kv_alias {
+            kv_alias = true;
+        } else if kv_tile > 8 {
+            kv_tile /= 2;
+            kv_alias = false;
+        } else if rows > 1 {
+            rows = rows.div_ceil(2);
+            kv_tile = pow2_floor(knobs.tile_kv.unwrap_or(DEFAULT_TILE_KV).clamp(8, threads));
+            kv_alias = false;
+        } else {
+            return None;
+        }
+    }
+}
+
+fn tile_layout(
+    shape: &Shape,
+    device: &Device,
+    knobs: &Knobs,
+    threads: u32,
+    rows: u32,
+    kv_tile: u32,
+    kv_alias: bool,
+) -> Option<TilePlan> {
+    let hsk8 = shape.hsk as u32 / 8;
+    let hsv8 = shape.hsv as u32 / 8;
+    let lane_cap = device.subgroup_min.clamp(1, 32);
+    // Q·Kᵀ: threads per key split into row groups and lanes per dot product.
+    // Q·Kᵀ: a thread takes up to `rq_pref` rows of one key (so each K chunk is read and
+    // converted once for all of them), and the lanes of a key share its dimensions.
+    let cap = lane_cap.min(pow2_floor(hsk8).max(1));
+    let rq_pref = knobs.tile_rq.unwrap_or(DEFAULT_TILE_RQ).max(1);
+    let mut kv_tile = kv_tile.min(threads);
+    let (mut gq, mut ds);
+    loop {
+        let per_key = threads / kv_tile;
+        gq = rows.div_ceil(rq_pref).next_power_of_two().min(per_key).max(1);
+        ds = per_key / gq;
+        if ds > cap {
+            gq = (per_key / cap).max(1);
+            ds = per_key / gq;
+        }
+        if ds <= cap || kv_tile >= threads {
+            break;
+        }
+        kv_tile *= 2;
+    }
+    let ds = ds.max(1);
+    let rq = rows.div_ceil(gq);
+    // P·V: lanes over an output row's chunks, row groups, key splits.
+    let lv = hsv8.min(threads).max(1);
+    let ch = hsv8.div_ceil(lv);
+    let rgp = threads / lv;
+    let mut ro = knobs.tile_ro.unwrap_or(DEFAULT_TILE_RO).clamp(1, rows);
+    if rows.div_ceil(ro) > rgp {
+        ro = rows.div_ceil(rgp);
+    }
+    let rgn = rows.div_ceil(ro);
+    let ks = (rgp / rgn).clamp(1, kv_tile);
+    if ro * ch * 8 > TILE_ACC_BUDGET || rq > 32 {
+        return None;
+    }
+    let tpr = pow2_floor(threads / rows).clamp(1, lane_cap.min(kv_tile));
+    let kstr = odd(hsk8);
+    let vstr = odd(hsv8);
+    let qw = (shape.hsk.max(shape.hsv) as u32).next_multiple_of(4);
+    let kv_chunks = if kv_alias {
+        kv_tile * kstr.max(vstr)
+    } else {
+        kv_tile * (kstr + vstr)
+    };
+    let shared_bytes = rows * qw * 4 + kv_chunks * 16 + rows * kv_tile * 4 + 5 * rows * 4 + 16;
+    let staged = (kv_tile * hsk8).div_ceil(threads) + (kv_tile * hsv8).div_ceil(threads);
+    let prefetch = knobs.prefetch.unwrap_or(staged <= PREFETCH_CHUNKS);
+    Some(TilePlan {
+        threads,
+        rows,
+        kv_tile,
+        ds,
+        gq,
+        rq,
+        lv,
+        ch,
+        ro,
+        rgn,
+        ks,
+        tpr,
+        kv_alias,
+        prefetch,
+        kstr,
+        vstr,
+        qw,
+        shared_bytes,
+    })
+}
+
+/// The mma kernel's layout, if the device has a usable config and some layout fits.
+pub fn mma_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<MmaPlan> {
+    let cfg = device.matrix?;
+    if !cfg.f32_result || !device.shader_f16 || cfg.m == 0 || cfg.n % 8 != 0 || cfg.k % 8 != 0 {
+        return None;
+    }
+    let (m, n, k) = (cfg.m, cfg.n, cfg.k);
+    let sg_min = device.subgroup_min.max(1);
+    let sg_max = device.subgroup_max.max(1);
+    let subgroups = pow2_floor(
+        knobs
+            .mma_subgroups
+            .unwrap_or(DEFAULT_MMA_SUBGROUPS)
+            .clamp(1, (device.max_invocations / sg_max).max(1)),
+    );
+    let threads = subgroups * sg_max;
+    let hskp = (shape.hsk as u32).next_multiple_of(k.max(8));
+    let hsvp = (shape.hsv as u32).next_multiple_of(n.max(8));
+    // Registers per lane: f32 values of an M×N result, u32 words of an M×K f16 left matrix.
+    let o_per_block = (m * n).div_ceil(sg_min);
+    let q_words = (hskp / k) * (m * k / 2).div_ceil(sg_min);
+    let o_budget = knobs.mma_o_budget.unwrap_or(DEFAULT_O_BUDGET);
+    let obt = hsvp / n;
+    let mut cg = 1;
+    while cg < subgroups && obt.div_ceil(cg) * o_per_block > o_budget {
+        cg *= 2;
+    }
+    let total = shape.rows_per_kv_head().max(1) as u32;
+    let mut rb = subgroups / cg;
+    while rb > 1 && (rb / 2) * m >= total {
+        rb /= 2;
+        cg *= 2;
+    }
+    let q_regs = knobs.mma_q_regs.unwrap_or(q_words <= DEFAULT_Q_BUDGET);
+    let unit = lcm(n, k).max(8);
+    let mut kv_tile = knobs.mma_kv.unwrap_or(DEFAULT_MMA_KV).next_multiple_of(unit).max(unit);
+    let mut kv_alias = false;
+    let mut q_regs = q_regs;
+    loop {
+        let p = mma_layout(
+            shape, device, knobs, m, n, k, subgroups, threads, rb, cg, kv_tile, hskp, hsvp, q_regs, kv_alias,
+        );
+        if p.shared_bytes <= device.workgroup_memory {
+            return Some(p);
+        }
+        if kv_tile > unit {
+            kv_tile = (kv_tile / 2).next_multiple_of(unit);
+        } else if !kv_alias {
+            kv_alias = true;
+        } else if !q_regs && knobs.mma_q_regs.is_none() {
+            q_regs = true;
+        } else if rb > 1 {
+            rb /= 2;
+            cg *= 2;
+            kv_alias = false;
+            kv_tile = knobs.mma_kv.unwrap_or(DEFAULT_MMA_KV).next_multiple_of(unit).max(unit);
+        } else {
+            return None;
+        }
+    }
+}
+
+fn lcm(a: u32, b: u32) -> u32 {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    if a == 0 || b == 0 { a.max(b) } else { a / gcd(a, b) * b }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn mma_layout(
+    shape: &Shape,
+    device: &Device,
+    knobs: &Knobs,
+    m: u32,
+    n: u32,
+    k: u32,
+    subgroups: u32,
+    threads: u32,
+    rb: u32,
+    cg: u32,
+    kv_tile: u32,
+    hskp: u32,
+    hsvp: u32,
+    q_regs: bool,
+    kv_alias: bool,
+) -> MmaPlan {
+    let _ = shape;
+    let rows = rb * m;
+    let qstr = odd(hskp / 8);
+    let kstr = odd(hskp / 8);
+    let vstr = odd(hsvp / 8);
+    let pstr = odd(kv_tile / 8);
+    let sstr = odd(kv_tile / 4);
+    // The f16 buffer: [K | V] (or one buffer for both), P (in K's place when it fits), Q
+    // (overlapping everything when it lives in registers after the start).
+    let k_chunks = kv_tile * kstr;
+    let v_chunks = kv_tile * vstr;
+    let p_chunks = rows * pstr;
+    let q_chunks = rows * qstr;
+    let (k_off, v_off, mut end) = if kv_alias {
+        (0, 0, kv_tile * kstr.max(vstr))
+    } else {
+        (0, k_chunks, k_chunks + v_chunks)
+    };
+    let p_alias = !kv_alias && p_chunks <= k_chunks;
+    let p_off = if p_alias {
+        k_off
+    } else {
+        let at = end;
+        end += p_chunks;
+        at
+    };
+    let q_off = if q_regs {
+        0
+    } else {
+        let at = end;
+        end += q_chunks;
+        at
+    };
+    let smem = if q_regs { end.max(q_chunks) } else { end };
+    // The f32 buffer: scores, later one O block per subgroup per round at least.
+    let block = m * n / 4;
+    let sf = (rows * sstr).max(subgroups * block);
+    let obs = (hsvp / n).div_ceil(cg);
+    let sb = (sf / (subgroups * block)).clamp(1, obs.max(1));
+    let tpr = pow2_floor(threads / rows).clamp(1, device.subgroup_min.max(1).min(kv_tile / 8));
+    let shared_bytes = smem * 16 + sf * 16 + 5 * rows * 4 + 16;
+    let prefetch = knobs.prefetch.unwrap_or(false);
+    MmaPlan {
+        m,
+        n,
+        k,
+        subgroups,
+        threads,
+        rb,
+        cg,
+        rows,
+        kv_tile,
+        hskp,
+        hsvp,
+        qstr,
+        kstr,
+        vstr,
+        pstr,
+        sstr,
+        q_regs,
+        kv_alias,
+        p_alias,
+        prefetch,
+        q_off,
+        k_off,
+        v_off,
+        p_off,
+        smem,
+        sf,
+        sb,
+        tpr,
+        shared_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(hsk: usize, hsv: usize, nh: usize, r2: usize, kv: usize, nb: usize, ty: GgmlType) -> Shape {
+        Shape {
+            hsk,
+            hsv,
+            n_q: nb,
+            n_heads: nh * r2,
+            kv_heads: nh,
+            kv,
+            n_seq: 1,
+            k_type: ty,
+            v_type: ty,
+            has_mask: true,
+        }
+    }
+
+    fn h200(m: u32, n: u32, k: u32) -> Device {
+        Device {
+            subgroups: true,
+            shader_f16: true,
+            subgroup_min: 32,
+            subgroup_max: 32,
+            workgroup_memory: 49152,
+            max_invocations: 1024,
+            max_binding: 2_147_483_644,
+            matrix: Some(MatrixConfig {
+                m,
+                n,
+                k,
+                f32_result: true,
+            }),
+            cpu: false,
+        }
+    }
+
+    fn lavapipe() -> Device {
+        Device {
+            subgroups: true,
+            shader_f16: true,
+            subgroup_min: 8,
+            subgroup_max: 8,
+            workgroup_memory: 32768,
+            max_invocations: 1024,
+            max_binding: 134_217_728,
+            matrix: Some(MatrixConfig {
+                m: 8,
+                n: 8,
+                k: 8,
+                f32_result: true,
+            }),
+            cpu: true,
+        }
+    }
+
+    /// Every plan respects the device's limits and its own invariants.
+    fn check(s: &Shape, d: &Device, p: &Plan) {
+        assert!(p.n_split >= 1 && p.n_split <= MAX_SPLIT);
+        assert!(p.scratch_bytes(s) <= d.max_binding);
+        match &p.kernel {
+            Kernel::Simple(_) => {}
+            Kernel::Tile(t) => {
+                assert!(t.shared_bytes <= d.workgroup_memory, "{t:?}");
+                assert!(t.threads <= d.max_invocations && t.threads % d.subgroup_max == 0);
+                assert_eq!(t.ds * t.gq * t.kv_tile, t.threads, "{t:?}");
+                assert!(t.gq * t.rq >= t.rows);
+                assert!(t.ds <= d.subgroup_min && t.tpr <= d.subgroup_min);
+                assert!(t.lv * t.rgn * t.ks <= t.threads && t.ro * t.rgn >= t.rows);
+                assert!(t.lv * t.ch * 8 >= s.hsv as u32);
+                assert!(t.ro * t.ch * 8 <= TILE_ACC_BUDGET);
+                assert_eq!(p.split_len % t.kv_tile, 0);
+            }
+            Kernel::Mma(m) => {
+                assert!(m.shared_bytes <= d.workgroup_memory, "{m:?}");
+                assert_eq!(m.threads % d.subgroup_max, 0);
+                assert_eq!(m.rb * m.cg, m.subgroups);
+                assert_eq!(m.rows, m.rb * m.m);
+                assert_eq!(m.kv_tile % m.n, 0);
+                assert_eq!(m.kv_tile % m.k, 0);
+                assert_eq!(m.hskp % m.k, 0);
+                assert_eq!(m.hsvp % m.n, 0);
+                assert!(m.sf >= m.subgroups * m.sb * m.m * m.n / 4);
+                assert!(m.sf >= m.rows * m.sstr && m.sstr >= m.kv_tile / 4);
+                assert!(m.kstr >= m.hskp / 8 && m.vstr >= m.hsvp / 8 && m.pstr >= m.kv_tile / 8);
+                if m.p_alias {
+                    assert!(m.rows * m.pstr <= m.kv_tile * m.kstr);
+                }
+                assert_eq!(p.split_len % m.kv_tile, 0);
+            }
+        }
+        assert!(p.n_split as u64 * p.split_len as u64 >= s.kv as u64);
+        assert!((p.n_split as u64 - 1) * (p.split_len as u64) < s.kv as u64);
+    }
+
+    #[test]
+    fn decode_splits_the_kv_sequence_and_shares_kv_heads() {
+        let d = h200(16, 16, 16);
+        let s = shape(128, 128, 8, 4, 16384, 1, GgmlType::F16);
+        let p = plan(&s, &d, &Knobs::default());
+        check(&s, &d, &p);
+        let Kernel::Tile(t) = &p.kernel else { panic!("{p:?}") };
+        // The 4 query heads of a KV head in one workgroup: K/V read once per split.
+        assert_eq!((t.rows, p.row_blocks), (4, 1));
+        assert!(p.n_split >= 64, "{p:?}");
+        assert!(p.workgroups(&s) >= 512);
+    }
+
+    #[test]
+    fn prefill_uses_subgroup_matrices_and_no_split() {
+        let d = h200(16, 16, 16);
+        let s = shape(72, 72, 16, 1, 5776, 5776, GgmlType::F16);
+        let p = plan(&s, &d, &Knobs::default());
+        check(&s, &d, &p);
+        let Kernel::Mma(m) = &p.kernel else { panic!("{p:?}") };
+        assert_eq!((m.hskp, m.hsvp), (80, 80));
+        assert_eq!(m.rows, 128);
+        assert!(m.q_regs);
+        assert_eq!(p.n_split, 1);
+        assert_eq!(p.row_blocks, 5776u32.div_ceil(128));
+    }
+
+    #[test]
+    fn non_square_configs_pad_by_their_own_sizes() {
+        for (m, n, k) in [(16, 8, 16), (16, 8, 8), (8, 16, 16)] {
+            let d = h200(m, n, k);
+            for (hsk, hsv) in [(40, 40), (72, 72), (192, 128), (576, 512), (320, 256), (256, 256)] {
+                let s = shape(hsk, hsv, 4, 2, 1000, 64, GgmlType::Q8_0);
+                let p = plan(&s, &d, &Knobs::default());
+                check(&s, &d, &p);
+                let Kernel::Mma(mm) = &p.kernel else {
+                    panic!("{m}x{n}x{k} {hsk}/{hsv}: {p:?}")
+                };
+                assert_eq!((mm.m, mm.n, mm.k), (m, n, k));
+                assert!(mm.hskp >= hsk as u32 && mm.hskp - (hsk as u32) < k.max(8));
+                assert!(mm.hsvp >= hsv as u32 && mm.hsvp - (hsv as u32) < n.max(8));
+            }
+        }
+        // 16x8x16: 72 → 80 for K (k = 16), 72 stays for V (n = 8).
+        let d = h200(16, 8, 16);
+        let s = shape(72, 72, 4, 1, 1000, 512, GgmlType::F16);
+        let Kernel::Mma(mm) = plan(&s, &d, &Knobs::default()).kernel else {
+            panic!()
+        };
+        assert_eq!((mm.hskp, mm.hsvp), (80, 72));
+    }
+
+    #[test]
+    fn every_upstream_head_size_fits_both_devices_and_modes() {
+        let sizes = [
+            (40, 40),
+            (64, 64),
+            (72, 72),
+            (80, 80),
+            (96, 96),
+            (128, 128),
+            (192, 128),
+            (192, 192),
+            (256, 256),
+            (320, 256),
+            (512, 512),
+            (576, 512),
+            (128, 64),
+            (64, 128),
+        ];
+        for d in [h200(16, 16, 16), h200(16, 8, 8), lavapipe()] {
+            for no_matrix in [false, true] {
+                let mut d = d;
+                if no_matrix {
+                    d.matrix = None;
+                }
+                for (hsk, hsv) in sizes {
+                    for (r2, nb, kv) in [(1, 1, 113), (4, 1, 16384), (20, 1, 1024), (1, 75, 512), (8, 512, 7680)] {
+                        for ty in [GgmlType::F16, GgmlType::Q4_0, GgmlType::F32] {
+                            let s = shape(hsk, hsv, 2, r2, kv, nb, ty);
+                            let p = plan(&s, &d, &Knobs::default());
+                            check(&s, &d, &p);
+                            assert!(
+                                !matches!(p.kernel, Kernel::Simple(_)),
+                                "{hsk}/{hsv} r2={r2} nb={nb} falls back: {p:?}"
+                            );
+                            if no_matrix {
+                                assert!(matches!(p.kernel, Kernel::Tile(_)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fallbacks_say_why() {
+        let d = h200(16, 16, 16);
+        let s = shape(36, 36, 1, 1, 100, 1, GgmlType::F16);
+        assert!(
+            matches!(plan(&s, &d, &Knobs::default()).kernel, Kernel::Simple(ref w) if w.contains("multiples of 8"))
+        );
+        let mut no_sg = d;
+        no_sg.subgroups = false;
+        let s = shape(64, 64, 1, 1, 100, 1, GgmlType::F16);
+        assert!(matches!(plan(&s, &no_sg, &Knobs::default()).kernel, Kernel::Simple(ref w) if w.contains("subgroups")));
+        // Without f32 results the mma kernel is not used.
+        let mut f16_only = d;
+        f16_only.matrix = Some(MatrixConfig {
+            m: 16,
+            n: 16,
+            k: 16,
+            f32_result: false,
+        });
+        let s = shape(64, 64, 1, 1, 100, 512, GgmlType::F16);
+        assert!(matches!(plan(&s, &f16_only, &Knobs::default()).kernel, Kernel::Tile(_)));
+    }
+
+    #[test]
+    fn knobs_force_kernels_and_splits() {
+        let d = lavapipe();
+        let s = shape(64, 64, 2, 1, 300, 40, GgmlType::F16);
+        let force = |f| Knobs {
+            force: Some(f),
+            ..Knobs::default()
+        };
+        assert!(matches!(plan(&s, &d, &force(Force::Tile)).kernel, Kernel::Tile(_)));
+        assert!(matches!(plan(&s, &d, &force(Force::Mma)).kernel, Kernel::Mma(_)));
+        assert!(matches!(plan(&s, &d, &force(Force::Simple)).kernel, Kernel::Simple(_)));
+        let p = plan(
+            &s,
+            &d,
+            &Knobs {
+                split: Some(3),
+                ..Knobs::default()
+            },
+        );
+        check(&s, &d, &p);
+        assert_eq!(p.n_split, 3);
+        // More splits than tiles are clamped; splits are never empty.
+        let p = plan(
+            &s,
+            &d,
+            &Knobs {
+                split: Some(100),
+                ..Knobs::default()
+            },
+        );
+        check(&s, &d, &p);
+    }
+
+    #[test]
+    fn large_batches_split_the_grid_and_not_the_sequence() {
+        let d = h200(16, 16, 16);
+        let s = shape(64, 64, 8, 8, 7680, 512, GgmlType::Q4_0);
+        let p = plan(&s, &d, &Knobs::default());
+        check(&s, &d, &p);
+        assert!(matches!(p.kernel, Kernel::Mma(_)));
+        assert!(p.n_split <= 2, "{p:?}");
+        let s = shape(256, 256, 2, 16, 20000, 1, GgmlType::F16);
+        let p = plan(&s, &d, &Knobs::default());
+        check(&s, &d, &p);
+        assert!(p.n_split > 1);
+    }
+}

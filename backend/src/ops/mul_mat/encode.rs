@@ -1,0 +1,210 @@
+//! Binding, parameters and dispatch of the planned MUL_MAT kernel.
+
+use crate::context::GpuContext;
+use crate::error::{BackendError, Result};
+use crate::exec::{BufferRange, Stream};
+use crate::ggml_type::GgmlType;
+use crate::kernel::Access;
+use crate::memory::{Binding, DeviceTensor};
+use crate::shader_lib::ShaderVariant;
+
+use super::plan::{MulMatPlan, Path, Problem};
+
+/// Threads per workgroup of the simple kernel.
+const SIMPLE_WG: u32 = 64;
+
+/// The three storage bindings (a, b, dst).
+#[derive(Debug, Clone, Copy)]
+pub struct Bindings {
+    pub a: Binding,
+    pub b: Binding,
+    pub dst: Binding,
+}
+
+impl Bindings {
+    pub fn new(ctx: &GpuContext, a: &DeviceTensor, b: &DeviceTensor, dst: &DeviceTensor) -> Result<Bindings> {
+        let limits = ctx.device.limits();
+        let align = u64::from(limits.min_storage_buffer_offset_alignment);
+        let max = limits.max_storage_buffer_binding_size;
+        Ok(Bindings {
+            a: a.binding(align, max)?,
+            b: b.binding(align, max)?,
+            dst: dst.binding(align, max)?,
+        })
+    }
+}
+
+fn word(v: u64) -> Result<u32> {
+    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("MUL_MAT: a size or stride of {v}")))
+}
+
+/// Whether b can be bound as 16-byte words: contiguous, every row 16-byte aligned and a multiple
+/// of 16 bytes long (so every read lies inside a whole word of the binding).
+fn b_vec4(p: &Problem) -> bool {
+    let row_bytes = p.k * if p.b_type == GgmlType::F16 { 2 } else { 4 };
+    p.b_contiguous && p.b_align >= 16 && row_bytes.is_multiple_of(16)
+}
+
+/// Records the planned kernel.
+#[allow(clippy::too_many_arguments)]
+pub fn encode(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    a: &DeviceTensor,
+    b: &DeviceTensor,
+    dst: &DeviceTensor,
+    bound: &Bindings,
+    problem: &Problem,
+    plan: &MulMatPlan,
+) -> Result<()> {
+    if matches!(plan.path, Path::Simple { .. }) {
+        return simple(ctx, stream, a, b, dst, bound, plan);
+    }
+    let (la, lb) = (&a.layout, &b.layout);
+    let operands = |file: &'static str| {
+        ShaderVariant::new(file)
+            .define("A_TYPE", la.ty.gguf_id())
+            .flag("A_ALIGN4", problem.a_align >= 4)
+            .flag("A_ALIGN2", problem.a_align >= 2)
+            .flag("B_F16", lb.ty == GgmlType::F16)
+            .flag("B_CONTIG", problem.b_contiguous)
+            .flag("B_ALIGN4", problem.b_align >= 4)
+            .flag("B_ALIGN2", problem.b_align >= 2)
+            .flag("B_VEC4", b_vec4(problem))
+    };
+    let variant = match &plan.path {
+        Path::Vec {
+            wg_size,
+            rows,
+            cols,
+            subgroups,
+            max_subgroups,
+        } => operands("mul_mat_vec.wgsl")
+            .define("WG_SIZE", format!("{wg_size}u"))
+            .define("ROWS", format!("{rows}u"))
+            .define("N_COLS", format!("{cols}u"))
+            .flag("USE_SUBGROUPS", *subgroups)
+            .define("MAX_SUBGROUPS", format!("{}u", max_subgroups.max(&1))),
+        Path::Tiled {
+            wg_m,
+            wg_n,
+            thread_m,
+            thread_n,
+            tk,
+            pad,
+        } => operands("mul_mat_tiled.wgsl")
+            .define("WG_M", format!("{wg_m}u"))
+            .define("WG_N", format!("{wg_n}u"))
+            .define("THREAD_M", format!("{thread_m}u"))
+            .define("THREAD_N", format!("{thread_n}u"))
+            .define("TK", format!("{tk}u"))
+            .define("PAD", format!("{pad}u")),
+        Path::SubgroupMatrix {
+            config,
+            count_m,
+            count_n,
+            frag_m,
+            frag_n,
+            tk,
+            pad,
+            stages,
+            wg_size,
+            ..
+        } => operands("mul_mat_subgroup_matrix.wgsl")
+            .define("SG_M", format!("{}u", config.m))
+            .define("SG_N", format!("{}u", config.n))
+            .define("SG_K", format!("{}u", config.k))
+            .define("SG_COUNT_M", format!("{count_m}u"))
+            .define("SG_COUNT_N", format!("{count_n}u"))
+            .define("FRAG_M", format!("{frag_m}u"))
+            .define("FRAG_N", format!("{frag_n}u"))
+            .define("TK", format!("{tk}u"))
+            .define("PAD", format!("{pad}u"))
+            .define("STAGES", stages)
+            .define("WG_SIZE", format!("{wg_size}u"))
+            .flag("ACC_F32", config.f32_result)
+            .flag("DIRECT_STORE", bound.dst.size >= u64::from(config.m * config.n * 4)),
+        Path::Simple { .. } => unreachable!("handled above"),
+    };
+    let kernel = ctx
+        .kernels
+        .get(&ctx.device, &variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
+    let w = |v: usize| word(v as u64);
+    let params = [
+        word(bound.a.start_byte)?,
+        word(bound.b.start_byte)?,
+        word(bound.dst.start_byte / 4)?,
+        w(la.ne[1])?,
+        w(lb.ne[1])?,
+        w(la.ne[0])?,
+        w(la.nb[1])?,
+        w(la.nb[2])?,
+        w(la.nb[3])?,
+        w(lb.nb[0])?,
+        w(lb.nb[1])?,
+        w(lb.nb[2])?,
+        w(lb.nb[3])?,
+        w(lb.ne[2] / la.ne[2])?,
+        w(lb.ne[3] / la.ne[3])?,
+        w(lb.ne[2])?,
+        plan.batches,
+        plan.tiles_m,
+        plan.tiles_n,
+        plan.grid[0],
+    ];
+    let buffers = [
+        BufferRange::new(&a.buffer, bound.a),
+        BufferRange::new(&b.buffer, bound.b),
+        BufferRange::new(&dst.buffer, bound.dst),
+    ];
+    stream.dispatch(&kernel, &buffers, &params, plan.grid)
+}
+
+/// The simple kernel: one thread per output element.
+fn simple(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    a: &DeviceTensor,
+    b: &DeviceTensor,
+    dst: &DeviceTensor,
+    bound: &Bindings,
+    plan: &MulMatPlan,
+) -> Result<()> {
+    let (la, lb) = (&a.layout, &b.layout);
+    let variant = ShaderVariant::new("mul_mat_simple.wgsl")
+        .define("A_TYPE", la.ty.gguf_id())
+        .flag("B_F16", lb.ty == GgmlType::F16)
+        .define("WG_SIZE", format!("{SIMPLE_WG}u"));
+    let kernel = ctx
+        .kernels
+        .get(&ctx.device, &variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
+    let outputs = dst.layout.elements();
+    u32::try_from(outputs).map_err(|_| BackendError::Unsupported("more than 2^32 outputs".into()))?;
+    let w = |v: usize| word(v as u64);
+    let params = [
+        word(bound.a.start_byte)?,
+        word(bound.b.start_byte)?,
+        word(bound.dst.start_byte / 4)?,
+        w(la.ne[1])?,
+        w(lb.ne[1])?,
+        w(la.ne[0])?,
+        w(la.nb[1])?,
+        w(la.nb[2])?,
+        w(la.nb[3])?,
+        w(lb.nb[0])?,
+        w(lb.nb[1])?,
+        w(lb.nb[2])?,
+        w(lb.nb[3])?,
+        w(la.ne[2])?,
+        w(la.ne[3])?,
+        w(lb.ne[2])?,
+        w(lb.ne[3])?,
+        plan.grid[0] * SIMPLE_WG,
+    ];
+    let buffers = [
+        BufferRange::new(&a.buffer, bound.a),
+        BufferRange::new(&b.buffer, bound.b),
+        BufferRange::new(&dst.buffer, bound.dst),
+    ];
+    stream.dispatch(&kernel, &buffers, &params, plan.grid)
+}

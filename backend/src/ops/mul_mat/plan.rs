@@ -1,0 +1,934 @@
+//! Which MUL_MAT kernel runs, with which tiles: a pure function of the problem (types, shape,
+//! alignment), the device ([`DeviceFacts`]) and the tuning knobs ([`Tuning`]), so every choice
+//! is testable without a GPU.
+//!
+//! Paths, in order of preference:
+//! 1. [`Path::Vec`] for `n <= vec_max_n`: memory-bound matrix × few vectors.
+//! 2. [`Path::SubgroupMatrix`] where the adapter has an f16 subgroup-matrix config: tiles from
+//!    the config, the subgroup size and the workgroup-memory limit; a narrow tile for small `n`.
+//! 3. [`Path::Tiled`]: register tiles in f32, for every device.
+//! 4. [`Path::Simple`]: one thread per output, for what the others cannot address (sizes past
+//!    32-bit indexing). Views at any byte offset and with any strides take the fast paths.
+
+use std::fmt;
+
+use crate::exec::grid_2d;
+use crate::ggml_type::GgmlType;
+
+/// A subgroup-matrix shape (rows of the left/result, columns of the right/result, depth), f16
+/// inputs, and whether the adapter offers it with f32 results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatrixConfig {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub f32_result: bool,
+}
+
+/// What the planner needs to know about the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceFacts {
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    pub subgroup_min_size: u32,
+    pub subgroup_max_size: u32,
+    pub subgroup_matrix: Option<MatrixConfig>,
+    /// maxComputeWorkgroupStorageSize.
+    pub max_workgroup_storage: u32,
+    /// maxComputeInvocationsPerWorkgroup.
+    pub max_invocations: u32,
+    /// maxComputeWorkgroupSizeX.
+    pub max_workgroup_size_x: u32,
+    /// maxComputeWorkgroupsPerDimension.
+    pub max_workgroups_per_dim: u32,
+}
+
+/// One MUL_MAT as the planner sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Problem {
+    pub a_type: GgmlType,
+    /// F32 or F16.
+    pub b_type: GgmlType,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    /// dst matrices (`b.ne2 · b.ne3`).
+    pub batches: u64,
+    /// The largest of 16, 4, 2, 1 dividing a's start byte (in its binding) and its row strides.
+    pub a_align: u32,
+    /// Likewise for b (its element stride included).
+    pub b_align: u32,
+    /// b's elements are adjacent (`nb0` is the element size).
+    pub b_contiguous: bool,
+}
+
+/// The tuning knobs, with the defaults the planner uses. [`Tuning::parse`] reads overrides
+/// (`name=value,…`), so they can be swept without rebuilding (see `GGML_DAWN_MUL_MAT` in
+/// `mul_mat/mod.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Mat-vec for n up to this.
+    pub vec_max_n: u32,
+    /// Mat-vec workgroup size (a power of two).
+    pub vec_wg: u32,
+    /// Mat-vec rows per workgroup for n <= 4.
+    pub vec_rows: u32,
+    /// Mat-vec rows per workgroup for n > 4.
+    pub vec_rows_wide: u32,
+    /// The same two for weights in 256-element super-blocks (K-quants, i-quants), whose
+    /// per-row work is heavier.
+    pub vec_rows_k: u32,
+    pub vec_rows_wide_k: u32,
+    /// Subgroup-matrix path: the narrow tile for n up to this.
+    pub small_n_max: u32,
+    /// Subgroup-matrix big tile: subgroups along m and n.
+    pub sg_count_m: u32,
+    pub sg_count_n: u32,
+    /// The big tile the fragments per subgroup are sized for.
+    pub sg_tile_m: u32,
+    pub sg_tile_n: u32,
+    /// Narrow tile: subgroups along m (one along n) and fragments per subgroup along m.
+    pub sg_small_count_m: u32,
+    pub sg_small_frag_m: u32,
+    /// K step (elements; rounded to the config's K and to 8).
+    pub sg_tk: u32,
+    /// Halves of padding per workgroup-memory row.
+    pub sg_pad: u32,
+    /// 2: double-buffered K loop; 1: single buffer, two barriers per step.
+    pub sg_stages: u32,
+    /// Accumulator registers per invocation a subgroup may hold (f32 words).
+    pub sg_acc_regs: u32,
+    /// Halve the tile while the grid has fewer workgroups than this (0: never), so that small
+    /// problems still spread over every multiprocessor (an H200 has 132).
+    pub sg_min_workgroups: u32,
+    /// Register-tiled path: threads along m and n, outputs per thread, K step, padding.
+    pub tiled_wg_m: u32,
+    pub tiled_wg_n: u32,
+    pub tiled_thread_m: u32,
+    pub tiled_thread_n: u32,
+    pub tiled_tk: u32,
+    pub tiled_pad: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            vec_max_n: 8,
+            vec_wg: 256,
+            // Measured on the H200 (BENCHMARKS.md): q4_0 n=1 is fastest with 4 rows, q4_K and
+            // q6_K with 2; at n=8, q4_0 with 8 and q4_K with 16.
+            vec_rows: 4,
+            vec_rows_wide: 8,
+            vec_rows_k: 2,
+            vec_rows_wide_k: 16,
+            small_n_max: 64,
+            sg_count_m: 2,
+            sg_count_n: 4,
+            sg_tile_m: 128,
+            sg_tile_n: 128,
+            sg_small_count_m: 4,
+            sg_small_frag_m: 1,
+            sg_tk: 32,
+            sg_pad: 8,
+            sg_stages: 2,
+            sg_acc_regs: 64,
+            // Measured on the H200: halving 4096x512's 128x128 tiles to fill all 132
+            // multiprocessors was slower (5590 vs 4469 us for f16), so no halving by default.
+            sg_min_workgroups: 0,
+            tiled_wg_m: 16,
+            tiled_wg_n: 16,
+            tiled_thread_m: 4,
+            tiled_thread_n: 4,
+            tiled_tk: 16,
+            tiled_pad: 4,
+        }
+    }
+}
+
+macro_rules! knobs {
+    ($($name:ident),* $(,)?) => {
+        impl Tuning {
+            /// The knobs' names, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+
+            fn knob(&mut self, name: &str) -> Option<&mut u32> {
+                match name {
+                    $(stringify!($name) => Some(&mut self.$name),)*
+                    _ => None,
+                }
+            }
+
+            fn values(&self) -> Vec<(&'static str, u32)> {
+                vec![$((stringify!($name), self.$name)),*]
+            }
+        }
+    };
+}
+
+knobs!(
+    vec_max_n,
+    vec_wg,
+    vec_rows,
+    vec_rows_wide,
+    vec_rows_k,
+    vec_rows_wide_k,
+    small_n_max,
+    sg_count_m,
+    sg_count_n,
+    sg_tile_m,
+    sg_tile_n,
+    sg_small_count_m,
+    sg_small_frag_m,
+    sg_tk,
+    sg_pad,
+    sg_stages,
+    sg_acc_regs,
+    sg_min_workgroups,
+    tiled_wg_m,
+    tiled_wg_n,
+    tiled_thread_m,
+    tiled_thread_n,
+    tiled_tk,
+    tiled_pad,
+);
+
+impl Tuning {
+    /// The defaults with `name=value` overrides (comma- or space-separated). Values that would
+    /// break a kernel (zero, a non-power-of-two workgroup) are refused.
+    pub fn parse(text: &str) -> Result<Tuning, String> {
+        let mut t = Tuning::default();
+        for item in text.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not name=value"))?;
+            let value: u32 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{item}`: the value is not a number"))?;
+            let slot = t
+                .knob(name.trim())
+                .ok_or_else(|| format!("unknown knob `{name}` (known: {})", Tuning::NAMES.join(", ")))?;
+            *slot = value;
+        }
+        t.validate()?;
+        Ok(t)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        for (name, value) in self.values() {
+            let may_be_zero = matches!(
+                name,
+                "vec_max_n" | "small_n_max" | "sg_pad" | "tiled_pad" | "sg_min_workgroups"
+            );
+            if value == 0 && !may_be_zero {
+                return Err(format!("{name} must be positive"));
+            }
+        }
+        for (name, value) in [("vec_wg", self.vec_wg), ("tiled_tk", self.tiled_tk)] {
+            if !value.is_power_of_two() {
+                return Err(format!("{name} must be a power of two"));
+            }
+        }
+        if !matches!(self.sg_stages, 1 | 2) {
+            return Err("sg_stages must be 1 or 2".into());
+        }
+        if !self.tiled_tk.is_multiple_of(8) {
+            return Err("tiled_tk must be a multiple of 8".into());
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Tuning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text: Vec<String> = self.values().iter().map(|(n, v)| format!("{n}={v}")).collect();
+        f.write_str(&text.join(","))
+    }
+}
+
+/// The kernel and its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Path {
+    /// `mul_mat_vec.wgsl`: `rows` rows × all `cols` columns per workgroup.
+    Vec {
+        wg_size: u32,
+        rows: u32,
+        cols: u32,
+        subgroups: bool,
+        /// Workgroup size over the smallest subgroup size (the reduction buffer's length).
+        max_subgroups: u32,
+    },
+    /// `mul_mat_tiled.wgsl`.
+    Tiled {
+        wg_m: u32,
+        wg_n: u32,
+        thread_m: u32,
+        thread_n: u32,
+        tk: u32,
+        pad: u32,
+    },
+    /// `mul_mat_subgroup_matrix.wgsl`.
+    SubgroupMatrix {
+        config: MatrixConfig,
+        /// Subgroups along m and n.
+        count_m: u32,
+        count_n: u32,
+        /// Result matrices per subgroup along m and n.
+        frag_m: u32,
+        frag_n: u32,
+        tk: u32,
+        pad: u32,
+        stages: u32,
+        wg_size: u32,
+        /// The narrow tile for small n.
+        narrow: bool,
+    },
+    /// `mul_mat_simple.wgsl`, and why.
+    Simple { reason: String },
+}
+
+/// The plan of one MUL_MAT: kernel, tiles and grid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MulMatPlan {
+    pub path: Path,
+    /// Workgroups per dst matrix along m and n.
+    pub tiles_m: u32,
+    pub tiles_n: u32,
+    pub batches: u32,
+    /// Workgroups dispatched (x, y, 1): `tiles_m · tiles_n · batches` split in 2-D.
+    pub grid: [u32; 3],
+    /// Bytes of workgroup memory the kernel declares.
+    pub workgroup_bytes: u32,
+}
+
+impl MulMatPlan {
+    /// The dst tile one workgroup computes (rows along m, columns along n).
+    pub fn tile(&self) -> (u32, u32) {
+        match &self.path {
+            Path::Vec { rows, cols, .. } => (*rows, *cols),
+            Path::Tiled {
+                wg_m,
+                wg_n,
+                thread_m,
+                thread_n,
+                ..
+            } => (wg_m * thread_m, wg_n * thread_n),
+            Path::SubgroupMatrix {
+                config,
+                count_m,
+                count_n,
+                frag_m,
+                frag_n,
+                ..
+            } => (count_m * frag_m * config.m, count_n * frag_n * config.n),
+            Path::Simple { .. } => (1, 1),
+        }
+    }
+}
+
+impl fmt::Display for MulMatPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (tm, tn) = self.tile();
+        match &self.path {
+            Path::Vec {
+                wg_size,
+                rows,
+                cols,
+                subgroups,
+                ..
+            } => write!(
+                f,
+                "mat-vec: {rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction",
+                if *subgroups { "subgroup" } else { "workgroup-memory" }
+            )?,
+            Path::Tiled {
+                thread_m, thread_n, tk, ..
+            } => write!(
+                f,
+                "register-tiled: tile {tm}x{tn}x{tk}, {thread_m}x{thread_n} per thread, f32 staging"
+            )?,
+            Path::SubgroupMatrix {
+                config,
+                count_m,
+                count_n,
+                frag_m,
+                frag_n,
+                tk,
+                stages,
+                wg_size,
+                narrow,
+                ..
+            } => write!(
+                f,
+                "subgroup-matrix {}x{}x{} ({} accumulators): {}tile {tm}x{tn}x{tk}, {count_m}x{count_n} subgroups \
+                 of {frag_m}x{frag_n} results, {stages} stage{}, workgroup of {wg_size}",
+                config.m,
+                config.n,
+                config.k,
+                if config.f32_result { "f32" } else { "f16" },
+                if *narrow { "narrow " } else { "" },
+                if *stages == 1 { "" } else { "s" },
+            )?,
+            Path::Simple { reason } => return write!(f, "simple (fallback: {reason})"),
+        }
+        write!(
+            f,
+            "; {}x{} tiles x {} batches, grid {:?}, {} B workgroup memory",
+            self.tiles_m, self.tiles_n, self.batches, self.grid, self.workgroup_bytes
+        )
+    }
+}
+
+/// Chooses the kernel and tiles for `problem` on `device`.
+pub fn plan(problem: &Problem, device: &DeviceFacts, tuning: &Tuning) -> MulMatPlan {
+    match fast_path(problem, device, tuning) {
+        Ok(plan) => plan,
+        Err(reason) => simple(problem, device, reason),
+    }
+}
+
+fn simple(problem: &Problem, device: &DeviceFacts, reason: String) -> MulMatPlan {
+    let outputs = problem.m * problem.n * problem.batches;
+    let groups = u32::try_from(outputs.div_ceil(64)).unwrap_or(u32::MAX);
+    MulMatPlan {
+        path: Path::Simple { reason },
+        tiles_m: 1,
+        tiles_n: 1,
+        batches: u32::try_from(problem.batches).unwrap_or(u32::MAX),
+        grid: grid_2d(groups, device.max_workgroups_per_dim),
+        workgroup_bytes: 0,
+    }
+}
+
+fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, String> {
+    // Element indices of dst (and the batch · tile products) must fit 32 bits.
+    let outputs = p.m * p.n * p.batches;
+    if outputs >= 1 << 32 || p.k >= 1 << 31 {
+        return Err(format!("{outputs} outputs or k={} exceed 32-bit indexing", p.k));
+    }
+    let batches = p.batches as u32;
+
+    let (path, tiles_m, tiles_n, workgroup_bytes) = if p.n <= u64::from(t.vec_max_n) {
+        vec_path(p, d, t)
+    } else if let Some(sg) = subgroup_matrix_path(p, d, t) {
+        sg
+    } else {
+        tiled_path(p, d, t)?
+    };
+    if workgroup_bytes > d.max_workgroup_storage {
+        return Err(format!(
+            "{workgroup_bytes} B of workgroup memory exceed the limit {}",
+            d.max_workgroup_storage
+        ));
+    }
+    let groups = u64::from(tiles_m) * u64::from(tiles_n) * p.batches;
+    let max = u64::from(d.max_workgroups_per_dim);
+    if groups > max * max || groups >= 1 << 32 {
+        return Err(format!("{groups} workgroups exceed a 2-D grid"));
+    }
+    Ok(MulMatPlan {
+        path,
+        tiles_m,
+        tiles_n,
+        batches,
+        grid: grid_2d(groups as u32, d.max_workgroups_per_dim),
+        workgroup_bytes,
+    })
+}
+
+type Choice = (Path, u32, u32, u32);
+
+fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
+    let cols = p.n.max(1) as u32;
+    let super_blocks = p.a_type.block_size() >= 256;
+    let rows = match (cols <= 4, super_blocks) {
+        (true, false) => t.vec_rows,
+        (false, false) => t.vec_rows_wide,
+        (true, true) => t.vec_rows_k,
+        (false, true) => t.vec_rows_wide_k,
+    };
+    let wg_size = t.vec_wg.min(d.max_invocations).min(d.max_workgroup_size_x);
+    // A power of two (the workgroup-memory tree halves it).
+    let wg_size: u32 = 1 << (31 - wg_size.max(1).leading_zeros());
+    let subgroups = d.subgroups && d.subgroup_min_size > 0;
+    let max_subgroups = if subgroups {
+        wg_size.div_ceil(d.subgroup_min_size)
+    } else {
+        0
+    };
+    let bytes = if subgroups {
+        4 * max_subgroups * rows * cols
+    } else {
+        4 * wg_size
+    };
+    let tiles_m = (p.m.div_ceil(u64::from(rows))) as u32;
+    let path = Path::Vec {
+        wg_size,
+        rows,
+        cols,
+        subgroups,
+        max_subgroups,
+    };
+    (path, tiles_m, 1, bytes)
+}
+
+fn tiled_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<Choice, String> {
+    let (mut wg_m, mut wg_n) = (t.tiled_wg_m, t.tiled_wg_n);
+    while wg_m * wg_n > d.max_invocations.min(d.max_workgroup_size_x) && (wg_m > 1 || wg_n > 1) {
+        if wg_m >= wg_n { wg_m /= 2 } else { wg_n /= 2 }
+    }
+    let (tm, tn) = (wg_m * t.tiled_thread_m, wg_n * t.tiled_thread_n);
+    let mut tk = t.tiled_tk;
+    let bytes = |tk: u32| 2 * tk * ((tm + t.tiled_pad) + (tn + t.tiled_pad)) * 4;
+    while bytes(tk) > d.max_workgroup_storage && tk > 8 {
+        tk /= 2;
+    }
+    if bytes(tk) > d.max_workgroup_storage {
+        return Err(format!("the register tile needs {} B of workgroup memory", bytes(tk)));
+    }
+    let path = Path::Tiled {
+        wg_m,
+        wg_n,
+        thread_m: t.tiled_thread_m,
+        thread_n: t.tiled_thread_n,
+        tk,
+        pad: t.tiled_pad,
+    };
+    Ok((
+        path,
+        p.m.div_ceil(u64::from(tm)) as u32,
+        p.n.div_ceil(u64::from(tn)) as u32,
+        bytes(tk),
+    ))
+}
+
+/// Bytes of workgroup memory of the subgroup-matrix kernel.
+fn sg_bytes(c: &MatrixConfig, counts: (u32, u32), frags: (u32, u32), tk: u32, pad: u32, stages: u32) -> u32 {
+    let (tm, tn) = (counts.0 * frags.0 * c.m, counts.1 * frags.1 * c.n);
+    let staging = stages * (tm + tn) * (tk + pad) * 2;
+    let scratch = counts.0 * counts.1 * c.m * c.n * if c.f32_result { 4 } else { 2 };
+    staging + scratch
+}
+
+fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
+    let c = d.subgroup_matrix?;
+    if !d.shader_f16 || !d.subgroups || c.m == 0 || c.n == 0 || c.k == 0 {
+        return None;
+    }
+    let sg_size = d.subgroup_max_size;
+    if sg_size == 0 {
+        return None;
+    }
+    let narrow = p.n <= u64::from(t.small_n_max);
+    // Subgroups, and fragments per subgroup, along m and n.
+    let (mut counts, mut frags) = if narrow {
+        let frag_n = (p.n as u32).div_ceil(c.n).max(1);
+        ((t.sg_small_count_m, 1), (t.sg_small_frag_m, frag_n))
+    } else {
+        let frag = |target: u32, count: u32, size: u32| (target / (count * size)).max(1);
+        (
+            (t.sg_count_m, t.sg_count_n),
+            (
+                frag(t.sg_tile_m, t.sg_count_m, c.m),
+                frag(t.sg_tile_n, t.sg_count_n, c.n),
+            ),
+        )
+    };
+    // Accumulator registers: each result holds m·n/sg_size words (f16 results pack two).
+    let words = (c.m * c.n)
+        .div_ceil(sg_size)
+        .div_ceil(if c.f32_result { 1 } else { 2 })
+        .max(1);
+    // (Halving the fragments of the longer tile side keeps the tile square-ish.)
+    let longer_m = |counts: (u32, u32), frags: (u32, u32)| {
+        (frags.1 == 1 || counts.0 * frags.0 * c.m >= counts.1 * frags.1 * c.n) && frags.0 > 1
+    };
+    while frags.0 * frags.1 * words > t.sg_acc_regs && (frags.0 > 1 || frags.1 > 1) {
+        if longer_m(counts, frags) {
+            frags.0 /= 2
+        } else {
+            frags.1 /= 2
+        }
+    }
+    // Enough workgroups to fill the device: halve the tile (fragments first, then subgroups;
+    // the narrow tile only along m, so a stays read once) while the grid is short of
+    // `sg_min_workgroups`.
+    let groups = |counts: (u32, u32), frags: (u32, u32)| {
+        let (tm, tn) = (counts.0 * frags.0 * c.m, counts.1 * frags.1 * c.n);
+        p.m.div_ceil(u64::from(tm)) * p.n.div_ceil(u64::from(tn)) * p.batches
+    };
+    while groups(counts, frags) < u64::from(t.sg_min_workgroups) {
+        let (tm, tn) = (counts.0 * frags.0 * c.m, counts.1 * frags.1 * c.n);
+        let along_m = narrow || tm >= tn;
+        if along_m && frags.0 > 1 {
+            frags.0 /= 2;
+        } else if !along_m && frags.1 > 1 {
+            frags.1 /= 2;
+        } else if along_m && counts.0 > 1 {
+            counts.0 /= 2;
+        } else if !along_m && counts.1 > 1 {
+            counts.1 /= 2;
+        } else {
+            break;
+        }
+    }
+    // The workgroup: a multiple of the largest subgroup size, within the limits.
+    let max_wg = d.max_invocations.min(d.max_workgroup_size_x);
+    while counts.0 * counts.1 * sg_size > max_wg && counts.0 * counts.1 > 1 {
+        if counts.0 >= counts.1 {
+            counts.0 /= 2
+        } else {
+            counts.1 /= 2
+        }
+    }
+    if counts.0 * counts.1 * sg_size > max_wg {
+        return None;
+    }
+    // K step: a multiple of the config's K and of 8 (the dequantization unit).
+    let unit = lcm(c.k, 8);
+    let mut tk = t.sg_tk.max(unit).next_multiple_of(unit);
+    let pad = t.sg_pad;
+    let mut stages = t.sg_stages;
+    // Shrink until the workgroup memory fits: K step, then single buffering, then fragments.
+    let limit = d.max_workgroup_storage;
+    loop {
+        if sg_bytes(&c, counts, frags, tk, pad, stages) <= limit {
+            break;
+        }
+        if tk > unit {
+            tk = (tk / 2).next_multiple_of(unit).max(unit);
+            if sg_bytes(&c, counts, frags, tk, pad, stages) <= limit {
+                break;
+            }
+            continue;
+        }
+        if stages > 1 {
+            stages = 1;
+            tk = t.sg_tk.max(unit).next_multiple_of(unit);
+            continue;
+        }
+        if frags.0 > 1 || frags.1 > 1 {
+            if longer_m(counts, frags) {
+                frags.0 /= 2
+            } else {
+                frags.1 /= 2
+            }
+            tk = t.sg_tk.max(unit).next_multiple_of(unit);
+            stages = t.sg_stages;
+            continue;
+        }
+        if counts.0 * counts.1 > 1 {
+            if counts.0 >= counts.1 {
+                counts.0 /= 2
+            } else {
+                counts.1 /= 2
+            }
+            continue;
+        }
+        return None;
+    }
+    let bytes = sg_bytes(&c, counts, frags, tk, pad, stages);
+    let path = Path::SubgroupMatrix {
+        config: c,
+        count_m: counts.0,
+        count_n: counts.1,
+        frag_m: frags.0,
+        frag_n: frags.1,
+        tk,
+        pad,
+        stages,
+        wg_size: counts.0 * counts.1 * sg_size,
+        narrow,
+    };
+    let (tm, tn) = (counts.0 * frags.0 * c.m, counts.1 * frags.1 * c.n);
+    Some((
+        path,
+        p.m.div_ceil(u64::from(tm)) as u32,
+        p.n.div_ceil(u64::from(tn)) as u32,
+        bytes,
+    ))
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn lcm(a: u32, b: u32) -> u32 {
+    a / gcd(a, b) * b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nvidia(config: (u32, u32, u32)) -> DeviceFacts {
+        DeviceFacts {
+            shader_f16: true,
+            subgroups: true,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            subgroup_matrix: Some(MatrixConfig {
+                m: config.0,
+                n: config.1,
+                k: config.2,
+                f32_result: true,
+            }),
+            max_workgroup_storage: 49152,
+            max_invocations: 1024,
+            max_workgroup_size_x: 1024,
+            max_workgroups_per_dim: 65535,
+        }
+    }
+
+    fn lavapipe() -> DeviceFacts {
+        DeviceFacts {
+            subgroup_min_size: 8,
+            subgroup_max_size: 8,
+            subgroup_matrix: Some(MatrixConfig {
+                m: 8,
+                n: 8,
+                k: 8,
+                f32_result: true,
+            }),
+            max_workgroup_storage: 32768,
+            ..nvidia((8, 8, 8))
+        }
+    }
+
+    fn problem(a_type: GgmlType, m: u64, n: u64, k: u64) -> Problem {
+        Problem {
+            a_type,
+            b_type: GgmlType::F32,
+            m,
+            n,
+            k,
+            batches: 1,
+            a_align: 4,
+            b_align: 4,
+            b_contiguous: true,
+        }
+    }
+
+    type SgShape = (MatrixConfig, (u32, u32), (u32, u32), u32, u32, u32, bool);
+
+    fn sg_shape(plan: &MulMatPlan) -> SgShape {
+        match plan.path {
+            Path::SubgroupMatrix {
+                config,
+                count_m,
+                count_n,
+                frag_m,
+                frag_n,
+                tk,
+                stages,
+                wg_size,
+                narrow,
+                ..
+            } => (
+                config,
+                (count_m, count_n),
+                (frag_m, frag_n),
+                tk,
+                stages,
+                wg_size,
+                narrow,
+            ),
+            ref other => panic!("not the subgroup-matrix path: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn nvidia_16x16x16_gets_128_square_tiles_double_buffered() {
+        let plan = plan(
+            &problem(GgmlType::F16, 4096, 2048, 14336),
+            &nvidia((16, 16, 16)),
+            &Tuning::default(),
+        );
+        let (_, counts, frags, tk, stages, wg, narrow) = sg_shape(&plan);
+        assert_eq!(
+            (counts, frags, tk, stages, wg, narrow),
+            ((2, 4), (4, 2), 32, 2, 256, false)
+        );
+        assert_eq!(plan.tile(), (128, 128));
+        assert_eq!((plan.tiles_m, plan.tiles_n), (32, 16));
+        assert!(plan.workgroup_bytes <= 49152, "{plan}");
+    }
+
+    #[test]
+    fn small_grids_get_smaller_tiles() {
+        let d = nvidia((16, 16, 16));
+        // 4096 x 512 in 128 x 128 tiles is 128 workgroups, fewer than an H200's 132
+        // multiprocessors: the tile halves along m.
+        // multiprocessors: with `sg_min_workgroups=256` the tile halves along m (off by default:
+        // measured slower).
+        let on = Tuning::parse("sg_min_workgroups=256").unwrap();
+        let plan = plan(&problem(GgmlType::Q4_0, 4096, 512, 14336), &d, &on);
+        assert_eq!(plan.tile(), (64, 128), "{plan}");
+        assert_eq!(plan.tiles_m * plan.tiles_n, 256);
+        let off = Tuning::default();
+        assert_eq!(
+            super::plan(&problem(GgmlType::Q4_0, 4096, 512, 14336), &d, &off).tile(),
+            (128, 128)
+        );
+        // The narrow tile shrinks along m only.
+        let narrow = super::plan(&problem(GgmlType::Q4_0, 4096, 40, 14336), &d, &on);
+        assert_eq!(narrow.tile(), (16, 48), "{narrow}");
+        assert_eq!(
+            super::plan(&problem(GgmlType::Q4_0, 4096, 40, 14336), &d, &off).tile(),
+            (64, 48)
+        );
+    }
+
+    #[test]
+    fn non_square_16x8x16_config_keeps_the_tile_and_the_limit() {
+        let d = nvidia((16, 8, 16));
+        let plan = plan(&problem(GgmlType::Q4_0, 4096, 2048, 14336), &d, &Tuning::default());
+        let (c, counts, frags, tk, _, wg, _) = sg_shape(&plan);
+        assert_eq!((c.m, c.n, c.k), (16, 8, 16));
+        assert_eq!(plan.tile(), (128, 128), "{plan}");
+        assert_eq!((counts, frags, wg), ((2, 4), (4, 4), 256));
+        assert!(tk.is_multiple_of(16));
+        assert!(plan.workgroup_bytes <= 49152);
+        // The narrow tile for small n: columns in steps of the config's n (8).
+        let off = Tuning::parse("sg_min_workgroups=0").unwrap();
+        let narrow = super::plan(&problem(GgmlType::Q4_0, 4096, 20, 14336), &d, &off);
+        let (_, counts, frags, _, _, _, narrow_flag) = sg_shape(&narrow);
+        assert!(narrow_flag);
+        assert_eq!((counts, frags), ((4, 1), (1, 3)));
+        assert_eq!(narrow.tile(), (64, 24));
+    }
+
+    #[test]
+    fn intel_8x16x16_and_16x8x8() {
+        for (cfg, sg) in [((8, 16, 16), 16), ((16, 8, 8), 32)] {
+            let d = DeviceFacts {
+                subgroup_min_size: 8,
+                subgroup_max_size: sg,
+                ..nvidia(cfg)
+            };
+            let plan = plan(&problem(GgmlType::F16, 1000, 300, 999), &d, &Tuning::default());
+            let (c, counts, _, tk, _, wg, _) = sg_shape(&plan);
+            assert_eq!((c.m, c.n, c.k), cfg);
+            assert_eq!(wg, counts.0 * counts.1 * sg);
+            assert!(tk.is_multiple_of(cfg.2) && tk.is_multiple_of(8));
+            assert!(plan.workgroup_bytes <= d.max_workgroup_storage);
+        }
+    }
+
+    #[test]
+    fn lavapipe_8x8x8_fits_32k() {
+        let off = Tuning::parse("sg_min_workgroups=0").unwrap();
+        let plan = plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &off);
+        let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
+        assert_eq!((counts, frags, tk, stages, wg), ((2, 4), (4, 2), 32, 2, 64));
+        assert_eq!(plan.tile(), (64, 64));
+        assert!(plan.workgroup_bytes <= 32768);
+    }
+
+    #[test]
+    fn workgroup_memory_never_exceeds_the_limit() {
+        let configs = [
+            (8, 8, 8),
+            (16, 16, 16),
+            (16, 8, 16),
+            (16, 8, 8),
+            (8, 16, 16),
+            (32, 32, 16),
+        ];
+        for limit in [4096, 8192, 12288, 16384, 24576, 32768, 49152, 65536] {
+            for &cfg in &configs {
+                for f32_result in [false, true] {
+                    for sg in [4, 8, 16, 32, 64, 128] {
+                        for n in [9, 33, 64, 65, 512] {
+                            let mut d = nvidia(cfg);
+                            d.max_workgroup_storage = limit;
+                            d.subgroup_max_size = sg;
+                            d.subgroup_min_size = sg;
+                            d.subgroup_matrix.as_mut().unwrap().f32_result = f32_result;
+                            let plan = plan(&problem(GgmlType::Q6_K, 777, n, 2048), &d, &Tuning::default());
+                            assert!(plan.workgroup_bytes <= limit, "{cfg:?} {limit} {sg}: {plan}");
+                            if let Path::SubgroupMatrix { wg_size, .. } = plan.path {
+                                assert!(wg_size.is_multiple_of(sg) && wg_size <= 1024);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn small_n_runs_mat_vec_and_the_rest_picks_by_capability() {
+        let d = nvidia((16, 16, 16));
+        let t = Tuning::default();
+        for n in 1..=8 {
+            let plan = plan(&problem(GgmlType::Q4_0, 4096, n, 14336), &d, &t);
+            let Path::Vec {
+                rows, cols, subgroups, ..
+            } = plan.path
+            else {
+                panic!("{plan}")
+            };
+            assert_eq!(cols as u64, n);
+            assert!(subgroups);
+            assert_eq!(plan.tiles_m, 4096 / rows);
+        }
+        let no_sg = DeviceFacts {
+            subgroup_matrix: None,
+            ..d
+        };
+        let tiled = plan(&problem(GgmlType::F32, 100, 100, 100), &no_sg, &t);
+        assert!(matches!(tiled.path, Path::Tiled { .. }), "{tiled}");
+        assert_eq!((tiled.tiles_m, tiled.tiles_n), (2, 2));
+        // No subgroups at all: the workgroup-memory reduction.
+        let bare = DeviceFacts {
+            subgroups: false,
+            ..no_sg
+        };
+        let v = plan(&problem(GgmlType::F16, 100, 3, 100), &bare, &t);
+        assert!(matches!(v.path, Path::Vec { subgroups: false, .. }), "{v}");
+        assert_eq!(v.workgroup_bytes, 4 * 256);
+    }
+
+    #[test]
+    fn any_alignment_is_fast_and_only_huge_sizes_are_simple() {
+        let d = nvidia((16, 16, 16));
+        for (ty, a_align, b_align) in [(GgmlType::F32, 2, 1), (GgmlType::F16, 1, 2), (GgmlType::Q4_0, 1, 4)] {
+            let mut p = problem(ty, 64, 64, 65);
+            p.a_align = a_align;
+            p.b_align = b_align;
+            assert!(matches!(
+                plan(&p, &d, &Tuning::default()).path,
+                Path::SubgroupMatrix { .. }
+            ));
+        }
+        let huge = problem(GgmlType::Q4_0, 1 << 17, 1 << 16, 64);
+        let plan = plan(&huge, &d, &Tuning::default());
+        assert!(matches!(plan.path, Path::Simple { .. }), "{plan}");
+        assert!(plan.to_string().contains("32-bit"));
+    }
+
+    #[test]
+    fn large_grids_split_in_two_dimensions() {
+        let d = nvidia((16, 16, 16));
+        let mut p = problem(GgmlType::F16, 16416, 1, 128);
+        p.batches = 32;
+        let plan = plan(&p, &d, &Tuning::default());
+        let groups = 16416u32.div_ceil(4) * 32;
+        assert!(groups > 65535);
+        let [x, y, z] = plan.grid;
+        assert!(x <= 65535 && y > 1 && z == 1 && x * y >= groups, "{plan}");
+    }
+
+    #[test]
+    fn tuning_parses_overrides_and_refuses_nonsense() {
+        let t = Tuning::parse("vec_rows=8, sg_tk=64").unwrap();
+        assert_eq!((t.vec_rows, t.sg_tk), (8, 64));
+        assert_eq!(Tuning::parse("").unwrap(), Tuning::default());
+        assert!(Tuning::parse("vec_wg=100").is_err());
+        assert!(Tuning::parse("nope=1").is_err());
+        assert!(Tuning::parse("sg_stages=3").is_err());
+        let round = Tuning::parse(&Tuning::default().to_string()).unwrap();
+        assert_eq!(round, Tuning::default());
+    }
+}

@@ -1,0 +1,240 @@
+//! FLASH_ATTN_EXT on the adapter (lavapipe in CI) against the CPU reference: a representative
+//! part of upstream's lists, every kernel the plan can pick (forced through the knobs), and
+//! seeded random cases, with and without subgroup matrices.
+
+use std::sync::Mutex;
+
+use ggml_dawn::cases::{Case, FlashAttnCase};
+use ggml_dawn::harness::{self, Rng, Status};
+use ggml_dawn::ops::flash_attn::{self, Knobs};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, case_lists};
+
+/// The knobs are process-wide: the tests take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn contexts() -> Vec<(&'static str, GpuContext)> {
+    [("subgroup matrices", false), ("no subgroup matrices", true)]
+        .into_iter()
+        .map(|(name, off)| {
+            let options = ContextOptions {
+                no_subgroup_matrix: off,
+                ..ContextOptions::default()
+            };
+            (name, GpuContext::new(options).expect("an adapter"))
+        })
+        .collect()
+}
+
+/// Runs the cases on `ctx`; returns the failures as text.
+fn run(ctx: &GpuContext, cases: &[Case], seed: u64) -> Vec<String> {
+    let start = std::time::Instant::now();
+    let mut failures = Vec::new();
+    for case in cases {
+        match harness::test_case(ctx, case, seed) {
+            Status::Ok { .. } => {}
+            other => {
+                let how = match &case {
+                    Case::FlashAttnExt(c) => {
+                        let t = c.tensors().expect("valid case");
+                        let layouts = flash_attn::FlashAttnLayouts {
+                            q: t.q.view,
+                            k: t.k.view,
+                            v: t.v.view,
+                            mask: t.mask,
+                            sinks: t.sinks,
+                            dst: t.dst,
+                        };
+                        flash_attn::describe(ctx, &layouts)
+                    }
+                    Case::MulMat(_) => String::new(),
+                };
+                failures.push(format!("{case}: {other:?} [{how}]"));
+            }
+        }
+    }
+    eprintln!("{} cases in {:.1} s", cases.len(), start.elapsed().as_secs_f64());
+    failures
+}
+
+fn list(text: &str, keep: impl Fn(&str) -> bool) -> Vec<Case> {
+    case_lists::parse_list(text)
+        .expect("the list parses")
+        .into_iter()
+        .filter(|c| keep(&c.to_string()))
+        .collect()
+}
+
+fn assert_none(what: &str, failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{what}: {} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Upstream's supported cases with kv = 113 (every head size, type, mask, sinks, ALiBi, softcap,
+/// GQA, batch and view variant of the main grid) and a few longer ones.
+#[test]
+fn upstream_cases_pass_in_both_modes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    flash_attn::set_knobs(None);
+    let mut cases = list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
+        s.contains("kv=113,") && (s.contains("nb=1,") || s.contains("nb=32,") || s.contains("nb=75,"))
+    });
+    cases.extend(
+        list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
+            s.contains("kv=1024,nb=32,") && s.contains("hsk=128,hsv=128,") && s.contains("sinks=0,")
+        })
+        .into_iter()
+        .take(2),
+    );
+    assert!(cases.len() > 250, "{} cases", cases.len());
+    for (name, ctx) in contexts() {
+        assert_none(name, &run(&ctx, &cases, 1));
+    }
+}
+
+/// Cases upstream's WebGPU backend refuses: other K/V types, head sizes 512 and 576, mixed
+/// K/V types and V as a view of quantized K.
+#[test]
+fn cases_upstream_refuses_pass_too() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    flash_attn::set_knobs(None);
+    let mut cases = list(case_lists::FLASH_ATTN_UNSUPPORTED, |s| {
+        s.contains("kv=113,")
+            && s.contains("nb=3,")
+            && s.contains("nr23=[1,1]")
+            && s.contains("sinks=1")
+            && s.contains("max_bias=0.0")
+            && !s.contains("q2_0")
+    });
+    cases.extend(list(case_lists::FLASH_ATTN_UNSUPPORTED, |s| {
+        (s.contains("kv=128,") || s.contains("kv=96,") || s.contains("kv=64,")) && !s.contains("q2_0")
+    }));
+    cases.extend(list(case_lists::FLASH_ATTN_UNSUPPORTED, |s| {
+        s.contains("type_K=q8_0") && s.contains("kv=113,")
+    }));
+    assert!(cases.len() > 25, "{} cases", cases.len());
+    for (name, ctx) in contexts() {
+        assert_none(name, &run(&ctx, &cases, 2));
+    }
+}
+
+/// Every kernel and variant the plan can pick, forced on a small set: tile and mma kernels,
+/// splits and the reduce, no prefetch, no mask skipping, V staged over K, Q from workgroup
+/// memory, an eager rescale (tau = 0), small tiles.
+#[test]
+fn every_kernel_variant_passes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cases = list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
+        s.contains("kv=113,")
+            && (s.contains("nb=1,") || s.contains("nb=32,"))
+            && s.contains("sinks=1")
+            && (s.contains("hsk=64,hsv=64,") || s.contains("hsk=576,") || s.contains("hsk=192,hsv=128"))
+    });
+    let cases: Vec<Case> = cases.into_iter().step_by(2).collect();
+    assert!(cases.len() > 10, "{} cases", cases.len());
+    let variants = [
+        "path=tile",
+        "path=tile,split=3,prefetch=0,tile_kv=8,tile_rq=1",
+        "path=tile,mask_skip=0,tile_threads=32,tile_rows=3",
+        "path=mma,split=2,mma_q_regs=0,tau=0",
+        "path=mma,mma_kv=8,mma_sg=2,prefetch=0",
+        "path=mma,mma_o_budget=8,mask_skip=0",
+        "path=simple",
+    ];
+    let (_, ctx) = contexts().remove(0);
+    for v in variants {
+        let knobs: Knobs = flash_attn::parse_knobs(v).expect("knobs parse");
+        flash_attn::set_knobs(Some(knobs));
+        let failures = run(&ctx, &cases, 3);
+        flash_attn::set_knobs(None);
+        assert_none(v, &failures);
+    }
+}
+
+/// Random shapes, types, strides and options (seeded), in both modes.
+#[test]
+fn random_cases_pass_in_both_modes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    flash_attn::set_knobs(None);
+    let mut rng = Rng::new(0x5eed_fa11);
+    let heads = [
+        (40, 40),
+        (64, 64),
+        (72, 72),
+        (80, 80),
+        (96, 96),
+        (128, 128),
+        (192, 128),
+        (256, 256),
+        (576, 512),
+    ];
+    let types = [
+        GgmlType::F16,
+        GgmlType::F32,
+        GgmlType::BF16,
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::IQ4_NL,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::MXFP4,
+    ];
+    let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
+    let mut cases = Vec::new();
+    while cases.len() < 24 {
+        let (hsk, hsv) = heads[pick(heads.len())];
+        let mut c = FlashAttnCase::new(hsk, hsv, 1 + pick(3), 1 + pick(300), 1 + pick(40));
+        c.nr23 = [[1, 2, 4, 5][pick(4)], 1 + pick(2)];
+        c.mask = pick(4) != 0;
+        c.sinks = pick(2) == 0;
+        c.max_bias = if pick(4) == 0 { 8.0 } else { 0.0 };
+        c.logit_softcap = if pick(5) == 0 { 10.0 } else { 0.0 };
+        let tk = types[pick(types.len())];
+        let tv = if pick(3) == 0 { types[pick(types.len())] } else { tk };
+        c.type_k = tk.into();
+        c.type_v = tv.into();
+        c.kv_view = pick(2) == 0;
+        c.permute = if pick(4) == 0 { [0, 2, 1, 3] } else { [0, 1, 2, 3] };
+        c.v_is_view_of_k = tk == tv && hsv <= hsk && pick(4) == 0;
+        // Large quantized heads need whole 256-element blocks; keep those shapes small.
+        if hsk * hsv > 128 * 128 {
+            c.nb = c.nb.min(8);
+            c.kv = c.kv.min(160);
+        }
+        if c.tensors().is_ok() {
+            cases.push(Case::FlashAttnExt(c));
+        }
+    }
+    for (name, ctx) in contexts() {
+        assert_none(name, &run(&ctx, &cases, 4));
+    }
+}
+
+/// The plan's description names the kernel (what `backend-ops -v` prints).
+#[test]
+fn describe_names_the_kernel() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    flash_attn::set_knobs(None);
+    let case: FlashAttnCase = "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=16384,nb=1)"
+        .parse()
+        .expect("case parses");
+    let t = case.tensors().expect("valid");
+    let layouts = flash_attn::FlashAttnLayouts {
+        q: t.q.view,
+        k: t.k.view,
+        v: t.v.view,
+        mask: t.mask,
+        sinks: t.sinks,
+        dst: t.dst,
+    };
+    for (name, ctx) in contexts() {
+        let text = flash_attn::describe(&ctx, &layouts);
+        assert!(text.starts_with("tile") && text.contains("split"), "{name}: {text}");
+    }
+}

@@ -1,0 +1,438 @@
+//! MUL_MAT end to end on the adapter (lavapipe in CI): a representative part of upstream's
+//! supported cases with and without subgroup matrices, the planner's choice for every upstream
+//! case, and seeded random problems (any m, n, k, broadcasting, permuted and padded src1, views
+//! at unaligned offsets) through every path the planner can take: mat-vec with and without
+//! subgroups, subgroup matrices (narrow and big tiles, single and double buffered, cramped
+//! workgroup memory), register tiles, and the simple fallback.
+
+use ggml_dawn::cases::Case;
+use ggml_dawn::exec::Stream;
+use ggml_dawn::harness::{self, Rng, Status};
+use ggml_dawn::ops::mul_mat::{self, DeviceFacts, MulMatPlan, Path, Tuning};
+use ggml_dawn::reference::{self, metric};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, case_lists, format, memory};
+
+fn context(no_subgroup_matrix: bool) -> GpuContext {
+    GpuContext::new(ContextOptions {
+        no_subgroup_matrix,
+        ..Default::default()
+    })
+    .expect("an adapter")
+}
+
+/// A part of upstream's supported list: every type at m=16 with n=1 (mat-vec) and n=9
+/// (mat-mat), half the other shapes (broadcasts, permutations, views, odd k, large sizes), and
+/// one in ten of the rest.
+fn representative_cases() -> Vec<Case> {
+    let all = case_lists::parse_list(case_lists::MUL_MAT_SUPPORTED).unwrap();
+    all.into_iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            let text = c.to_string();
+            let basic = text.contains(",m=16,") && text.contains("bs=[1,1],nr=[1,1],per=[0,1,2,3]");
+            let n1_or_9 = text.contains(",n=1,") || text.contains(",n=9,");
+            (basic && n1_or_9) || (!text.contains(",m=16,") && !text.contains("k=8192") && i % 2 == 0) || i % 10 == 0
+        })
+        .map(|(_, c)| c)
+        .collect()
+}
+
+#[test]
+fn upstream_cases_pass_with_and_without_subgroup_matrices() {
+    let cases = representative_cases();
+    assert!(cases.len() > 220, "only {} cases", cases.len());
+    for no_sg in [false, true] {
+        let ctx = context(no_sg);
+        let mut failures = Vec::new();
+        for case in &cases {
+            match harness::test_case(&ctx, case, 7) {
+                Status::Ok { .. } => {}
+                other => failures.push(format!("{case}: {other:?}")),
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "no_subgroup_matrix={no_sg}: {} of {} failed:\n{}",
+            failures.len(),
+            cases.len(),
+            failures.join("\n")
+        );
+        eprintln!("no_subgroup_matrix={no_sg}: {} cases OK", cases.len());
+    }
+}
+
+#[test]
+fn every_upstream_case_takes_a_fast_path() {
+    let all = case_lists::parse_list(case_lists::MUL_MAT_SUPPORTED).unwrap();
+    for no_sg in [false, true] {
+        let ctx = context(no_sg);
+        let has_sg = ctx.capabilities.subgroup_matrix.is_some();
+        for case in &all {
+            let Case::MulMat(c) = case else { continue };
+            let t = c.tensors().unwrap();
+            let plan = mul_mat::plan_for(&ctx, &t.a.view, &t.b.view, &t.dst).unwrap();
+            let n = t.dst.ne[1] as u64;
+            let ok = match plan.path {
+                Path::Vec { .. } => n <= u64::from(Tuning::default().vec_max_n),
+                Path::SubgroupMatrix { .. } => has_sg,
+                Path::Tiled { .. } => !has_sg,
+                Path::Simple { .. } => false,
+            };
+            assert!(ok, "{case}: {plan}");
+            assert!(plan.workgroup_bytes <= ctx.capabilities.limits.max_compute_workgroup_storage_size);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random problems.
+
+/// Storage of `bytes` bytes of type `ty` with values in [-1, 1]: quantized where the CPU can
+/// quantize to `ty`, else random blocks with small scales (as the harness makes them).
+fn random_storage(rng: &mut Rng, ty: GgmlType, bytes: usize) -> Vec<u8> {
+    let blocks = bytes / ty.type_size();
+    let elements = blocks * ty.block_size();
+    if format::can_quantize(ty) {
+        return format::quantize(ty, &rng.fill(elements, -1.0, 1.0)).unwrap();
+    }
+    let mut data: Vec<u8> = (0..blocks * ty.type_size()).map(|_| rng.next_u64() as u8).collect();
+    for block in data.chunks_exact_mut(ty.type_size()) {
+        let scale = half::f16::from_f32(rng.uniform(0.01, 0.1)).to_bits();
+        if ty == GgmlType::IQ1_M {
+            let n = block.len();
+            for (i, word) in block[n - 8..].chunks_exact_mut(2).enumerate() {
+                let nibble = (scale >> (4 * i)) & 0xf;
+                let w = (u16::from_le_bytes([word[0], word[1]]) & 0x0fff) | (nibble << 12);
+                word.copy_from_slice(&w.to_le_bytes());
+            }
+        } else {
+            block[..2].copy_from_slice(&scale.to_le_bytes());
+        }
+    }
+    data
+}
+
+/// `data` after `skew` zero bytes.
+fn skewed(skew: usize, data: Vec<u8>) -> Vec<u8> {
+    let mut out = vec![0u8; skew];
+    out.extend(data);
+    out
+}
+
+fn pick<T: Copy>(rng: &mut Rng, items: &[T]) -> T {
+    items[(rng.next_u64() % items.len() as u64) as usize]
+}
+
+fn range(rng: &mut Rng, lo: usize, hi: usize) -> usize {
+    lo + (rng.next_u64() % (hi - lo + 1) as u64) as usize
+}
+
+/// One random problem: src0 a padded, offset view; src1 permuted, padded and offset; dst at a
+/// small offset.
+struct Random {
+    a: HostTensor,
+    b: HostTensor,
+    dst: Layout,
+    text: String,
+}
+
+fn random_problem(rng: &mut Rng, ty: GgmlType) -> Random {
+    let block = ty.block_size();
+    let k = if block == 1 {
+        range(rng, 1, 300)
+    } else {
+        block * range(rng, 1, (640 / block).max(1))
+    };
+    let m = range(rng, 1, 150);
+    let n = match rng.next_u64() % 10 {
+        0..=3 => range(rng, 1, 8),
+        4..=6 => range(rng, 9, 64),
+        _ => range(rng, 65, 150),
+    };
+    let (a2, a3) = (pick(rng, &[1, 1, 2]), pick(rng, &[1, 1, 2]));
+    let (r2, r3) = (pick(rng, &[1, 1, 2, 3]), pick(rng, &[1, 1, 2]));
+    let (b2, b3) = (a2 * r2, a3 * r3);
+
+    // a: rows padded by whole blocks, matrices padded by whole rows, the view offset by whole
+    // blocks (so quantized rows start at any byte).
+    let size = ty.type_size();
+    let row = k / block * size;
+    let nb1 = row + range(rng, 0, 2) * size;
+    let nb2 = nb1 * (m + range(rng, 0, 1));
+    let nb3 = nb2 * a2;
+    // Float views sometimes start at odd bytes (nothing in the kernels may assume alignment):
+    // the storage is shifted by `skew` bytes.
+    let skew = if block == 1 && rng.next_u64().is_multiple_of(4) {
+        range(rng, 1, 3)
+    } else {
+        0
+    };
+    let base = range(rng, 0, 5) * size;
+    let a_layout = Layout {
+        ty,
+        ne: [k, m, a2, a3],
+        nb: [size, nb1, nb2, nb3],
+        offset: base + skew,
+    };
+    let a = HostTensor {
+        layout: a_layout,
+        data: skewed(skew, random_storage(rng, ty, base + nb3 * a3)),
+    };
+    let offset = a_layout.offset;
+
+    // b: allocated with permuted extents (dim 0 padded), viewed back through the permutation.
+    let b_type = pick(rng, &[GgmlType::F32, GgmlType::F32, GgmlType::F16]);
+    let ne = [k, n, b2, b3];
+    let axes: [usize; 4] = match rng.next_u64() % 8 {
+        0 => [0, 2, 1, 3],
+        1 => [0, 1, 3, 2],
+        2 => [0, 3, 2, 1],
+        3 => [1, 0, 2, 3],
+        4 => [2, 1, 0, 3],
+        _ => [0, 1, 2, 3],
+    };
+    let mut ne_s = [0; 4];
+    for i in 0..4 {
+        ne_s[i] = ne[axes[i]];
+    }
+    let mut ne_big = ne_s;
+    ne_big[0] += range(rng, 0, 3);
+    let big = Layout::contiguous(b_type, ne_big).unwrap();
+    let b_skew = if rng.next_u64().is_multiple_of(5) {
+        range(rng, 1, 3)
+    } else {
+        0
+    };
+    let b_base = range(rng, 0, 3) * b_type.type_size();
+    let b_layout = Layout {
+        ne: ne_s,
+        offset: b_base + b_skew,
+        ..big
+    }
+    .permute(axes)
+    .unwrap();
+    assert_eq!(b_layout.ne, ne);
+    let b = HostTensor {
+        layout: b_layout,
+        data: skewed(b_skew, random_storage(rng, b_type, b_base + big.span_bytes())),
+    };
+    let b_offset = b_layout.offset;
+    let dst = Layout {
+        offset: 4 * range(rng, 0, 3),
+        ..Layout::contiguous(GgmlType::F32, [m, n, b2, b3]).unwrap()
+    };
+    let text = format!(
+        "{ty}x{b_type} m={m} n={n} k={k} a=[{a2},{a3}] r=[{r2},{r3}] a.nb={:?} a.off={offset} b.axes={axes:?} \
+         b.nb={:?} b.off={b_offset} dst.off={}",
+        a.layout.nb, b.layout.nb, dst.offset
+    );
+    Random { a, b, dst, text }
+}
+
+/// Runs `p` planned for `facts` and `tuning`; the NMSE against the CPU, or why it failed.
+fn run_random(ctx: &GpuContext, p: &Random, facts: &DeviceFacts, tuning: &Tuning) -> Result<(f64, MulMatPlan), String> {
+    let up = memory::upload(&ctx.device, &[&p.a, &p.b]).map_err(|e| e.to_string())?;
+    let dst = memory::poisoned(&ctx.device, p.dst, 0xff).map_err(|e| e.to_string())?;
+    let mut stream = Stream::new(&ctx.device).map_err(|e| e.to_string())?;
+    mul_mat::mul_mat_with(ctx, &mut stream, &up[0], &up[1], &dst, facts, tuning).map_err(|e| e.to_string())?;
+    stream.synchronize(harness::TIMEOUT).map_err(|e| e.to_string())?;
+    let actual = memory::download(&ctx.device, &dst)
+        .and_then(|t| Ok(t.to_f32()?))
+        .map_err(|e| e.to_string())?;
+    let expected = reference::mul_mat::mul_mat(&p.a, &p.b).map_err(|e| e.to_string())?;
+    let align = u64::from(ctx.capabilities.limits.min_storage_buffer_offset_alignment);
+    let problem = mul_mat::problem(
+        &p.a.layout,
+        &p.b.layout,
+        p.a.layout.offset as u64 % align,
+        p.b.layout.offset as u64 % align,
+    );
+    let plan = mul_mat::plan::plan(&problem, facts, tuning);
+    metric::check(&expected, &actual, metric::MUL_MAT_MAX_NMSE)
+        .map(|nmse| (nmse, plan.clone()))
+        .map_err(|e| format!("{e} [{plan}]"))
+}
+
+/// The modes the random problems run in: the device as it is, and as devices with less.
+fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
+    let facts = mul_mat::device_facts(ctx);
+    let defaults = Tuning::default();
+    let mut modes = vec![("device", facts, defaults)];
+    if facts.subgroup_matrix.is_some() {
+        let cramped = DeviceFacts {
+            max_workgroup_storage: 6144,
+            ..facts
+        };
+        let other_tiles = Tuning::parse("sg_stages=1,sg_tk=64,sg_small_count_m=2,sg_small_frag_m=2,sg_count_m=1,sg_count_n=2,vec_rows=1,vec_rows_wide=3,vec_wg=64,sg_min_workgroups=8").unwrap();
+        // Lavapipe-sized problems shrink the tiles to fill the grid; this keeps them whole.
+        let whole_tiles = Tuning::parse("sg_min_workgroups=0").unwrap();
+        modes.push(("whole tiles", facts, whole_tiles));
+        modes.push(("cramped workgroup memory", cramped, whole_tiles));
+        // As on adapters whose f16 configs only give f16 results.
+        let mut f16_results = facts;
+        if let Some(c) = f16_results.subgroup_matrix.as_mut() {
+            c.f32_result = false;
+        }
+        modes.push(("f16 accumulators", f16_results, whole_tiles));
+        modes.push(("other tiles", facts, other_tiles));
+    }
+    let no_matrices = DeviceFacts {
+        subgroup_matrix: None,
+        ..facts
+    };
+    modes.push(("no subgroup matrices", no_matrices, defaults));
+    let bare = DeviceFacts {
+        subgroups: false,
+        subgroup_matrix: None,
+        ..facts
+    };
+    let small_tiles =
+        Tuning::parse("tiled_wg_m=8,tiled_wg_n=4,tiled_thread_m=3,tiled_thread_n=5,tiled_tk=8,vec_wg=32").unwrap();
+    modes.push(("no subgroups", bare, small_tiles));
+    modes
+}
+
+/// Kernel variants the random problems must reach, by words of their plan's description.
+const VARIANTS: &[(&str, &[&str])] = &[
+    ("mat-vec, subgroup reduction", &["mat-vec", "subgroup reduction"]),
+    ("mat-vec, workgroup-memory reduction", &["mat-vec", "workgroup-memory"]),
+    ("register tiles", &["register-tiled"]),
+    ("subgroup matrices, narrow tile", &["subgroup-matrix", "narrow tile"]),
+    ("subgroup matrices, big tile", &["subgroup-matrix", ": tile"]),
+    ("subgroup matrices, double-buffered", &["subgroup-matrix", "2 stages"]),
+    ("subgroup matrices, single-buffered", &["subgroup-matrix", "1 stage,"]),
+    (
+        "subgroup matrices, f16 accumulators",
+        &["subgroup-matrix", "(f16 accumulators)"],
+    ),
+];
+
+#[test]
+fn random_problems_pass_on_every_path() {
+    // Dawn's validation on: binding sizes and uses are checked too.
+    let ctx = GpuContext::new(ContextOptions {
+        safe_mode: true,
+        ..Default::default()
+    })
+    .expect("an adapter");
+    let types: Vec<GgmlType> = GgmlType::ALL
+        .iter()
+        .copied()
+        .filter(|&t| ggml_dawn::ops::dequantize::supports(t))
+        .collect();
+    let mut rng = Rng::new(0x5eed_0005);
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let mut paths = std::collections::BTreeMap::<String, usize>::new();
+    for (mode, (name, facts, tuning)) in modes(&ctx).into_iter().enumerate() {
+        // Every type in every mode; the shapes differ each time.
+        for (i, &ty) in types.iter().enumerate() {
+            let problem = random_problem(&mut rng, ty);
+            // The reduced modes run a third of the types each, to keep the test short.
+            if mode > 0 && (i + mode) % 3 != 0 {
+                continue;
+            }
+            runs += 1;
+            match run_random(&ctx, &problem, &facts, &tuning) {
+                Ok((_, plan)) => {
+                    let plan = plan.to_string();
+                    for (kind, words) in VARIANTS {
+                        if words.iter().all(|w| plan.contains(w)) {
+                            *paths.entry(kind.to_string()).or_default() += 1;
+                        }
+                    }
+                }
+                Err(e) => failures.push(format!("[{name}] {}: {e}", problem.text)),
+            }
+        }
+    }
+    eprintln!("{runs} random problems; paths: {paths:?}");
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    for (kind, _) in VARIANTS {
+        assert!(paths.contains_key(*kind), "{kind} never ran: {paths:?}");
+    }
+}
+
+/// Float views at odd byte offsets (not addressable as words) still take the fast paths, and
+/// `describe` names the path.
+#[test]
+fn misaligned_float_views_take_the_fast_paths() {
+    let ctx = context(false);
+    let mut rng = Rng::new(11);
+    for (k, m, n) in [(40, 33, 3), (41, 70, 12), (40, 65, 70)] {
+        for (a_skew, b_skew) in [(0, 2), (2, 1), (1, 3)] {
+            let a_store = HostTensor::from_f32(GgmlType::F16, [k * m + 2, 1, 1, 1], &rng.fill(k * m + 2, -1.0, 1.0))
+                .unwrap()
+                .data;
+            let b_store = HostTensor::from_f32(GgmlType::F32, [k * n + 1, 1, 1, 1], &rng.fill(k * n + 1, -1.0, 1.0))
+                .unwrap()
+                .data;
+            let view = |ty, ne: [usize; 4], skew: usize, store: Vec<u8>| {
+                let mut data = vec![0u8; skew];
+                data.extend(store);
+                HostTensor {
+                    layout: Layout {
+                        offset: skew,
+                        ..Layout::contiguous(ty, ne).unwrap()
+                    },
+                    data,
+                }
+            };
+            let p = Random {
+                a: view(GgmlType::F16, [k, m, 1, 1], a_skew, a_store),
+                b: view(GgmlType::F32, [k, n, 1, 1], b_skew, b_store),
+                dst: Layout::contiguous(GgmlType::F32, [m, n, 1, 1]).unwrap(),
+                text: format!("f16 at +{a_skew} x f32 at +{b_skew}, m={m} n={n} k={k}"),
+            };
+            let (nmse, plan) = run_random(&ctx, &p, &mul_mat::device_facts(&ctx), &Tuning::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", p.text));
+            eprintln!("{}: nmse {nmse:e}, {plan}", p.text);
+            assert!(!matches!(plan.path, Path::Simple { .. }), "{plan}");
+            let described = mul_mat::describe(&ctx, &p.a.layout, &p.b.layout, &p.dst);
+            assert!(described.starts_with("MUL_MAT f16xf32: "), "{described}");
+        }
+    }
+}
+
+/// Grids of more than 65535 workgroups are split in 2-D: upstream's broadcast perf shape as a
+/// mat-vec, and as a mat-mat through small tiles (register tiles of 2x2; subgroup matrices of
+/// one result each).
+#[test]
+fn two_dimensional_grids() {
+    let ctx = context(false);
+    let facts = mul_mat::device_facts(&ctx);
+    let tiny = Tuning::parse(
+        "tiled_wg_m=2,tiled_wg_n=2,tiled_thread_m=1,tiled_thread_n=1,sg_small_count_m=1,sg_small_frag_m=1,sg_min_workgroups=0",
+    )
+    .unwrap();
+    let no_matrices = DeviceFacts {
+        subgroup_matrix: None,
+        ..facts
+    };
+    let mut rng = Rng::new(3);
+    for (n, facts, must_split) in [(1, facts, true), (9, no_matrices, true), (9, facts, false)] {
+        let text = format!(
+            "MUL_MAT(type_a=f16,type_b=f32,m=16416,n={n},k=128,bs=[8,1],nr=[4,1],per=[0,2,1,3],k_v=0,o=1,src_overlap=0)"
+        );
+        let Case::MulMat(c) = text.parse::<Case>().unwrap() else {
+            unreachable!()
+        };
+        let t = c.tensors().unwrap();
+        let p = Random {
+            a: t.a.host(&rng.fill(t.a.storage.elements(), -1.0, 1.0)).unwrap(),
+            b: t.b.host(&rng.fill(t.b.storage.elements(), -1.0, 1.0)).unwrap(),
+            dst: t.dst,
+            text,
+        };
+        let (nmse, plan) = run_random(&ctx, &p, &facts, &tiny).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+        eprintln!("{}: nmse {nmse:e}, {plan}", p.text);
+        if must_split {
+            assert!(plan.grid[1] > 1, "{plan}");
+        }
+    }
+}
