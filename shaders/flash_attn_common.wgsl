@@ -97,6 +97,19 @@ fn fa_q4x2(w: u32, shift: u32, d: f32, m: f32) -> u32 {
     return pack2x16float(vec2<f32>(a, b) * d + m);
 }
 
+// 8 K/V values as f32 before their scale d (the vec kernel folds d into its dot products and
+// weights): value e is lo/hi[e] · d.
+struct Dec8 {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+    d: f32,
+}
+
+// The 4 int8 of a u32, as f32.
+fn fa_i8x4(w: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w << 24u, w << 16u, w << 8u, w)) >> vec4<u32>(24u));
+}
+
 #define FMT k
 #define FMT_BUF k_buf
 #define FMT_TYPE K_TYPE
@@ -299,6 +312,90 @@ fn fa_scan_live(r: ptr<function, array<vec4<u32>, MSC>>) -> bool {
     }
     return live;
 }
+
+#ifdef FA_STAGED
+// The KV-tile walk of the staged kernels (tile and mma), which define store_k, store_v (registers
+// to their workgroup layout), flags (3 words at least, zeroed before a barrier) and PREFETCH /
+// KV_ALIAS. Per workgroup: live = fa_tile_first(...), then per tile t: fa_tile_stage(...), the
+// math when live, live = fa_tile_end(...).
+
+// Whether the first tile has an unmasked key (a scan of its mask), and with PREFETCH its K/V
+// loads.
+fn fa_tile_first(kreg: ptr<function, array<vec4<u32>, KC>>, vreg: ptr<function, array<vec4<u32>, VC>>, w: Work,
+    tid: u32) -> bool {
+#if HAS_MASK && MASK_SKIP
+    if (fa_scan(w, tid, w.kv0, min(w.kv1, w.kv0 + KV_TILE))) {
+        flags[0] = 1u;
+    }
+    let live = workgroupUniformLoad(&flags[0]) != 0u;
+#else
+    let live = true;
+#endif
+#if PREFETCH
+    if (live) {
+        load_k(kreg, w, tid, w.kv0, min(KV_TILE, w.kv1 - w.kv0));
+        load_v(vreg, w, tid, w.kv0, min(KV_TILE, w.kv1 - w.kv0));
+    }
+#endif
+    return live;
+}
+
+// Tile [j0, j0 + nk) into workgroup memory (V later with KV_ALIAS), the barrier, then the loads
+// for the next tile [n0, n0 + nk_next) (K/V with PREFETCH; its mask, for skipping it), in flight
+// during this tile's math.
+fn fa_tile_stage(kreg: ptr<function, array<vec4<u32>, KC>>, vreg: ptr<function, array<vec4<u32>, VC>>,
+    mscan: ptr<function, array<vec4<u32>, MSC>>, w: Work, tid: u32, live: bool, j0: u32, nk: u32, has_next: bool,
+    n0: u32, nk_next: u32) {
+    if (live) {
+#if !PREFETCH
+        load_k(kreg, w, tid, j0, nk);
+#if !KV_ALIAS
+        load_v(vreg, w, tid, j0, nk);
+#endif
+#endif
+        store_k(kreg, tid);
+#if !KV_ALIAS
+        store_v(vreg, tid);
+#endif
+    }
+    workgroupBarrier();
+#if PREFETCH
+    if (has_next) {
+        load_k(kreg, w, tid, n0, nk_next);
+#if !KV_ALIAS
+        load_v(vreg, w, tid, n0, nk_next);
+#else
+        if (!live) {
+            load_v(vreg, w, tid, n0, nk_next);
+        }
+#endif
+    }
+#endif
+#if HAS_MASK && MASK_SKIP
+    if (has_next) {
+        fa_scan_load(mscan, w, tid, n0, nk_next);
+    }
+#endif
+}
+
+// Whether tile t + 1 is to be computed (it exists and, with MASK_SKIP, has an unmasked key; the
+// flags rotate so that no reset races a read); also the barrier closing tile t.
+fn fa_tile_end(mscan: ptr<function, array<vec4<u32>, MSC>>, tid: u32, t: u32, has_next: bool) -> bool {
+#if HAS_MASK && MASK_SKIP
+    if (has_next && fa_scan_live(mscan)) {
+        flags[(t + 1u) % 3u] = 1u;
+    }
+    if (tid == 0u) {
+        flags[(t + 2u) % 3u] = 0u;
+    }
+    let next_flag = workgroupUniformLoad(&flags[(t + 1u) % 3u]);
+    return has_next && next_flag != 0u;
+#else
+    workgroupBarrier();
+    return has_next;
+#endif
+}
+#endif
 
 // Stores the 4 output values at column d of row g: normalized into dst with one split, else
 // the partial sums into the scratch (the statistics are written by fa_store_stats).

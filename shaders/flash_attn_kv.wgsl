@@ -11,7 +11,11 @@
 // Provides FMT##_chunk(row_byte, e0) -> vec4<u32>: elements e0..e0+7 (e0 a multiple of 8, so a
 // chunk never straddles a block) of the row that starts at byte row_byte. The dequantization
 // follows ggml's (value = q·d, q·d + m, ...) in f32, then rounds to f16.
-// Needs fa_bf16x2, fa_i8x2 and fa_q4x2 (flash_attn_common.wgsl).
+// Also FMT##_raw(row_byte, e0) -> vec4<u32> and FMT##_dec(raw) -> Dec8 for the vec kernel: the
+// loads of a chunk, and their decoding to f32, separable so that a thread can issue many loads
+// before it uses any. q8_0 and q4_0 keep their int values (with d apart, no f16 round trip) and
+// read words without branches, so that lanes on blocks of either alignment do not diverge.
+// Needs fa_bf16x2, fa_i8x2, fa_q4x2, fa_i8x4 and Dec8 (flash_attn_common.wgsl).
 
 #if FMT_VEC
 #if FMT_TYPE == TYPE_F16
@@ -161,4 +165,58 @@ fn FMT##_chunk(row_byte: u32, e0: u32) -> vec4<u32> {
     return vec4<u32>(out[0], out[1], out[2], out[3]);
 }
 #endif
+#endif
+
+#if !FMT_VEC && (FMT_TYPE == TYPE_Q8_0 || FMT_TYPE == TYPE_Q4_0)
+// The 8 bytes from an even byte address (a funnel shift of three words when it is not aligned).
+fn FMT##_w8(byte: u32) -> vec2<u32> {
+    let i = byte >> 2u;
+    let odd = (byte & 2u) != 0u;
+    let w0 = FMT_BUF[i];
+    let w1 = FMT_BUF[i + 1u];
+    let w2 = FMT_BUF[select(i + 1u, i + 2u, odd)];
+    return select(vec2<u32>(w0, w1), vec2<u32>((w0 >> 16u) | (w1 << 16u), (w1 >> 16u) | (w2 << 16u)), odd);
+}
+
+// The f16 bits at an even byte address.
+fn FMT##_h(byte: u32) -> u32 {
+    return (FMT_BUF[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xffffu;
+}
+
+#if FMT_TYPE == TYPE_Q8_0
+// (d, 4 int8, 4 int8, -).
+fn FMT##_raw(row_byte: u32, e0: u32) -> vec4<u32> {
+    let bb = row_byte + (e0 >> 5u) * 34u;
+    let q = FMT##_w8(bb + 2u + (e0 & 31u));
+    return vec4<u32>(FMT##_h(bb), q.x, q.y, 0u);
+}
+
+fn FMT##_dec(r: vec4<u32>) -> Dec8 {
+    return Dec8(fa_i8x4(r.y), fa_i8x4(r.z), unpack2x16float(r.x).x);
+}
+#else
+// (d, bytes of 4 nibbles, bytes of the next 4, nibble shift).
+fn FMT##_raw(row_byte: u32, e0: u32) -> vec4<u32> {
+    let bb = row_byte + (e0 >> 5u) * 18u;
+    let i = e0 & 31u;
+    let q = FMT##_w8(bb + 2u + (i & 15u));
+    return vec4<u32>(FMT##_h(bb), q.x, q.y, select(0u, 4u, i >= 16u));
+}
+
+fn FMT##_dec(r: vec4<u32>) -> Dec8 {
+    let sh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(r.w);
+    let lo = vec4<f32>((vec4<u32>(r.y) >> sh) & vec4<u32>(15u)) - 8.0;
+    let hi = vec4<f32>((vec4<u32>(r.z) >> sh) & vec4<u32>(15u)) - 8.0;
+    return Dec8(lo, hi, unpack2x16float(r.x).x);
+}
+#endif
+#else
+fn FMT##_raw(row_byte: u32, e0: u32) -> vec4<u32> {
+    return FMT##_chunk(row_byte, e0);
+}
+
+fn FMT##_dec(r: vec4<u32>) -> Dec8 {
+    return Dec8(vec4<f32>(unpack2x16float(r.x), unpack2x16float(r.y)),
+        vec4<f32>(unpack2x16float(r.z), unpack2x16float(r.w)), 1.0);
+}
 #endif

@@ -1,8 +1,8 @@
-// FLASH_ATTN_EXT with subgroup matrices. A workgroup owns ROWS = RB·SG_M query rows (see
+// FLASH_ATTN_EXT with subgroup matrices. A workgroup owns ROWS = RH·RB·SG_M query rows (see
 // flash_attn_common.wgsl) and walks the keys of one split in tiles of KV_TILE keys, staged as
-// f16 (dequantized) in workgroup memory. NSG = RB·CG subgroups: subgroup s owns row block
-// s % RB and, of that block, every CG-th block of SG_N keys in S = Q·Kᵀ and every CG-th block
-// of SG_N output columns of O. Scores go through workgroup memory for the online softmax
+// f16 (dequantized) in workgroup memory. NSG = RB·CG subgroups: subgroup s owns the row blocks
+// s % RB + h·RB (h < RH: each K/V matrix it loads serves RH products) and, of those, every
+// CG-th block of SG_N keys in S = Q·Kᵀ and every CG-th block of SG_N output columns of O. Scores go through workgroup memory for the online softmax
 // (f32); P is stored as f16 for P·V; O accumulates in f32 result matrices. O is rescaled only
 // when some row's maximum grows by more than params.tau (then P ≤ e^tau fits f16).
 //
@@ -19,6 +19,7 @@ diagnostic(off, chromium.subgroup_matrix_uniformity);
 diagnostic(off, subgroup_uniformity);
 
 #include "common.wgsl"
+#define FA_STAGED
 #include "flash_attn_common.wgsl"
 
 alias LeftM = subgroup_matrix_left<f16, SG_K, SG_M>;
@@ -33,14 +34,17 @@ const KQ: u32 = HSKP / SG_K;           // k-steps of Q·Kᵀ
 const KP: u32 = KV_TILE / SG_K;        // k-steps of P·V
 const NBT: u32 = KV_TILE / SG_N;       // key blocks of a tile
 const OBT: u32 = HSVP / SG_N;          // output column blocks
-const OBS: u32 = (OBT + CG - 1u) / CG; // ... per subgroup
+const OBS: u32 = (OBT + CG - 1u) / CG; // ... per subgroup and row block
+const OBH: u32 = OBS * RH;             // O blocks per subgroup (row block h: [h·OBS, (h + 1)·OBS))
 const BLK4: u32 = SG_M * SG_N / 4u;    // vec4<f32> of a result block
-const ROUNDS: u32 = (OBS + SB - 1u) / SB;
+const ROUNDS: u32 = (OBH + SB - 1u) / SB;
 const TC: u32 = KV_TILE / 8;           // 8-key chunks of a tile
 const CPL: u32 = (TC + TPR - 1u) / TPR; // ... per softmax lane
 const K_CHUNKS: u32 = HSKP8;
 const V_CHUNKS: u32 = HSVP8;
 const SM_PASSES: u32 = (ROWS + NT / TPR - 1u) / (NT / TPR);
+const LOG2E: f32 = 1.4426950408889634;
+const LN2: f32 = 0.6931471805599453;
 
 var<workgroup> smem: array<vec4<u32>, SMEM>;
 var<workgroup> sf: array<vec4<f32>, SF>;
@@ -81,15 +85,19 @@ fn main(
     }
     let p = params;
 
-    // Q rows as f16 (zeros past the rows and in the padding), statistics, flags.
+    // Q rows as f16 (zeros past the rows and in the padding), scaled; statistics, flags. Scores
+    // are in the log2 domain: log2(e) is folded into the scale, or applied after the softcap.
+    let soft = p.softcap != 0.0;
+    let qscale = select(p.scale * LOG2E, p.scale, soft);
     for (var e = tid; e < ROWS * HSKP8; e += NT) {
         let g = e / HSKP8;
         let c = e % HSKP8;
         var v = vec4<u32>(0u);
         if (g < w.n_rows && c < HSK8) {
             let at = p.q_start + fa_query(w, g) * p.q_nb1 + fa_head(w, g) * p.q_nb2 + w.i3 * p.q_nb3 + c * 8u;
-            v = vec4<u32>(pack2x16float(vec2<f32>(q[at], q[at + 1u])), pack2x16float(vec2<f32>(q[at + 2u], q[at + 3u])),
-                pack2x16float(vec2<f32>(q[at + 4u], q[at + 5u])), pack2x16float(vec2<f32>(q[at + 6u], q[at + 7u])));
+            let a = vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]) * qscale;
+            let b = vec4<f32>(q[at + 4u], q[at + 5u], q[at + 6u], q[at + 7u]) * qscale;
+            v = vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
         }
         smem[Q_OFF + g * QSTR + c] = v;
     }
@@ -98,7 +106,7 @@ fn main(
         l_sh[g] = 0.0;
         a_sh[g] = 1.0;
         let gv = min(g, max(w.n_rows, 1u) - 1u);
-        slope_sh[g] = fa_slope(fa_head(w, gv));
+        slope_sh[g] = fa_slope(fa_head(w, gv)) * LOG2E;
         mrow_sh[g] = fa_mask_row(fa_query(w, gv), w.i3);
     }
     if (tid < 4u) {
@@ -111,84 +119,42 @@ fn main(
     let math = sg_id < NSG;
     let rb = sg_id % RB;
     let cg = sg_id / RB;
-    let q_row = Q_OFF + rb * SG_M * QSTR;
 #if Q_REGS
-    var qf: array<LeftM, KQ>;
+    var qf: array<LeftM, KQ * RH>;
     if (math) {
-        for (var kk = 0u; kk < KQ; kk += 1u) {
-            qf[kk] = subgroupMatrixLoad<LeftM, row_major>(&smem, q_row + kk * (SG_K / 8u), QSTR);
+        for (var h = 0u; h < RH; h += 1u) {
+            for (var kk = 0u; kk < KQ; kk += 1u) {
+                qf[h * KQ + kk] = subgroupMatrixLoad<LeftM, row_major>(&smem,
+                    Q_OFF + (rb + h * RB) * SG_M * QSTR + kk * (SG_K / 8u), QSTR);
+            }
         }
     }
     workgroupBarrier();
 #endif
-    var o: array<ResM, OBS>;
-    for (var b = 0u; b < OBS; b += 1u) {
+    var o: array<ResM, OBH>;
+    for (var b = 0u; b < OBH; b += 1u) {
         o[b] = ResM();
     }
     // Softmax: TPR lanes per row, each over 8-key chunks.
     let sm_l = tid % TPR;
 
     let n_tiles = (w.kv1 - w.kv0 + KV_TILE - 1u) / KV_TILE;
-    // K/V of the current tile (or, with PREFETCH, of the next one while this one is computed).
+    // K/V of the current tile (or, with PREFETCH, of the next one while this one is computed);
+    // the next tile's mask, loaded with this tile's math and checked after it.
     var kreg: array<vec4<u32>, KC>;
     var vreg: array<vec4<u32>, VC>;
-#if HAS_MASK && MASK_SKIP
-    // The next tile's mask, loaded with this tile's math and checked after it.
     var mscan: array<vec4<u32>, MSC>;
-    if (fa_scan(w, tid, w.kv0, min(w.kv1, w.kv0 + KV_TILE))) {
-        flags[0] = 1u;
-    }
-    var live = workgroupUniformLoad(&flags[0]) != 0u;
-#else
-    var live = true;
-#endif
-#if PREFETCH
-    if (live) {
-        load_k(&kreg, w, tid, w.kv0, min(KV_TILE, w.kv1 - w.kv0));
-        load_v(&vreg, w, tid, w.kv0, min(KV_TILE, w.kv1 - w.kv0));
-    }
-#endif
+    var live = fa_tile_first(&kreg, &vreg, w, tid);
     for (var t = 0u; t < n_tiles; t += 1u) {
         let j0 = w.kv0 + t * KV_TILE;
         let nk = min(KV_TILE, w.kv1 - j0);
         let n0 = j0 + KV_TILE;
         let nk_next = min(KV_TILE, w.kv1 - min(w.kv1, n0));
         let has_next = t + 1u < n_tiles;
-        if (live) {
-#if !PREFETCH
-            load_k(&kreg, w, tid, j0, nk);
-#if !KV_ALIAS
-            load_v(&vreg, w, tid, j0, nk);
-#endif
-#endif
-            store_k(&kreg, tid);
-#if !KV_ALIAS
-            store_v(&vreg, tid);
-#endif
-        }
         if (tid == 0u) {
             flags[3] = 0u;
         }
-        workgroupBarrier();
-        // Loads for the next tile (K/V with PREFETCH; its mask, for skipping it), in flight
-        // during this tile's math.
-#if PREFETCH
-        if (has_next) {
-            load_k(&kreg, w, tid, n0, nk_next);
-#if !KV_ALIAS
-            load_v(&vreg, w, tid, n0, nk_next);
-#else
-            if (!live) {
-                load_v(&vreg, w, tid, n0, nk_next);
-            }
-#endif
-        }
-#endif
-#if HAS_MASK && MASK_SKIP
-        if (has_next) {
-            fa_scan_load(&mscan, w, tid, n0, nk_next);
-        }
-#endif
+        fa_tile_stage(&kreg, &vreg, &mscan, w, tid, live, j0, nk, has_next, n0, nk_next);
         if (live) {
 #if HAS_MASK
             // This lane's softmax mask values, loaded before the matrix math.
@@ -204,18 +170,26 @@ fn main(
             // S = Q·Kᵀ, block by block.
             if (math) {
                 for (var nb = cg; nb < NBT; nb += CG) {
-                    var s = ResM();
+                    var s: array<ResM, RH>;
+                    for (var h = 0u; h < RH; h += 1u) {
+                        s[h] = ResM();
+                    }
                     for (var kk = 0u; kk < KQ; kk += 1u) {
-#if Q_REGS
-                        let l = qf[kk];
-#else
-                        let l = subgroupMatrixLoad<LeftM, row_major>(&smem, q_row + kk * (SG_K / 8u), QSTR);
-#endif
                         let r = subgroupMatrixLoad<RightM, col_major>(&smem, K_OFF + nb * SG_N * KSTR + kk * (SG_K / 8u),
                             KSTR);
-                        s = subgroupMatrixMultiplyAccumulate(l, r, s);
+                        for (var h = 0u; h < RH; h += 1u) {
+#if Q_REGS
+                            let l = qf[h * KQ + kk];
+#else
+                            let l = subgroupMatrixLoad<LeftM, row_major>(&smem,
+                                Q_OFF + (rb + h * RB) * SG_M * QSTR + kk * (SG_K / 8u), QSTR);
+#endif
+                            s[h] = subgroupMatrixMultiplyAccumulate(l, r, s[h]);
+                        }
                     }
-                    subgroupMatrixStore<row_major>(&sf, rb * SG_M * SSTR + nb * (SG_N / 4u), s, SSTR);
+                    for (var h = 0u; h < RH; h += 1u) {
+                        subgroupMatrixStore<row_major>(&sf, (rb + h * RB) * SG_M * SSTR + nb * (SG_N / 4u), s[h], SSTR);
+                    }
                 }
             }
             workgroupBarrier();
@@ -254,7 +228,10 @@ fn main(
                             let j = kc * 8u + h * 4u + e;
                             var y = MASKED;
                             if (row_ok && j < nk && sm_l + i * TPR < TC) {
-                                y = fa_logit(x[e]);
+                                y = x[e];
+                                if (soft) {
+                                    y = p.softcap * tanh(clamp(y, -15.0, 15.0)) * LOG2E;
+                                }
 #if HAS_MASK
                                 y += slope_sh[gc] * mm[e];
 #endif
@@ -270,13 +247,13 @@ fn main(
                 }
                 let m_old = m_sh[gc];
                 var m_new = m_old;
-                if (mx > m_old + p.tau) {
+                if (mx > m_old + p.tau * LOG2E) {
                     m_new = mx;
                 }
                 var sum = 0.0;
                 for (var i = 0u; i < CPL; i += 1u) {
-                    let e0 = select(exp(sv[2u * i] - m_new), vec4<f32>(0.0), sv[2u * i] <= vec4<f32>(MASKED));
-                    let e1 = select(exp(sv[2u * i + 1u] - m_new), vec4<f32>(0.0), sv[2u * i + 1u] <= vec4<f32>(MASKED));
+                    let e0 = select(exp2(sv[2u * i] - m_new), vec4<f32>(0.0), sv[2u * i] <= vec4<f32>(MASKED));
+                    let e1 = select(exp2(sv[2u * i + 1u] - m_new), vec4<f32>(0.0), sv[2u * i + 1u] <= vec4<f32>(MASKED));
                     sum += (e0.x + e0.y) + (e0.z + e0.w) + (e1.x + e1.y) + (e1.z + e1.w);
                     let kc = sm_l + i * TPR;
                     if (g < ROWS && kc < TC) {
@@ -288,7 +265,7 @@ fn main(
                     sum += subgroupShuffleXor(sum, bit);
                 }
                 if (g < ROWS && sm_l == 0u) {
-                    let a = exp(m_old - m_new);
+                    let a = exp2(m_old - m_new);
                     let l_old = l_sh[g];
                     a_sh[g] = a;
                     l_sh[g] = l_old * a + sum;
@@ -304,35 +281,26 @@ fn main(
 
             // O += P·V.
             if (math) {
-                let p_row = P_OFF + rb * SG_M * PSTR;
                 for (var kk = 0u; kk < KP; kk += 1u) {
-                    let l = subgroupMatrixLoad<LeftM, row_major>(&smem, p_row + kk * (SG_K / 8u), PSTR);
+                    var l: array<LeftM, RH>;
+                    for (var h = 0u; h < RH; h += 1u) {
+                        l[h] = subgroupMatrixLoad<LeftM, row_major>(&smem,
+                            P_OFF + (rb + h * RB) * SG_M * PSTR + kk * (SG_K / 8u), PSTR);
+                    }
                     for (var b = 0u; b < OBS; b += 1u) {
                         let ob = cg + b * CG;
                         if (ob < OBT) {
                             let r = subgroupMatrixLoad<RightM, row_major>(&smem, V_OFF + kk * SG_K * VSTR + ob * (SG_N / 8u),
                                 VSTR);
-                            o[b] = subgroupMatrixMultiplyAccumulate(l, r, o[b]);
+                            for (var h = 0u; h < RH; h += 1u) {
+                                o[h * OBS + b] = subgroupMatrixMultiplyAccumulate(l[h], r, o[h * OBS + b]);
+                            }
                         }
                     }
                 }
             }
         }
-#if HAS_MASK && MASK_SKIP
-        // Whether the next tile has an unmasked key (the flags rotate so that no reset races a
-        // read); this is also the barrier closing the tile.
-        if (has_next && fa_scan_live(&mscan)) {
-            flags[(t + 1u) % 3u] = 1u;
-        }
-        if (tid == 0u) {
-            flags[(t + 2u) % 3u] = 0u;
-        }
-        let next_flag = workgroupUniformLoad(&flags[(t + 1u) % 3u]);
-        live = has_next && next_flag != 0u;
-#else
-        workgroupBarrier();
-        live = has_next;
-#endif
+        live = fa_tile_end(&mscan, tid, t, has_next);
     }
 
     // O through workgroup memory, SB blocks per subgroup per round, normalized into dst or kept
@@ -340,7 +308,7 @@ fn main(
     for (var r0 = 0u; r0 < ROUNDS; r0 += 1u) {
         if (math) {
             for (var b = 0u; b < SB; b += 1u) {
-                if (r0 * SB + b < OBS) {
+                if (r0 * SB + b < OBH) {
                     subgroupMatrixStore<row_major>(&sf, (sg_id * SB + b) * BLK4, o[r0 * SB + b], SG_N / 4u);
                 }
             }
@@ -351,26 +319,26 @@ fn main(
             let b = (e / BLK4) % SB;
             let el = e % BLK4;
             let bi = r0 * SB + b;
-            let ob = s / RB + bi * CG;
-            let g = (s % RB) * SG_M + el / (SG_N / 4u);
+            let ob = s / RB + (bi % OBS) * CG;
+            let g = (s % RB + (bi / OBS) * RB) * SG_M + el / (SG_N / 4u);
             let d = ob * SG_N + (el % (SG_N / 4u)) * 4u;
-            if (bi < OBS && ob < OBT && g < w.n_rows && d < HSV) {
-                fa_store(w, g, d, sf[e], m_sh[g], l_sh[g]);
+            if (bi < OBH && ob < OBT && g < w.n_rows && d < HSV) {
+                fa_store(w, g, d, sf[e], m_sh[g] * LN2, l_sh[g]);
             }
         }
         workgroupBarrier();
     }
     for (var g = tid; g < w.n_rows; g += NT) {
-        fa_store_stats(w, g, m_sh[g], l_sh[g]);
+        fa_store_stats(w, g, m_sh[g] * LN2, l_sh[g]);
     }
 }
 
 // O rows times their rescale factors, through workgroup memory.
-fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBS>>) {
+fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBH>>) {
     for (var r0 = 0u; r0 < ROUNDS; r0 += 1u) {
         if (math) {
             for (var b = 0u; b < SB; b += 1u) {
-                if (r0 * SB + b < OBS) {
+                if (r0 * SB + b < OBH) {
                     subgroupMatrixStore<row_major>(&sf, (sg_id * SB + b) * BLK4, (*o)[r0 * SB + b], SG_N / 4u);
                 }
             }
@@ -378,13 +346,14 @@ fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBS>>)
         workgroupBarrier();
         for (var e = tid; e < NSG * SB * BLK4; e += NT) {
             let s = e / (SB * BLK4);
-            let g = (s % RB) * SG_M + (e % BLK4) / (SG_N / 4u);
+            let h = min((r0 * SB + (e / BLK4) % SB) / OBS, RH - 1u);
+            let g = (s % RB + h * RB) * SG_M + (e % BLK4) / (SG_N / 4u);
             sf[e] *= a_sh[g];
         }
         workgroupBarrier();
         if (math) {
             for (var b = 0u; b < SB; b += 1u) {
-                if (r0 * SB + b < OBS) {
+                if (r0 * SB + b < OBH) {
                     (*o)[r0 * SB + b] = subgroupMatrixLoad<ResM, row_major>(&sf, (sg_id * SB + b) * BLK4, SG_N / 4u);
                 }
             }

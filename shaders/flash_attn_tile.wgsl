@@ -10,6 +10,7 @@ enable subgroups;
 diagnostic(off, subgroup_uniformity);
 
 #include "common.wgsl"
+#define FA_STAGED
 #include "flash_attn_common.wgsl"
 
 const HSK8: u32 = HSK / 8;
@@ -111,63 +112,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
 
     let n_tiles = (w.kv1 - w.kv0 + KV_TILE - 1u) / KV_TILE;
-    // K/V of the current tile (or, with PREFETCH, of the next one while this one is computed).
+    // K/V of the current tile (or, with PREFETCH, of the next one while this one is computed);
+    // the next tile's mask, loaded with this tile's math and checked after it.
     var kreg: array<vec4<u32>, KC>;
     var vreg: array<vec4<u32>, VC>;
-#if HAS_MASK && MASK_SKIP
-    // The next tile's mask, loaded with this tile's math and checked after it.
     var mscan: array<vec4<u32>, MSC>;
-    if (fa_scan(w, tid, w.kv0, min(w.kv1, w.kv0 + KV_TILE))) {
-        flags[0] = 1u;
-    }
-    var live = workgroupUniformLoad(&flags[0]) != 0u;
-#else
-    var live = true;
-#endif
-#if PREFETCH
-    if (live) {
-        load_k(&kreg, w, tid, w.kv0, min(KV_TILE, w.kv1 - w.kv0));
-        load_v(&vreg, w, tid, w.kv0, min(KV_TILE, w.kv1 - w.kv0));
-    }
-#endif
+    var live = fa_tile_first(&kreg, &vreg, w, tid);
     for (var t = 0u; t < n_tiles; t += 1u) {
         let j0 = w.kv0 + t * KV_TILE;
         let nk = min(KV_TILE, w.kv1 - j0);
         let n0 = j0 + KV_TILE;
         let nk_next = min(KV_TILE, w.kv1 - min(w.kv1, n0));
         let has_next = t + 1u < n_tiles;
-        if (live) {
-#if !PREFETCH
-            load_k(&kreg, w, tid, j0, nk);
-#if !KV_ALIAS
-            load_v(&vreg, w, tid, j0, nk);
-#endif
-#endif
-            store_k(&kreg, tid);
-#if !KV_ALIAS
-            store_v(&vreg, tid);
-#endif
-        }
-        workgroupBarrier();
-        // Loads for the next tile (K/V with PREFETCH; its mask, for skipping it), in flight
-        // during this tile's math.
-#if PREFETCH
-        if (has_next) {
-            load_k(&kreg, w, tid, n0, nk_next);
-#if !KV_ALIAS
-            load_v(&vreg, w, tid, n0, nk_next);
-#else
-            if (!live) {
-                load_v(&vreg, w, tid, n0, nk_next);
-            }
-#endif
-        }
-#endif
-#if HAS_MASK && MASK_SKIP
-        if (has_next) {
-            fa_scan_load(&mscan, w, tid, n0, nk_next);
-        }
-#endif
+        fa_tile_stage(&kreg, &vreg, &mscan, w, tid, live, j0, nk, has_next, n0, nk_next);
         if (live) {
 #if HAS_MASK
             // This thread's mask values for its scores, loaded before the dot products.
@@ -279,21 +236,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 }
             }
         }
-#if HAS_MASK && MASK_SKIP
-        // Whether the next tile has an unmasked key (the flags rotate so that no reset races a
-        // read); this is also the barrier closing the tile.
-        if (has_next && fa_scan_live(&mscan)) {
-            flags[(t + 1u) % 3u] = 1u;
-        }
-        if (tid == 0u) {
-            flags[(t + 2u) % 3u] = 0u;
-        }
-        let next_flag = workgroupUniformLoad(&flags[(t + 1u) % 3u]);
-        live = has_next && next_flag != 0u;
-#else
-        workgroupBarrier();
-        live = has_next;
-#endif
+        live = fa_tile_end(&mscan, tid, t, has_next);
     }
 
     // The key splits' partial outputs add up in q_sh, then each row is stored.

@@ -44,6 +44,7 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../shaders/flash_attn_tile.wgsl"),
     ),
     ("flash_attn_mma.wgsl", include_str!("../../shaders/flash_attn_mma.wgsl")),
+    ("flash_attn_vec.wgsl", include_str!("../../shaders/flash_attn_vec.wgsl")),
     (
         "flash_attn_reduce.wgsl",
         include_str!("../../shaders/flash_attn_reduce.wgsl"),

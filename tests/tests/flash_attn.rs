@@ -121,7 +121,7 @@ fn cases_upstream_refuses_pass_too() {
     }
 }
 
-/// Every kernel and variant the plan can pick, forced on a small set: tile and mma kernels,
+/// Every kernel and variant the plan can pick, forced on a small set: vec, tile and mma kernels,
 /// splits and the reduce, no prefetch, no mask skipping, V staged over K, Q from workgroup
 /// memory, an eager rescale (tau = 0), small tiles.
 #[test]
@@ -142,6 +142,9 @@ fn every_kernel_variant_passes() {
         "path=mma,split=2,mma_q_regs=0,tau=0",
         "path=mma,mma_kv=8,mma_sg=2,prefetch=0",
         "path=mma,mma_o_budget=8,mask_skip=0",
+        "path=mma,mma_rh=2,split=2",
+        "path=vec,split=3,vec_lanes=4,vec_keys=3",
+        "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1",
         "path=simple",
     ];
     let (_, ctx) = contexts().remove(0);
@@ -235,6 +238,6 @@ fn describe_names_the_kernel() {
     };
     for (name, ctx) in contexts() {
         let text = flash_attn::describe(&ctx, &layouts);
-        assert!(text.starts_with("tile") && text.contains("split"), "{name}: {text}");
+        assert!(text.starts_with("vec") && text.contains("split"), "{name}: {text}");
     }
 }

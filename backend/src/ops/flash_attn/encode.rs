@@ -5,7 +5,7 @@ use std::sync::Arc;
 use dawn::{Buffer, Device};
 use parking_lot::Mutex;
 
-use super::plan::{self, Kernel, MmaPlan, Plan, TilePlan};
+use super::plan::{self, Kernel, MmaPlan, Plan, TilePlan, VecPlan};
 use super::{FlashAttnOperands, FlashAttnParams, SIMPLE_DV_PER_THREAD, SIMPLE_WG};
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
@@ -30,12 +30,14 @@ pub(super) fn record(
         Kernel::Simple(_) => simple(ctx, stream, ops, p),
         Kernel::Tile(t) => fast(ctx, stream, ops, p, shape, plan, Variant::Tile(t)),
         Kernel::Mma(m) => fast(ctx, stream, ops, p, shape, plan, Variant::Mma(m)),
+        Kernel::Vec(v) => fast(ctx, stream, ops, p, shape, plan, Variant::Vec(v)),
     }
 }
 
 enum Variant<'a> {
     Tile(&'a TilePlan),
     Mma(&'a MmaPlan),
+    Vec(&'a VecPlan),
 }
 
 fn word(v: usize) -> Result<u32> {
@@ -170,6 +172,7 @@ fn fast(
     let mut shader = match variant {
         Variant::Tile(t) => tile_variant(t),
         Variant::Mma(m) => mma_variant(m),
+        Variant::Vec(v) => vec_variant(v, shape),
     };
     shader = shader
         .define("K_TYPE", k.ty.gguf_id())
@@ -276,6 +279,20 @@ fn tile_variant(t: &TilePlan) -> ShaderVariant {
         .define("QW", t.qw)
 }
 
+fn vec_variant(v: &VecPlan, shape: &plan::Shape) -> ShaderVariant {
+    ShaderVariant::new("flash_attn_vec.wgsl")
+        .define("NT", v.threads)
+        .define("ROWS", v.rows)
+        .define("KV_TILE", v.kv_tile())
+        .define("VEC_LK", v.lanes)
+        .define("VEC_SGT", v.team)
+        .define("VEC_B", v.keys)
+        .define("VEC_CK", v.ck)
+        .define("VEC_CV", v.cv)
+        .define("VEC_ONE_Q", flag(shape.n_q == 1))
+        .define("VEC_PREFETCH", flag(v.prefetch))
+}
+
 fn mma_variant(m: &MmaPlan) -> ShaderVariant {
     ShaderVariant::new("flash_attn_mma.wgsl")
         .define("SG_M", m.m)
@@ -283,6 +300,7 @@ fn mma_variant(m: &MmaPlan) -> ShaderVariant {
         .define("SG_K", m.k)
         .define("NSG", m.subgroups)
         .define("RB", m.rb)
+        .define("RH", m.rh)
         .define("CG", m.cg)
         .define("NT", m.threads)
         .define("ROWS", m.rows)

@@ -2,8 +2,9 @@
 //!
 //! [`plan`] picks a kernel and its tiles from the shapes, types and device (a pure function,
 //! unit-tested without a GPU); `encode` records it:
-//! - decode and few query rows: `flash_attn_tile.wgsl`, all query heads of a KV head sharing
-//!   each K/V tile, the KV sequence split over workgroups, then `flash_attn_reduce.wgsl`;
+//! - decode and few query rows: `flash_attn_vec.wgsl` (or `flash_attn_tile.wgsl` when they do
+//!   not fit it), all query heads of a KV head sharing each K/V row, the KV sequence split over
+//!   workgroups, then `flash_attn_reduce.wgsl`;
 //! - prefill: `flash_attn_mma.wgsl` with subgroup matrices (of the config's shape with f32
 //!   results), or the tile kernel without them;
 //! - `flash_attn_simple.wgsl` over f32 copies of K and V, the last resort.
@@ -185,13 +186,28 @@ pub fn describe(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> String {
             if t.kv_alias { ", V over K" } else { "" },
             split
         ),
+        Kernel::Vec(v) => format!(
+            "vec: {} rows, {} threads, {} lanes a key ({} / {} K/V chunks a lane), {} keys a group in flight{}, {} keys a step, merged over teams of {}, {} B shared{}; {grid}",
+            v.rows,
+            v.threads,
+            v.lanes,
+            v.ck,
+            v.cv,
+            v.keys,
+            if v.prefetch { " (next step's prefetched)" } else { "" },
+            v.kv_tile(),
+            v.team,
+            v.shared_bytes,
+            split
+        ),
         Kernel::Mma(m) => format!(
-            "mma {}x{}x{} f16->f32: {} rows ({} row blocks x {} col groups) x {} keys a tile, {} threads, heads {}/{} padded to {}/{}, Q in {}, {} B shared{}{}{}, tau {}{}; {grid}",
+            "mma {}x{}x{} f16->f32: {} rows ({} row blocks x {} a subgroup x {} col groups) x {} keys a tile, {} threads, heads {}/{} padded to {}/{}, Q in {}, {} B shared{}{}{}, tau {}{}; {grid}",
             m.m,
             m.n,
             m.k,
             m.rows,
             m.rb,
+            m.rh,
             m.cg,
             m.kv_tile,
             m.threads,
@@ -285,8 +301,9 @@ pub fn knobs() -> Knobs {
     })
 }
 
-/// Parses `key=value,...`. Keys: `path` (simple, tile, mma), `split`, `target_wg`,
-/// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `mma_sg`, `mma_kv`,
+/// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
+/// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
+/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
 /// `mma_min_rows`, `mma_q_regs` (0/1), `mma_o_budget`, `prefetch` (0/1), `mask_skip` (0/1), `tau`.
 pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
     let mut k = Knobs::default();
@@ -306,7 +323,8 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
                     "simple" => Force::Simple,
                     "tile" => Force::Tile,
                     "mma" => Force::Mma,
-                    _ => return Err(format!("path `{value}`: simple, tile or mma")),
+                    "vec" => Force::Vec,
+                    _ => return Err(format!("path `{value}`: simple, tile, mma or vec")),
                 })
             }
             "split" => k.split = Some(int()?),
@@ -317,8 +335,14 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             "tile_kv" => k.tile_kv = Some(int()?),
             "tile_ro" => k.tile_ro = Some(int()?),
             "tile_rq" => k.tile_rq = Some(int()?),
+            "vec_threads" => k.vec_threads = Some(int()?),
+            "vec_lanes" => k.vec_lanes = Some(int()?),
+            "vec_keys" => k.vec_keys = Some(int()?),
+            "vec_rows" => k.vec_rows = Some(int()?),
+            "vec_prefetch" => k.vec_prefetch = Some(int()? != 0),
             "mma_sg" => k.mma_subgroups = Some(int()?),
             "mma_kv" => k.mma_kv = Some(int()?),
+            "mma_rh" => k.mma_rh = Some(int()?),
             "mma_min_rows" => k.mma_min_rows = Some(int()?),
             "mma_q_regs" => k.mma_q_regs = Some(int()? != 0),
             "mma_o_budget" => k.mma_o_budget = Some(int()?),

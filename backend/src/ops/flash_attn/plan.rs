@@ -4,14 +4,17 @@
 //!
 //! Kernels:
 //! - **mma** (`flash_attn_mma.wgsl`): subgroup matrices for Q·Kᵀ and P·V. A workgroup holds
-//!   `rows = rb · M` query rows (the query heads of one KV head times the queries, head-minor)
-//!   and walks the KV sequence in tiles of `kv_tile` keys staged as f16 in workgroup memory;
-//!   `subgroups = rb · cg` subgroups, each owning M rows and every `cg`-th block of N keys / N
-//!   output columns. O stays in f32 result matrices; the softmax rescales it only when a row's
+//!   `rows = rh · rb · M` query rows (the query heads of one KV head times the queries,
+//!   head-minor) and walks the KV sequence in tiles of `kv_tile` keys staged as f16 in
+//!   workgroup memory; `subgroups = rb · cg` subgroups, each owning `rh` blocks of M rows and
+//!   every `cg`-th block of N keys / N output columns. O stays in f32 result matrices; the softmax rescales it only when a row's
 //!   maximum grows by more than `tau` (lazily).
-//! - **tile** (`flash_attn_tile.wgsl`): the same walk without subgroup matrices: register-tiled
-//!   dot products from workgroup memory. For decode (few query rows) it is the split-KV kernel:
-//!   all query heads of a KV head share every K/V tile, each K/V byte is read once per split.
+//! - **vec** (`flash_attn_vec.wgsl`): decode (few query rows per KV head, all in one
+//!   workgroup). Groups of lanes own keys and read K/V rows straight into registers, each group
+//!   with its own online softmax, merged once per workgroup: no barrier per KV tile.
+//! - **tile** (`flash_attn_tile.wgsl`): the same walk as mma without subgroup matrices:
+//!   register-tiled dot products from workgroup memory (decode too when vec does not fit, or
+//!   when forced: the previous decode kernel).
 //! - **simple** (`flash_attn_simple.wgsl`): the last resort (head sizes that are not multiples
 //!   of 8, devices without subgroups).
 //!
@@ -89,6 +92,7 @@ pub enum Force {
     Simple,
     Tile,
     Mma,
+    Vec,
 }
 
 /// Tuning knobs. `None` means the default, which depends on the device (see each field).
@@ -121,8 +125,23 @@ pub struct Knobs {
     pub tile_rq: Option<u32>,
     /// Tile kernel: rows per thread in P·V (default 4).
     pub tile_ro: Option<u32>,
+    /// Vec kernel: threads per workgroup (default 128).
+    pub vec_threads: Option<u32>,
+    /// Vec kernel: lanes per key (default: the head's 16-byte chunks rounded up to a power of
+    /// two, at most 16 and the subgroup size).
+    pub vec_lanes: Option<u32>,
+    /// Vec kernel: keys a lane group loads before using them (default 4).
+    pub vec_keys: Option<u32>,
+    /// Vec kernel: most query rows (per KV head) it takes (default 8).
+    pub vec_rows: Option<u32>,
+    /// Vec kernel: issue the next step's loads before this step's math (default off: more
+    /// registers, and occupancy hides the latency).
+    pub vec_prefetch: Option<bool>,
     /// mma kernel: subgroups per workgroup (default 8).
     pub mma_subgroups: Option<u32>,
+    /// mma kernel: row blocks of M rows per subgroup (default 1; 2 halves the K/V matrix
+    /// loads from workgroup memory, for twice the O registers).
+    pub mma_rh: Option<u32>,
     /// mma kernel: keys per tile (default 64).
     pub mma_kv: Option<u32>,
     /// mma kernel: fewest query rows per KV head to prefer it over the tile kernel (default M).
@@ -175,12 +194,42 @@ pub struct TilePlan {
     pub shared_bytes: u32,
 }
 
+/// The vec kernel's layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VecPlan {
+    /// Threads per workgroup.
+    pub threads: u32,
+    /// Lanes per key (a power of two dividing `team`).
+    pub lanes: u32,
+    /// Lanes merged by shuffles at the end (the subgroup size, or a divisor of it).
+    pub team: u32,
+    /// Keys a lane group loads at once.
+    pub keys: u32,
+    /// Query rows per workgroup (all of a KV head's).
+    pub rows: u32,
+    /// 16-byte chunks of a K / V row per lane.
+    pub ck: u32,
+    pub cv: u32,
+    /// The next step's loads are issued before this step's math.
+    pub prefetch: bool,
+    pub shared_bytes: u32,
+}
+
+impl VecPlan {
+    /// Keys a workgroup walks per step.
+    pub fn kv_tile(&self) -> u32 {
+        self.threads / self.lanes * self.keys
+    }
+}
+
 /// The mma kernel's layout (offsets and strides in 16-byte chunks of 8 f16 values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MmaPlan {
     pub m: u32,
     pub n: u32,
     pub k: u32,
+    /// Row blocks per subgroup (each K/V matrix loaded serves `rh` products).
+    pub rh: u32,
     /// Subgroups doing matrix work (`rb · cg`).
     pub subgroups: u32,
     /// Threads per workgroup (`subgroups · subgroup_max`).
@@ -189,7 +238,7 @@ pub struct MmaPlan {
     pub rb: u32,
     /// Subgroups sharing a row block (they split its key blocks and output columns).
     pub cg: u32,
-    /// Query rows per workgroup (`rb · m`).
+    /// Query rows per workgroup (`rh · rb · m`).
     pub rows: u32,
     /// Keys per tile.
     pub kv_tile: u32,
@@ -229,6 +278,7 @@ pub enum Kernel {
     Simple(String),
     Tile(TilePlan),
     Mma(MmaPlan),
+    Vec(VecPlan),
 }
 
 /// How one FLASH_ATTN_EXT runs.
@@ -283,12 +333,18 @@ const DEFAULT_TILE_ROWS: u32 = 32;
 const DEFAULT_TILE_KV: u32 = 32;
 const DEFAULT_TILE_RO: u32 = 4;
 const DEFAULT_TILE_RQ: u32 = 1;
+const DEFAULT_VEC_THREADS: u32 = 128;
+const DEFAULT_VEC_LANES: u32 = 16;
+const DEFAULT_VEC_KEYS: u32 = 4;
+const DEFAULT_VEC_ROWS: u32 = 8;
+/// f32 registers a vec-kernel lane may hold for Q, and for O.
+const VEC_REG_BUDGET: u32 = 64;
 const DEFAULT_MMA_SUBGROUPS: u32 = 8;
 const DEFAULT_MMA_KV: u32 = 64;
 const DEFAULT_Q_BUDGET: u32 = 32;
 const DEFAULT_O_BUDGET: u32 = 64;
 const DEFAULT_TAU: f32 = 8.0;
-/// The reduce kernel keeps one weight per split in workgroup memory.
+/// Most KV splits (partials beyond this cost more to write and reduce than they gain).
 pub const MAX_SPLIT: u32 = 512;
 /// K/V bytes a split reads per byte of partial results it writes, at least (unless that leaves
 /// too few workgroups).
@@ -322,12 +378,15 @@ pub fn plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Plan {
         .unwrap_or_else(|| device.matrix.map_or(u32::MAX, |c| c.m));
     let want_mma = match knobs.force {
         Some(Force::Mma) => true,
-        Some(Force::Tile) => false,
+        Some(Force::Tile | Force::Vec) => false,
         _ => rows_total >= mma_min,
     };
     let mut kernel = None;
     if want_mma {
         kernel = mma_plan(shape, device, knobs).map(Kernel::Mma);
+    }
+    if kernel.is_none() && knobs.force != Some(Force::Tile) {
+        kernel = vec_plan(shape, device, knobs).map(Kernel::Vec);
     }
     if kernel.is_none() {
         kernel = tile_plan(shape, device, knobs).map(Kernel::Tile);
@@ -341,6 +400,7 @@ pub fn plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Plan {
     let (rows, kv_tile) = match &kernel {
         Kernel::Tile(t) => (t.rows, t.kv_tile),
         Kernel::Mma(m) => (m.rows, m.kv_tile),
+        Kernel::Vec(v) => (v.rows, v.kv_tile()),
         Kernel::Simple(_) => unreachable!(),
     };
     let row_blocks = rows_total.div_ceil(rows).max(1);
@@ -429,6 +489,49 @@ fn splits(
     }
     let split_len = tiles.div_ceil(n) * kv_tile;
     (kv.div_ceil(split_len), split_len)
+}
+
+/// The vec kernel's layout, if all query rows of a KV head fit its registers and workgroup memory.
+pub fn vec_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<VecPlan> {
+    let team = pow2_floor(device.subgroup_min.clamp(1, 32));
+    let threads = pow2_floor(
+        knobs
+            .vec_threads
+            .unwrap_or(DEFAULT_VEC_THREADS)
+            .clamp(team, device.max_invocations.max(team)),
+    );
+    let hsk8 = shape.hsk as u32 / 8;
+    let hsv8 = shape.hsv as u32 / 8;
+    let lanes = match knobs.vec_lanes {
+        Some(l) => pow2_floor(l.max(1)),
+        None => hsk8.max(hsv8).next_power_of_two().min(DEFAULT_VEC_LANES),
+    }
+    .min(team);
+    let (ck, cv) = (hsk8.div_ceil(lanes), hsv8.div_ceil(lanes));
+    let rows = shape.rows_per_kv_head().max(1) as u32;
+    let max_rows = knobs
+        .vec_rows
+        .unwrap_or(DEFAULT_VEC_ROWS)
+        .min(VEC_REG_BUDGET / (8 * ck.max(cv)));
+    if rows > max_rows {
+        return None;
+    }
+    let keys = knobs.vec_keys.unwrap_or(DEFAULT_VEC_KEYS).clamp(1, 16);
+    let shared_bytes = 2 * (threads / team) * rows * 4 + rows * shape.hsv as u32 * 4;
+    if shared_bytes > device.workgroup_memory {
+        return None;
+    }
+    Some(VecPlan {
+        threads,
+        lanes,
+        team,
+        keys,
+        rows,
+        ck,
+        cv,
+        prefetch: knobs.vec_prefetch.unwrap_or(false),
+        shared_bytes,
+    })
 }
 
 /// The tile kernel's layout, shrunk until it fits the device.
@@ -569,16 +672,17 @@ pub fn mma_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<MmaPlan
     let hsvp = (shape.hsv as u32).next_multiple_of(n.max(8));
     // Registers per lane: f32 values of an M×N result, u32 words of an M×K f16 left matrix.
     let o_per_block = (m * n).div_ceil(sg_min);
-    let q_words = (hskp / k) * (m * k / 2).div_ceil(sg_min);
+    let rh = knobs.mma_rh.unwrap_or(1).clamp(1, 4);
+    let q_words = rh * (hskp / k) * (m * k / 2).div_ceil(sg_min);
     let o_budget = knobs.mma_o_budget.unwrap_or(DEFAULT_O_BUDGET);
     let obt = hsvp / n;
     let mut cg = 1;
-    while cg < subgroups && obt.div_ceil(cg) * o_per_block > o_budget {
+    while cg < subgroups && rh * obt.div_ceil(cg) * o_per_block > o_budget {
         cg *= 2;
     }
     let total = shape.rows_per_kv_head().max(1) as u32;
     let mut rb = subgroups / cg;
-    while rb > 1 && (rb / 2) * m >= total {
+    while rb > 1 && (rb / 2) * m * rh >= total {
         rb /= 2;
         cg *= 2;
     }
@@ -589,7 +693,7 @@ pub fn mma_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<MmaPlan
     let mut q_regs = q_regs;
     loop {
         let p = mma_layout(
-            shape, device, knobs, m, n, k, subgroups, threads, rb, cg, kv_tile, hskp, hsvp, q_regs, kv_alias,
+            shape, device, knobs, m, n, k, subgroups, threads, rb, rh, cg, kv_tile, hskp, hsvp, q_regs, kv_alias,
         );
         if p.shared_bytes <= device.workgroup_memory {
             return Some(p);
@@ -629,6 +733,7 @@ fn mma_layout(
     subgroups: u32,
     threads: u32,
     rb: u32,
+    rh: u32,
     cg: u32,
     kv_tile: u32,
     hskp: u32,
@@ -637,7 +742,7 @@ fn mma_layout(
     kv_alias: bool,
 ) -> MmaPlan {
     let _ = shape;
-    let rows = rb * m;
+    let rows = rh * rb * m;
     let qstr = odd(hskp / 8);
     let kstr = odd(hskp / 8);
     let vstr = odd(hsvp / 8);
@@ -673,7 +778,7 @@ fn mma_layout(
     // The f32 buffer: scores, later one O block per subgroup per round at least.
     let block = m * n / 4;
     let sf = (rows * sstr).max(subgroups * block);
-    let obs = (hsvp / n).div_ceil(cg);
+    let obs = rh * (hsvp / n).div_ceil(cg);
     let sb = (sf / (subgroups * block)).clamp(1, obs.max(1));
     let tpr = pow2_floor(threads / rows).clamp(1, device.subgroup_min.max(1).min(kv_tile / 8));
     let shared_bytes = smem * 16 + sf * 16 + 5 * rows * 4 + 16;
@@ -685,6 +790,7 @@ fn mma_layout(
         subgroups,
         threads,
         rb,
+        rh,
         cg,
         rows,
         kv_tile,
@@ -789,18 +895,27 @@ mod tests {
                 assert!(m.shared_bytes <= d.workgroup_memory, "{m:?}");
                 assert_eq!(m.threads % d.subgroup_max, 0);
                 assert_eq!(m.rb * m.cg, m.subgroups);
-                assert_eq!(m.rows, m.rb * m.m);
+                assert_eq!(m.rows, m.rh * m.rb * m.m);
                 assert_eq!(m.kv_tile % m.n, 0);
                 assert_eq!(m.kv_tile % m.k, 0);
                 assert_eq!(m.hskp % m.k, 0);
                 assert_eq!(m.hsvp % m.n, 0);
                 assert!(m.sf >= m.subgroups * m.sb * m.m * m.n / 4);
                 assert!(m.sf >= m.rows * m.sstr && m.sstr >= m.kv_tile / 4);
+                assert!(m.sb <= m.rh * (m.hsvp / m.n).div_ceil(m.cg));
                 assert!(m.kstr >= m.hskp / 8 && m.vstr >= m.hsvp / 8 && m.pstr >= m.kv_tile / 8);
                 if m.p_alias {
                     assert!(m.rows * m.pstr <= m.kv_tile * m.kstr);
                 }
                 assert_eq!(p.split_len % m.kv_tile, 0);
+            }
+            Kernel::Vec(v) => {
+                assert!(v.shared_bytes <= d.workgroup_memory, "{v:?}");
+                assert!(v.threads <= d.max_invocations && v.threads % v.team == 0);
+                assert!(v.team <= d.subgroup_min && v.team % v.lanes == 0);
+                assert!(v.lanes * v.ck * 8 >= s.hsk as u32 && v.lanes * v.cv * 8 >= s.hsv as u32);
+                assert!(v.rows as usize >= s.rows_per_kv_head() && p.row_blocks == 1);
+                assert_eq!(p.split_len % v.kv_tile(), 0);
             }
         }
         assert!(p.n_split as u64 * p.split_len as u64 >= s.kv as u64);
@@ -813,9 +928,10 @@ mod tests {
         let s = shape(128, 128, 8, 4, 16384, 1, GgmlType::F16);
         let p = plan(&s, &d, &Knobs::default());
         check(&s, &d, &p);
-        let Kernel::Tile(t) = &p.kernel else { panic!("{p:?}") };
+        let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
         // The 4 query heads of a KV head in one workgroup: K/V read once per split.
-        assert_eq!((t.rows, p.row_blocks), (4, 1));
+        assert_eq!((v.rows, p.row_blocks), (4, 1));
+        assert_eq!((v.lanes, v.ck, v.cv), (16, 1, 1));
         assert!(p.n_split >= 64, "{p:?}");
         assert!(p.workgroups(&s) >= 512);
     }
@@ -894,7 +1010,7 @@ mod tests {
                                 "{hsk}/{hsv} r2={r2} nb={nb} falls back: {p:?}"
                             );
                             if no_matrix {
-                                assert!(matches!(p.kernel, Kernel::Tile(_)));
+                                assert!(matches!(p.kernel, Kernel::Tile(_) | Kernel::Vec(_)));
                             }
                         }
                     }
@@ -937,6 +1053,20 @@ mod tests {
         assert!(matches!(plan(&s, &d, &force(Force::Tile)).kernel, Kernel::Tile(_)));
         assert!(matches!(plan(&s, &d, &force(Force::Mma)).kernel, Kernel::Mma(_)));
         assert!(matches!(plan(&s, &d, &force(Force::Simple)).kernel, Kernel::Simple(_)));
+        // Two row blocks per subgroup: twice the rows, the same subgroups.
+        let rh2 = Knobs {
+            mma_rh: Some(2),
+            ..force(Force::Mma)
+        };
+        let p = plan(&s, &d, &rh2);
+        check(&s, &d, &p);
+        let Kernel::Mma(m) = &p.kernel else { panic!("{p:?}") };
+        assert_eq!((m.rh, m.rows), (2, 2 * m.rb * m.m));
+        // Vec takes only what fits it, else tile; tile keeps decode on the previous kernel.
+        assert!(matches!(plan(&s, &d, &force(Force::Vec)).kernel, Kernel::Tile(_)));
+        let dec = shape(64, 64, 2, 4, 300, 1, GgmlType::F16);
+        assert!(matches!(plan(&dec, &d, &Knobs::default()).kernel, Kernel::Vec(_)));
+        assert!(matches!(plan(&dec, &d, &force(Force::Tile)).kernel, Kernel::Tile(_)));
         let p = plan(
             &s,
             &d,
