@@ -1,32 +1,318 @@
 // MUL_MAT for few columns (n small): matrix times a handful of vectors, memory-bound.
 //
-// A workgroup computes ROWS rows of dst for all N_COLS columns of one batch. Its threads stride
-// over k together: each step a thread takes one unit of every row (8 elements of a quantized
-// block, dequantized in registers, see a_vec8; or a pair of f32/f16/bf16 elements, so that
-// neighbouring threads read neighbouring words) and the matching b elements of every column,
-// which it reuses for all ROWS rows. So every byte of a is read once, and b once per workgroup. The partial sums
-// are reduced with subgroupAdd and a small workgroup array (or a workgroup-memory tree where the
-// device has no subgroups).
+// A workgroup computes GROUPS * ROWS rows of dst for all N_COLS columns of one batch. Its threads
+// form GROUPS groups of GROUP_SIZE; a group owns ROWS rows and its threads stride over k
+// together. Each step a thread takes one unit of every row of its group and the matching b
+// elements of every column, which it reuses for all ROWS rows: so every byte of a is read once.
+// Groups share b through the cache, so more rows per workgroup cost fewer b reads without more
+// registers per thread. The partial sums are reduced with subgroupAdd and a small workgroup
+// array (or a workgroup-memory tree where the device has no subgroups).
 //
-// Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, N_COLS (= n);
-// USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size).
+// Units: with VEC_KERNEL 1, q4_0, q8_0, q4_K and q6_K rows (2-byte aligned) go in 64-element
+// units read as whole words, all loads of a step issued before use (see "Whole-word units").
+// Everything else, and VEC_KERNEL 0, takes one 8-element unit of a quantized block (a_vec8), or a
+// pair of f32/f16/bf16 elements, per step.
+//
+// Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
+// VEC_KERNEL; USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
+// holds a whole number of subgroups (the planner sees to it).
 #ifdef USE_SUBGROUPS
 enable subgroups;
 #endif
 
 #define WG_SIZE 256u
 #define ROWS 4u
+#define GROUPS 1u
 #define N_COLS 1u
 #define MAX_SUBGROUPS 32u
+#define VEC_KERNEL 1
 
 #include "mul_mat_operands.wgsl"
 
 const RN: u32 = ROWS * N_COLS;
+const GROUP_SIZE: u32 = WG_SIZE / GROUPS;
 
 #ifdef USE_SUBGROUPS
 var<workgroup> partial: array<f32, MAX_SUBGROUPS * RN>;
 #else
 var<workgroup> partial: array<f32, WG_SIZE>;
+#endif
+
+#if VEC_KERNEL == 1 && defined(A_ALIGN2)
+#if A_TYPE == TYPE_Q4_0 || A_TYPE == TYPE_Q8_0 || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q6_K
+#define VEC_UNITS 1
+#endif
+#endif
+
+#ifdef VEC_UNITS
+// ---------------------------------------------------------------------------------------------
+// Whole-word units. A unit is 64 elements of one row: vu_load reads its words (aligned u32 loads;
+// a span that starts 2 bytes into a word is rebuilt from halves of neighbouring words),
+// vu_sub(raw, s) gives sub-step s of VU_SUBS: two runs of 4 elements at row positions
+// vu_pos(u, s), with their scales (VU_SCALE 0: already applied; 1: one, sx; 2: sx and sy).
+
+const VU: u32 = 64u;
+const VU_SUBS: u32 = 8u;
+
+struct VuSub {
+    x: vec4<f32>,
+    y: vec4<f32>,
+    sx: f32,
+    sy: f32,
+}
+
+// Four bytes as exact floats minus `off`: each byte in the low mantissa bits of 2^23, then one
+// subtraction that also removes the format's zero point.
+fn vu_f32(x: u32, off: f32) -> vec4<f32> {
+    let v = vec4<u32>(x & 0xffu, (x >> 8u) & 0xffu, (x >> 16u) & 0xffu, x >> 24u);
+    return bitcast<vec4<f32>>(v | vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0 + off);
+}
+
+// The word 2 bytes into `lo` when `odd`.
+fn vu_fun(lo: u32, hi: u32, odd: bool) -> u32 {
+    return select(lo, (lo >> 16u) | (hi << 16u), odd);
+}
+
+// Words [i, i + 4) of a span starting at word i (odd: 2 bytes into it); `next` is word i + 4.
+fn vu_fun4(w: vec4<u32>, next: u32, odd: bool) -> vec4<u32> {
+    return select(w, (w >> vec4<u32>(16u)) | (vec4<u32>(w.yzw, next) << vec4<u32>(16u)), odd);
+}
+
+// Four words at byte `byte` (even): aligned loads, plus one when the span is not aligned. The
+// fifth word overlaps the span when it is read for an unaligned one; otherwise it must lie in
+// the binding, which the callers guarantee (or clamp).
+fn vu_words4(byte: u32) -> vec4<u32> {
+    let i = byte >> 2u;
+    let w = vec4<u32>(a[i], a[i + 1u], a[i + 2u], a[i + 3u]);
+    return vu_fun4(w, a[i + 4u], (byte & 2u) != 0u);
+}
+
+#if A_TYPE == TYPE_Q4_0
+// A unit is two blocks, 36 bytes: d0, qs0[16], d1, qs1[16]; nine words, aligned when the row is.
+#define VU_SCALE 1
+
+struct VuRaw {
+    q: array<u32, 8>,
+    d: vec2<f32>,
+}
+
+fn vu_load(row: u32, u: u32) -> VuRaw {
+    let byte = row + u * 36u;
+    let i = byte >> 2u;
+    var w: array<u32, 9>;
+    for (var c = 0u; c < 9u; c += 1u) {
+        w[c] = a[i + c];
+    }
+#ifndef A_ALIGN4
+    let odd = (byte & 2u) != 0u;
+    let next = a[min(i + 9u, a_last())];
+    for (var c = 0u; c < 8u; c += 1u) {
+        w[c] = vu_fun(w[c], w[c + 1u], odd);
+    }
+    w[8] = vu_fun(w[8], next, odd);
+#endif
+    var r: VuRaw;
+    r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[4]).y);
+    for (var c = 0u; c < 4u; c += 1u) {
+        r.q[c] = (w[c] >> 16u) | (w[c + 1u] << 16u);
+        r.q[c + 4u] = w[c + 5u];
+    }
+    return r;
+}
+
+// Word s % 4 of block s / 4: low nibbles are elements 4(s % 4).., high ones 16 further.
+fn vu_pos(u: u32, s: u32) -> vec2<u32> {
+    let e = u * 64u + (s / 4u) * 32u + (s % 4u) * 4u;
+    return vec2<u32>(e, e + 16u);
+}
+
+fn vu_sub(r: VuRaw, s: u32) -> VuSub {
+    let q = r.q[s];
+    let d = select(r.d.x, r.d.y, s >= 4u);
+    return VuSub(vu_f32(q & 0x0f0f0f0fu, 8.0), vu_f32((q >> 4u) & 0x0f0f0f0fu, 8.0), d, d);
+}
+#elif A_TYPE == TYPE_Q8_0
+// A unit is two blocks, 68 bytes: d0, qs0[32], d1, qs1[32]; 17 words, aligned when the row is.
+#define VU_SCALE 1
+
+struct VuRaw {
+    q: array<u32, 16>,
+    d: vec2<f32>,
+}
+
+fn vu_load(row: u32, u: u32) -> VuRaw {
+    let byte = row + u * 68u;
+    let i = byte >> 2u;
+    var w: array<u32, 17>;
+    for (var c = 0u; c < 17u; c += 1u) {
+        w[c] = a[i + c];
+    }
+#ifndef A_ALIGN4
+    let odd = (byte & 2u) != 0u;
+    let next = a[min(i + 17u, a_last())];
+    for (var c = 0u; c < 16u; c += 1u) {
+        w[c] = vu_fun(w[c], w[c + 1u], odd);
+    }
+    w[16] = vu_fun(w[16], next, odd);
+#endif
+    var r: VuRaw;
+    r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[8]).y);
+    for (var c = 0u; c < 8u; c += 1u) {
+        r.q[c] = (w[c] >> 16u) | (w[c + 1u] << 16u);
+        r.q[c + 8u] = w[c + 9u];
+    }
+    return r;
+}
+
+fn vu_pos(u: u32, s: u32) -> vec2<u32> {
+    let e = u * 64u + s * 8u;
+    return vec2<u32>(e, e + 4u);
+}
+
+fn vu_sub(r: VuRaw, s: u32) -> VuSub {
+    let d = select(r.d.x, r.d.y, s >= 4u);
+    // Signed bytes: flipping the sign bit makes them q + 128.
+    return VuSub(vu_f32(r.q[2u * s] ^ 0x80808080u, 128.0), vu_f32(r.q[2u * s + 1u] ^ 0x80808080u, 128.0), d, d);
+}
+#elif A_TYPE == TYPE_Q4_K
+// A unit is group g (of 4) of a 144-byte block: the header (d, dmin, 12 bytes of 6-bit scales
+// and mins, 4 words) and qs[32g, 32g + 32) (8 words), whose low nibbles are sub-block 2g and
+// high nibbles sub-block 2g + 1. Scales and mins are applied while dequantizing.
+#define VU_SCALE 0
+
+struct VuRaw {
+    q: array<u32, 8>,
+    // d·scale and dmin·min of sub-blocks 2g and 2g + 1.
+    dm: vec4<f32>,
+}
+
+fn vu_load(row: u32, u: u32) -> VuRaw {
+    let g = u % 4u;
+    let bb = row + (u / 4u) * 144u;
+    let iq = (bb >> 2u) + 4u + 8u * g;
+#ifdef A_ALIGN4
+    let ih = bb >> 2u;
+    let h = vec4<u32>(a[ih], a[ih + 1u], a[ih + 2u], a[ih + 3u]);
+#else
+    // The header's fifth word is qs[0..4): inside the block.
+    let h = vu_words4(bb);
+#endif
+    var w: array<u32, 8>;
+    for (var c = 0u; c < 8u; c += 1u) {
+        w[c] = a[iq + c];
+    }
+#ifndef A_ALIGN4
+    let odd = (bb & 2u) != 0u;
+    let next = a[min(iq + 8u, a_last())];
+    for (var c = 0u; c < 7u; c += 1u) {
+        w[c] = vu_fun(w[c], w[c + 1u], odd);
+    }
+    w[7] = vu_fun(w[7], next, odd);
+#endif
+    // The 6-bit scales (sc) and mins (m) of sub-blocks 0-3 and 4-7, a byte each.
+    let hi = g >= 2u;
+    let sc = select(h.y & 0x3f3f3f3fu, (h.w & 0x0f0f0f0fu) | ((h.y >> 2u) & 0x30303030u), hi);
+    let m = select(h.z & 0x3f3f3f3fu, ((h.w >> 4u) & 0x0f0f0f0fu) | ((h.z >> 2u) & 0x30303030u), hi);
+    let sh = 16u * (g & 1u);
+    let dd = unpack2x16float(h.x);
+    var r: VuRaw;
+    r.q = w;
+    r.dm = vec4<f32>(dd.x, dd.y, dd.x, dd.y) * vec4<f32>(
+        f32((sc >> sh) & 0xffu), f32((m >> sh) & 0xffu), f32((sc >> (sh + 8u)) & 0xffu), f32((m >> (sh + 8u)) & 0xffu));
+    return r;
+}
+
+fn vu_pos(u: u32, s: u32) -> vec2<u32> {
+    let e = u * 64u + s * 4u;
+    return vec2<u32>(e, e + 32u);
+}
+
+fn vu_sub(r: VuRaw, s: u32) -> VuSub {
+    let q = r.q[s];
+    let x = vu_f32(q & 0x0f0f0f0fu, 0.0) * r.dm.x - r.dm.y;
+    let y = vu_f32((q >> 4u) & 0x0f0f0f0fu, 0.0) * r.dm.z - r.dm.w;
+    return VuSub(x, y, 1.0, 1.0);
+}
+#elif A_TYPE == TYPE_Q6_K
+// ql[128], qh[64], scales[16] (int8), d; 210 bytes, so every other block starts 2 bytes into a
+// word. Element 128n + 32j + l (half n, quarter j, l < 32) is nibble j / 2 of ql[64n + 32(j % 2)
+// + l] with bits 2j, 2j + 1 of qh[32n + l] above it, scaled by scales[8n + l / 16 + 2j]. A unit
+// is half n and l in [16t, 16t + 16) for the four quarters: 4 words of each of the two ql runs
+// and of qh, two words of scales.
+#define VU_SCALE 2
+
+struct VuRaw {
+    ql: array<u32, 8>,
+    qh: vec4<u32>,
+    // d·scale of quarters 0-3.
+    sc: vec4<f32>,
+}
+
+fn vu_load(row: u32, u: u32) -> VuRaw {
+    let hq = u % 4u;
+    let n = hq / 2u;
+    let t = hq % 2u;
+    let bb = row + (u / 4u) * 210u;
+    // Every fifth word read (vu_words4) lies inside the block or overlaps its last bytes.
+    let qa = vu_words4(bb + 64u * n + 16u * t);
+    let qb = vu_words4(bb + 64u * n + 32u + 16u * t);
+    let qh = vu_words4(bb + 128u + 32u * n + 16u * t);
+    let i = (bb + 192u + 8u * n) >> 2u;
+    let odd = (bb & 2u) != 0u;
+    let w2 = a[i + 2u];
+    let s0 = vu_fun(a[i], a[i + 1u], odd);
+    let s1 = vu_fun(a[i + 1u], w2, odd);
+    let d = a_f16(bb + 208u);
+    let sh = 24u - 8u * t;
+    var r: VuRaw;
+    r.ql = array<u32, 8>(qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w);
+    r.qh = qh;
+    r.sc = d * vec4<f32>(vec4<i32>(bitcast<i32>(s0 << sh), bitcast<i32>(s0 << (sh - 16u)),
+                                   bitcast<i32>(s1 << sh), bitcast<i32>(s1 << (sh - 16u))) >> vec4<u32>(24u));
+    return r;
+}
+
+// Sub-step s: word s % 4 of the run; quarters 0 and 2 (s < 4) or 1 and 3.
+fn vu_pos(u: u32, s: u32) -> vec2<u32> {
+    let hq = u % 4u;
+    let e = (u / 4u) * 256u + (hq / 2u) * 128u + (hq % 2u) * 16u + (s / 4u) * 32u + (s % 4u) * 4u;
+    return vec2<u32>(e, e + 64u);
+}
+
+fn vu_sub(r: VuRaw, s: u32) -> VuSub {
+    let h = r.qh[s % 4u];
+    let q = r.ql[s];
+    var x: u32;
+    var y: u32;
+    if (s < 4u) {
+        x = (q & 0x0f0f0f0fu) | ((h & 0x03030303u) << 4u);
+        y = ((q >> 4u) & 0x0f0f0f0fu) | (h & 0x30303030u);
+    } else {
+        x = (q & 0x0f0f0f0fu) | ((h & 0x0c0c0c0cu) << 2u);
+        y = ((q >> 4u) & 0x0f0f0f0fu) | ((h >> 2u) & 0x30303030u);
+    }
+    let j = s / 4u;
+    return VuSub(vu_f32(x, 32.0), vu_f32(y, 32.0), r.sc[j], r.sc[j + 2u]);
+}
+#endif
+
+fn vu_dot(x: vec4<f32>, b: vec4<f32>, c: f32) -> f32 {
+    return fma(x.w, b.w, fma(x.z, b.z, fma(x.y, b.y, fma(x.x, b.x, c))));
+}
+
+fn vu_dot0(x: vec4<f32>, b: vec4<f32>) -> f32 {
+    return fma(x.w, b.w, fma(x.z, b.z, fma(x.y, b.y, x.x * b.x)));
+}
+
+fn vu_acc(h: VuSub, b0: vec4<f32>, b1: vec4<f32>, c: f32) -> f32 {
+#if VU_SCALE == 0
+    return vu_dot(h.y, b1, vu_dot(h.x, b0, c));
+#elif VU_SCALE == 1
+    return fma(vu_dot(h.y, b1, vu_dot0(h.x, b0)), h.sx, c);
+#else
+    return fma(vu_dot0(h.x, b0), h.sx, fma(vu_dot0(h.y, b1), h.sy, c));
+#endif
+}
 #endif
 
 fn write_out(tile: Tile, row0: u32, i: u32, value: f32) {
@@ -50,7 +336,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         return;
     }
     let p = params;
-    let row0 = tile.tm * ROWS;
+    let group = lid / GROUP_SIZE;
+    let lane = lid % GROUP_SIZE;
+    let tile_row0 = tile.tm * (ROWS * GROUPS);
+    let row0 = tile_row0 + group * ROWS;
     var rows: array<u32, ROWS>;
     for (var r = 0u; r < ROWS; r += 1u) {
         rows[r] = tile.a_base + min(row0 + r, p.m - 1u) * p.a_nb1;
@@ -63,7 +352,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
 #ifdef A_FLOAT
     let pairs = p.k / 2u;
-    for (var q = lid; q < pairs; q += WG_SIZE) {
+    for (var q = lane; q < pairs; q += GROUP_SIZE) {
         let e = 2u * q;
         var bv: array<vec2<f32>, N_COLS>;
         for (var j = 0u; j < N_COLS; j += 1u) {
@@ -77,7 +366,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     // An odd k leaves one element.
-    if (lid == 0u && (p.k & 1u) != 0u) {
+    if (lane == 0u && (p.k & 1u) != 0u) {
         let e = p.k - 1u;
         for (var r = 0u; r < ROWS; r += 1u) {
             let av = a_elem(rows[r], e);
@@ -87,9 +376,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
 #else
+#ifdef VEC_UNITS
+    let units = p.k / VU;
+    for (var u = lane; u < units; u += GROUP_SIZE) {
+        var raw: array<VuRaw, ROWS>;
+        for (var r = 0u; r < ROWS; r += 1u) {
+            raw[r] = vu_load(rows[r], u);
+        }
+        for (var s = 0u; s < VU_SUBS; s += 1u) {
+            let e = vu_pos(u, s);
+            var h: array<VuSub, ROWS>;
+            for (var r = 0u; r < ROWS; r += 1u) {
+                h[r] = vu_sub(raw[r], s);
+            }
+            for (var j = 0u; j < N_COLS; j += 1u) {
+                let b0 = b_vec4(cols[j], e.x);
+                let b1 = b_vec4(cols[j], e.y);
+                for (var r = 0u; r < ROWS; r += 1u) {
+                    acc[r * N_COLS + j] = vu_acc(h[r], b0, b1, acc[r * N_COLS + j]);
+                }
+            }
+        }
+    }
+    // A k that is not a whole number of units (an odd number of q4_0/q8_0 blocks) leaves a block.
+    let first = units * (VU / 8u);
+#else
+    let first = 0u;
+#endif
     let per_block = a_block / 8u;
-    let units = p.k / 8u;
-    for (var q = lid; q < units; q += WG_SIZE) {
+    let eights = p.k / 8u;
+    for (var q = first + lane; q < eights; q += GROUP_SIZE) {
         let blk = q / per_block;
         let t = q % per_block;
         let e = blk * a_block + a_vec_pos(t);
@@ -108,7 +424,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
 
 #ifdef USE_SUBGROUPS
-    // Subgroups are taken to be consecutive runs of invocations, as on every Vulkan driver.
+    // Subgroups are taken to be consecutive runs of invocations, as on every Vulkan driver; a
+    // group is a whole number of them.
     let sg = lid / sg_size;
     for (var i = 0u; i < RN; i += 1u) {
         let s = subgroupAdd(acc[i]);
@@ -117,26 +434,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     workgroupBarrier();
-    if (lid < RN) {
-        let count = (WG_SIZE + sg_size - 1u) / sg_size;
+    // Every output of the workgroup, however many there are per thread.
+    let per_group = max(GROUP_SIZE / sg_size, 1u);
+    for (var o = lid; o < GROUPS * RN; o += WG_SIZE) {
+        let g = o / RN;
+        let i = o % RN;
         var s = 0.0;
-        for (var g = 0u; g < count; g += 1u) {
-            s += partial[g * RN + lid];
+        for (var c = 0u; c < per_group; c += 1u) {
+            s += partial[(g * per_group + c) * RN + i];
         }
-        write_out(tile, row0, lid, s);
+        write_out(tile, tile_row0 + g * ROWS, i, s);
     }
 #else
     for (var i = 0u; i < RN; i += 1u) {
         partial[lid] = acc[i];
         workgroupBarrier();
-        for (var stride = WG_SIZE / 2u; stride > 0u; stride /= 2u) {
-            if (lid < stride) {
+        for (var stride = GROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+            if (lane < stride) {
                 partial[lid] += partial[lid + stride];
             }
             workgroupBarrier();
         }
-        if (lid == 0u) {
-            write_out(tile, row0, i, partial[0]);
+        if (lane == 0u) {
+            write_out(tile, row0, i, partial[lid]);
         }
         workgroupBarrier();
     }

@@ -436,3 +436,52 @@ fn two_dimensional_grids() {
         }
     }
 }
+
+/// Mat-vec workgroups whose outputs (rows × columns) outnumber their threads, and row groups:
+/// every output is still written, in both mat-vec kernels and both reductions, for aligned rows
+/// and for rows that start 2 bytes into a word (an odd number of blocks per row). 16 rows × 8
+/// columns in a workgroup of 64 once left half of dst unwritten.
+#[test]
+fn mat_vec_with_more_outputs_than_threads() {
+    let ctx = context(false);
+    let device = mul_mat::device_facts(&ctx);
+    let bare = DeviceFacts {
+        subgroups: false,
+        subgroup_matrix: None,
+        ..device
+    };
+    let mut rng = Rng::new(17);
+    for (kernel, facts) in [(0, device), (1, device), (1, bare)] {
+        for knobs in [
+            "vec_wg=64,vec_rows=16,vec_rows_wide=16,vec_rows_k=16,vec_rows_wide_k=16,vec_groups=1,vec_groups_wide=1",
+            "vec_wg=32,vec_rows=3,vec_rows_wide=5,vec_rows_k=3,vec_rows_wide_k=5,vec_groups=4,vec_groups_wide=2",
+        ] {
+            let tuning = Tuning::parse(&format!("{knobs},vec_kernel={kernel}")).unwrap();
+            for (ty, k) in [
+                (GgmlType::Q4_0, 800),
+                (GgmlType::Q4_0, 1024),
+                (GgmlType::Q8_0, 800),
+                (GgmlType::Q4_K, 768),
+                (GgmlType::Q6_K, 768),
+                (GgmlType::F16, 300),
+            ] {
+                for n in [1, 7, 8] {
+                    let text = format!("MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k={k})");
+                    let Case::MulMat(c) = text.parse::<Case>().unwrap() else {
+                        unreachable!()
+                    };
+                    let t = c.tensors().unwrap();
+                    let p = Random {
+                        a: t.a.host(&rng.fill(t.a.storage.elements(), -1.0, 1.0)).unwrap(),
+                        b: t.b.host(&rng.fill(t.b.storage.elements(), -1.0, 1.0)).unwrap(),
+                        dst: t.dst,
+                        text,
+                    };
+                    let (_, plan) =
+                        run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{} [{tuning}]: {e}", p.text));
+                    assert!(matches!(plan.path, Path::Vec { .. }), "{plan}");
+                }
+            }
+        }
+    }
+}

@@ -76,12 +76,16 @@ pub fn encode(
         Path::Vec {
             wg_size,
             rows,
+            groups,
             cols,
             subgroups,
             max_subgroups,
+            kernel,
         } => operands("mul_mat_vec.wgsl")
             .define("WG_SIZE", format!("{wg_size}u"))
             .define("ROWS", format!("{rows}u"))
+            .define("GROUPS", format!("{groups}u"))
+            .define("VEC_KERNEL", kernel)
             .define("N_COLS", format!("{cols}u"))
             .flag("USE_SUBGROUPS", *subgroups)
             .define("MAX_SUBGROUPS", format!("{}u", max_subgroups.max(&1))),

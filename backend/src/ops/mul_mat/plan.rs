@@ -71,14 +71,21 @@ pub struct Tuning {
     pub vec_max_n: u32,
     /// Mat-vec workgroup size (a power of two).
     pub vec_wg: u32,
-    /// Mat-vec rows per workgroup for n <= 4.
+    /// Mat-vec rows per thread (and per row group) for n <= 4.
     pub vec_rows: u32,
-    /// Mat-vec rows per workgroup for n > 4.
+    /// Mat-vec rows per thread for n > 4.
     pub vec_rows_wide: u32,
-    /// The same two for weights in 256-element super-blocks (K-quants, i-quants), whose
-    /// per-row work is heavier.
+    /// The same two for weights in 256-element super-blocks (K-quants, i-quants).
     pub vec_rows_k: u32,
     pub vec_rows_wide_k: u32,
+    /// Mat-vec row groups per workgroup (a power of two) for n <= 4 and n > 4: the workgroup's
+    /// threads split into groups of `vec_wg / groups`, each with its own rows, so a workgroup
+    /// covers `rows · groups` rows and b is read once per that many rows.
+    pub vec_groups: u32,
+    pub vec_groups_wide: u32,
+    /// Mat-vec kernel: 1 reads q4_0, q8_0, q4_K and q6_K in 64-element units of whole words;
+    /// 0 reads every type in 8-element units (the first kernel, for comparison).
+    pub vec_kernel: u32,
     /// Subgroup-matrix path: the narrow tile for n up to this.
     pub small_n_max: u32,
     /// Subgroup-matrix big tile: subgroups along m and n.
@@ -115,13 +122,19 @@ impl Default for Tuning {
         Tuning {
             vec_max_n: 8,
             vec_wg: 256,
-            // Measured on the H200 (BENCHMARKS.md): q4_0 n=1 is fastest with 4 rows, q4_K and
-            // q6_K with 2; at n=8, q4_0 with 8. (q4_K at n=8 measured fastest with 16 rows, but
-            // 16 rows with 5-8 columns gave wrong results in the randomized tests: kept at 4.)
+            // The 8-element kernel measured on the H200 (BENCHMARKS.md) was fastest with 4 rows
+            // for q4_0 at n=1, 2 for q4_K and q6_K, 8 for q4_0 at n=8 and 16 for q4_K at n=8
+            // (one group). The whole-word kernel reads a unit of 64 elements per row and step,
+            // so 4 rows a thread keep the loads in flight for every type; at n > 4 four groups
+            // give 16 rows per workgroup, so b (n·k floats) is read 4x less often from L2.
+            // Not yet measured on the H200.
             vec_rows: 4,
-            vec_rows_wide: 8,
-            vec_rows_k: 2,
+            vec_rows_wide: 4,
+            vec_rows_k: 4,
             vec_rows_wide_k: 4,
+            vec_groups: 1,
+            vec_groups_wide: 4,
+            vec_kernel: 1,
             small_n_max: 64,
             sg_count_m: 2,
             sg_count_n: 4,
@@ -173,6 +186,9 @@ knobs!(
     vec_rows_wide,
     vec_rows_k,
     vec_rows_wide_k,
+    vec_groups,
+    vec_groups_wide,
+    vec_kernel,
     small_n_max,
     sg_count_m,
     sg_count_n,
@@ -219,16 +235,24 @@ impl Tuning {
         for (name, value) in self.values() {
             let may_be_zero = matches!(
                 name,
-                "vec_max_n" | "small_n_max" | "sg_pad" | "tiled_pad" | "sg_min_workgroups"
+                "vec_max_n" | "vec_kernel" | "small_n_max" | "sg_pad" | "tiled_pad" | "sg_min_workgroups"
             );
             if value == 0 && !may_be_zero {
                 return Err(format!("{name} must be positive"));
             }
         }
-        for (name, value) in [("vec_wg", self.vec_wg), ("tiled_tk", self.tiled_tk)] {
+        for (name, value) in [
+            ("vec_wg", self.vec_wg),
+            ("vec_groups", self.vec_groups),
+            ("vec_groups_wide", self.vec_groups_wide),
+            ("tiled_tk", self.tiled_tk),
+        ] {
             if !value.is_power_of_two() {
                 return Err(format!("{name} must be a power of two"));
             }
+        }
+        if self.vec_kernel > 1 {
+            return Err("vec_kernel must be 0 or 1".into());
         }
         if !matches!(self.sg_stages, 1 | 2) {
             return Err("sg_stages must be 1 or 2".into());
@@ -250,14 +274,17 @@ impl fmt::Display for Tuning {
 /// The kernel and its shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Path {
-    /// `mul_mat_vec.wgsl`: `rows` rows × all `cols` columns per workgroup.
+    /// `mul_mat_vec.wgsl`: `groups` groups of `rows` rows × all `cols` columns per workgroup.
     Vec {
         wg_size: u32,
         rows: u32,
+        groups: u32,
         cols: u32,
         subgroups: bool,
         /// Workgroup size over the smallest subgroup size (the reduction buffer's length).
         max_subgroups: u32,
+        /// [`Tuning::vec_kernel`].
+        kernel: u32,
     },
     /// `mul_mat_tiled.wgsl`.
     Tiled {
@@ -306,7 +333,7 @@ impl MulMatPlan {
     /// The dst tile one workgroup computes (rows along m, columns along n).
     pub fn tile(&self) -> (u32, u32) {
         match &self.path {
-            Path::Vec { rows, cols, .. } => (*rows, *cols),
+            Path::Vec { rows, groups, cols, .. } => (rows * groups, *cols),
             Path::Tiled {
                 wg_m,
                 wg_n,
@@ -334,12 +361,15 @@ impl fmt::Display for MulMatPlan {
             Path::Vec {
                 wg_size,
                 rows,
+                groups,
                 cols,
                 subgroups,
+                kernel,
                 ..
             } => write!(
                 f,
-                "mat-vec: {rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction",
+                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction",
+                if *kernel == 0 { " (8-element units)" } else { "" },
                 if *subgroups { "subgroup" } else { "workgroup-memory" }
             )?,
             Path::Tiled {
@@ -452,23 +482,33 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     // A power of two (the workgroup-memory tree halves it).
     let wg_size: u32 = 1 << (31 - wg_size.max(1).leading_zeros());
     let subgroups = d.subgroups && d.subgroup_min_size > 0;
+    // A group must hold whole subgroups (each subgroup's sums belong to one group's rows).
+    let min_group = if subgroups { d.subgroup_max_size.max(1) } else { 1 };
+    let mut groups = if cols <= 4 { t.vec_groups } else { t.vec_groups_wide };
+    while groups > 1 && wg_size / groups < min_group {
+        groups /= 2;
+    }
     let max_subgroups = if subgroups {
         wg_size.div_ceil(d.subgroup_min_size)
     } else {
         0
     };
+    // One sum per subgroup and per row and column of its group. (A group's outputs may
+    // outnumber its threads: the kernel's final sums loop over them.)
     let bytes = if subgroups {
         4 * max_subgroups * rows * cols
     } else {
         4 * wg_size
     };
-    let tiles_m = (p.m.div_ceil(u64::from(rows))) as u32;
+    let tiles_m = (p.m.div_ceil(u64::from(rows * groups))) as u32;
     let path = Path::Vec {
         wg_size,
         rows,
+        groups,
         cols,
         subgroups,
         max_subgroups,
+        kernel: t.vec_kernel,
     };
     (path, tiles_m, 1, bytes)
 }
@@ -865,14 +905,18 @@ mod tests {
         for n in 1..=8 {
             let plan = plan(&problem(GgmlType::Q4_0, 4096, n, 14336), &d, &t);
             let Path::Vec {
-                rows, cols, subgroups, ..
+                rows,
+                groups,
+                cols,
+                subgroups,
+                ..
             } = plan.path
             else {
                 panic!("{plan}")
             };
             assert_eq!(cols as u64, n);
             assert!(subgroups);
-            assert_eq!(plan.tiles_m, 4096 / rows);
+            assert_eq!(plan.tiles_m, 4096 / (rows * groups));
         }
         let no_sg = DeviceFacts {
             subgroup_matrix: None,
@@ -889,6 +933,41 @@ mod tests {
         let v = plan(&problem(GgmlType::F16, 100, 3, 100), &bare, &t);
         assert!(matches!(v.path, Path::Vec { subgroups: false, .. }), "{v}");
         assert_eq!(v.workgroup_bytes, 4 * 256);
+    }
+
+    #[test]
+    fn mat_vec_groups_hold_whole_subgroups() {
+        let d = nvidia((16, 16, 16));
+        let vec_shape = |t: &Tuning, n: u64| {
+            let plan = plan(&problem(GgmlType::Q4_K, 4096, n, 14336), &d, t);
+            let Path::Vec {
+                wg_size, rows, groups, ..
+            } = plan.path
+            else {
+                panic!("{plan}")
+            };
+            assert_eq!(plan.tiles_m, 4096 / (rows * groups), "{plan}");
+            (wg_size, rows, groups)
+        };
+        let t = Tuning::default();
+        assert_eq!(vec_shape(&t, 1), (256, 4, 1));
+        assert_eq!(vec_shape(&t, 8), (256, 4, 4));
+        // Groups of 16 threads cannot hold a subgroup of 32: halved to groups of 32.
+        let small = Tuning::parse("vec_wg=64,vec_groups_wide=4").unwrap();
+        assert_eq!(vec_shape(&small, 8), (64, 4, 2));
+        let tiny = Tuning::parse("vec_wg=16,vec_groups=8").unwrap();
+        assert_eq!(vec_shape(&tiny, 1), (16, 4, 1));
+        // Without subgroups any power-of-two group works (the tree reduction halves it).
+        let bare = DeviceFacts {
+            subgroups: false,
+            subgroup_matrix: None,
+            ..d
+        };
+        let plan = plan(&problem(GgmlType::Q4_0, 100, 8, 256), &bare, &small);
+        assert!(matches!(plan.path, Path::Vec { groups: 4, .. }), "{plan}");
+        assert!(Tuning::parse("vec_groups=3").is_err());
+        assert!(Tuning::parse("vec_kernel=2").is_err());
+        assert!(Tuning::parse("vec_kernel=0").is_ok());
     }
 
     #[test]
