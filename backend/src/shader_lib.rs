@@ -2,7 +2,8 @@
 //! preprocessor that turns a source plus a set of defines into one shader variant.
 //!
 //! Directives: `#include "file"`, `#define NAME value`, `#undef NAME`, `#ifdef`, `#ifndef`,
-//! `#if EXPR`, `#elif EXPR`, `#else`, `#endif`. Expressions take integers, `defined(NAME)`,
+//! `#if EXPR`, `#elif EXPR`, `#else`, `#endif`, and `#for NAME in START..END` … `#endfor`
+//! (the body repeated with NAME defined as each value: an unrolled loop). Expressions take integers, `defined(NAME)`,
 //! macro names, `! * / % + - < <= > >= == != && ||` and parentheses. Defines given by the host
 //! cannot be redefined by the shader, so `#define` in a shader acts as a default. Macros are
 //! object-like and expanded per identifier, recursively; `a ## b` pastes the expanded tokens
@@ -217,6 +218,52 @@ impl Preprocessor {
                         self.macros.remove(rest);
                     }
                 }
+                "for" => {
+                    // `#for NAME in START..END`: the body up to the matching `#endfor`, once per
+                    // value, with NAME defined as it. WGSL has no unroll hint and drivers may
+                    // leave loops rolled, which moves register arrays indexed by the loop
+                    // counter to memory; unrolled copies index them with constants.
+                    let (var, range) = rest
+                        .split_once(" in ")
+                        .ok_or_else(|| err("#for needs `NAME in START..END`"))?;
+                    let (start, end) = range
+                        .split_once("..")
+                        .ok_or_else(|| err("#for needs `NAME in START..END`"))?;
+                    let var = var.trim();
+                    let start = self.eval(start).map_err(|m| err(&m))?;
+                    let end = self.eval(end).map_err(|m| err(&m))?;
+                    if end - start > 1024 {
+                        return Err(err("#for over more than 1024 values"));
+                    }
+                    let mut body = String::new();
+                    let mut nesting = 1;
+                    for (_, next) in lines.by_ref() {
+                        let word = next.trim_start().strip_prefix('#').map(|d| d.split_whitespace().next());
+                        match word {
+                            Some(Some("for")) => nesting += 1,
+                            Some(Some("endfor")) => nesting -= 1,
+                            _ => {}
+                        }
+                        if nesting == 0 {
+                            break;
+                        }
+                        body.push_str(next);
+                        body.push('\n');
+                    }
+                    if nesting != 0 {
+                        return Err(err("#for without #endfor"));
+                    }
+                    let saved = self.macros.get(var).cloned();
+                    for value in start..end {
+                        self.macros.insert(var.to_owned(), value.to_string());
+                        self.process(file, &body, out, depth + 1)?;
+                    }
+                    match saved {
+                        Some(v) => self.macros.insert(var.to_owned(), v),
+                        None => self.macros.remove(var),
+                    };
+                }
+                "endfor" => return Err(err("#endfor without #for")),
                 "include" => {
                     let target = rest.trim_matches('"');
                     let text =
@@ -579,5 +626,28 @@ mod tests {
             .flag("VEC", true)
             .flag("OFF", false);
         assert_eq!(v.to_string(), "dequantize,SRC_TYPE=q4_0,VEC=1");
+    }
+
+    #[test]
+    fn for_unrolls_with_constants_and_nests() {
+        let text = "#for I in 0..N\n#for J in 1..3\nacc[I * 2 + J] = I;\n#endfor\n#endfor\nI";
+        let out = render(text, &[("N", "2u")]).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "acc[0 * 2 + 1] = 0;",
+                "acc[0 * 2 + 2] = 0;",
+                "acc[1 * 2 + 1] = 1;",
+                "acc[1 * 2 + 2] = 1;",
+                "I"
+            ]
+        );
+        // The body's own conditionals see the value.
+        let out = render("#for I in 0..3\n#if I != 1\nx I\n#endif\n#endfor", &[]).unwrap();
+        assert_eq!(out, "x 0\nx 2\n");
+        assert!(render("#for I in 0..2\nx\n", &[]).is_err());
+        assert!(render("#endfor\n", &[]).is_err());
+        assert!(render("#for I 0..2\n#endfor\n", &[]).is_err());
     }
 }

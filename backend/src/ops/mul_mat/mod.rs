@@ -124,16 +124,18 @@ pub fn describe(ctx: &GpuContext, a: &Layout, b: &Layout, dst: &Layout) -> Strin
 pub fn device_facts(ctx: &GpuContext) -> DeviceFacts {
     let caps = &ctx.capabilities;
     let limits = &caps.limits;
+    let offers =
+        |c: &dawn::SubgroupMatrixConfig, result: ComponentType| {
+            c.result == result
+                || caps.info.subgroup_matrix_configs.iter().any(|o| {
+                    (o.m, o.n, o.k) == (c.m, c.n, c.k) && o.component == ComponentType::F16 && o.result == result
+                })
+        };
     let subgroup_matrix = caps.subgroup_matrix.map(|c| MatrixConfig {
         m: c.m,
         n: c.n,
         k: c.k,
-        f32_result: c.result == ComponentType::F32
-            || caps.info.subgroup_matrix_configs.iter().any(|o| {
-                (o.m, o.n, o.k) == (c.m, c.n, c.k)
-                    && o.component == ComponentType::F16
-                    && o.result == ComponentType::F32
-            }),
+        f32_result: offers(&c, ComponentType::F32) && !(tuning().sg_acc_f16 == 1 && offers(&c, ComponentType::F16)),
     });
     DeviceFacts {
         shader_f16: caps.shader_f16,
