@@ -976,7 +976,7 @@ mod tests {
             assert_eq!(plan.tiles_m, 4096 / (rows * groups), "{plan}");
             (wg_size, rows, groups)
         };
-        let t = Tuning::default();
+        let t = Tuning::parse("vec_rows_k=4,vec_groups_wide=4").unwrap();
         assert_eq!(vec_shape(&t, 1), (256, 4, 1));
         assert_eq!(vec_shape(&t, 8), (256, 4, 4));
         // Groups of 16 threads cannot hold a subgroup of 32: halved to groups of 32.
