@@ -138,7 +138,10 @@ pub fn encode(
             .define("PAD", format!("{pad}u"))
             .define("STAGES", stages)
             .define("PREFETCH", prefetch)
-            .flag("A_VEC4", a_vec4(problem) && std::env::var_os("GGML_DAWN_A_VEC4").is_some())
+            .flag(
+                "A_VEC4",
+                a_vec4(problem) && std::env::var_os("GGML_DAWN_A_VEC4").is_some(),
+            )
             .define("WG_SIZE", format!("{wg_size}u"))
             .flag("ACC_F32", config.f32_result)
             .define("PROBE", super::tuning().sg_probe)

@@ -976,13 +976,13 @@ mod tests {
             assert_eq!(plan.tiles_m, 4096 / (rows * groups), "{plan}");
             (wg_size, rows, groups)
         };
-        let t = Tuning::parse("vec_rows_k=4,vec_groups_wide=4").unwrap();
+        let t = Tuning::parse("vec_kernel=1,vec_rows_k=4,vec_groups_wide=4").unwrap();
         assert_eq!(vec_shape(&t, 1), (256, 4, 1));
         assert_eq!(vec_shape(&t, 8), (256, 4, 4));
         // Groups of 16 threads cannot hold a subgroup of 32: halved to groups of 32.
-        let small = Tuning::parse("vec_wg=64,vec_groups_wide=4").unwrap();
+        let small = Tuning::parse("vec_kernel=1,vec_rows_k=4,vec_rows_wide_k=4,vec_wg=64,vec_groups_wide=4").unwrap();
         assert_eq!(vec_shape(&small, 8), (64, 4, 2));
-        let tiny = Tuning::parse("vec_wg=16,vec_groups=8").unwrap();
+        let tiny = Tuning::parse("vec_kernel=1,vec_rows_k=4,vec_wg=16,vec_groups=8").unwrap();
         assert_eq!(vec_shape(&tiny, 1), (16, 4, 1));
         // Without subgroups any power-of-two group works (the tree reduction halves it).
         let bare = DeviceFacts {
