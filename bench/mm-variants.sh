@@ -13,10 +13,6 @@ variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(
     ""
     sg_acc_f16=1
-    sg_probe=1
-    sg_probe=2
-    sg_probe=3
-    sg_acc_f16=1,sg_probe=1
     sg_stages=1
     sg_tk=64
     sg_pad=0

@@ -14,20 +14,9 @@
 #ifndef FMT
 #define FMT fmt
 #endif
-// FMT_WORD: optional name of a `fn(i: u32) -> u32` returning word i, for buffers not bound as
-// `array<u32>`.
-#ifdef FMT_WORD
-fn FMT##_word(i: u32) -> u32 {
-    return FMT_WORD(i);
-}
-#else
-fn FMT##_word(i: u32) -> u32 {
-    return FMT_BUF[i];
-}
-#endif
 
 fn FMT##_u8(byte: u32) -> u32 {
-    return (FMT##_word(byte >> 2u) >> ((byte & 3u) * 8u)) & 0xffu;
+    return (FMT_BUF[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
 }
 
 fn FMT##_i8(byte: u32) -> i32 {
@@ -50,7 +39,7 @@ fn FMT##_f16(byte: u32) -> f32 {
 const FMT##_block: u32 = 1u;
 const FMT##_block_bytes: u32 = 4u;
 fn FMT##_value(block_byte: u32, i: u32) -> f32 {
-    return bitcast<f32>(FMT##_word(block_byte >> 2u));
+    return bitcast<f32>(FMT_BUF[block_byte >> 2u]);
 }
 #elif FMT_TYPE == TYPE_F16
 const FMT##_block: u32 = 1u;

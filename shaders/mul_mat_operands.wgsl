@@ -14,8 +14,6 @@
 //   B_VEC4        b is contiguous with start and strides multiples of 16 and rows of a multiple of
 //                 16 bytes: bound as array<vec4<u32>>, read 16 bytes at a time
 //   A_ALIGN2      a's start and strides are even (f16 fields are read with one load)
-//   A_VEC4        a's start and strides are multiples of 16: bound as array<vec4<u32>>, so
-//                 kernels can read 16 bytes at a time
 //
 // Addresses are in bytes from the start of each binding (tensors are bound at an aligned offset
 // below their first byte, so views may start anywhere); a is read as u32 words, unaligned reads
@@ -23,14 +21,9 @@
 #include "common.wgsl"
 
 #define FMT_BUF a
-#define FMT_WORD a_word
 #define FMT_TYPE A_TYPE
 
-#ifdef A_VEC4
-@group(0) @binding(0) var<storage, read> a: array<vec4<u32>>;
-#else
 @group(0) @binding(0) var<storage, read> a: array<u32>;
-#endif
 #ifdef B_VEC4
 @group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;
 #else
@@ -98,29 +91,16 @@ fn tile_of(wid: vec3<u32>) -> Tile {
 
 // The last word of a's binding: unaligned reads clamp their second word to it (that word only
 // matters when the read is unaligned, and then it lies inside the tensor).
-// Word i of a's binding.
-fn a_word(i: u32) -> u32 {
-#ifdef A_VEC4
-    return a[i >> 2u][i & 3u];
-#else
-    return a[i];
-#endif
-}
-
 fn a_last() -> u32 {
-#ifdef A_VEC4
-    return 4u * arrayLength(&a) - 1u;
-#else
     return arrayLength(&a) - 1u;
-#endif
 }
 
 // Bytes [byte, byte + 4) of a, any alignment.
 fn a_u32(byte: u32) -> u32 {
     let i = byte >> 2u;
     let s = (byte & 3u) * 8u;
-    let lo = a_word(i);
-    let hi = a_word(min(i + 1u, a_last()));
+    let lo = a[i];
+    let hi = a[min(i + 1u, a_last())];
     return (lo >> s) | ((hi << (31u - s)) << 1u);
 }
 
@@ -128,9 +108,9 @@ fn a_u32(byte: u32) -> u32 {
 fn a_u32x2(byte: u32) -> vec2<u32> {
     let i = byte >> 2u;
     let s = (byte & 3u) * 8u;
-    let w0 = a_word(i);
-    let w1 = a_word(i + 1u);
-    let w2 = a_word(min(i + 2u, a_last()));
+    let w0 = a[i];
+    let w1 = a[i + 1u];
+    let w2 = a[min(i + 2u, a_last())];
     return vec2<u32>((w0 >> s) | ((w1 << (31u - s)) << 1u), (w1 >> s) | ((w2 << (31u - s)) << 1u));
 }
 
@@ -139,20 +119,20 @@ fn a_u32x2(byte: u32) -> vec2<u32> {
 fn a_u32x2_b4(byte: u32) -> vec2<u32> {
 #ifdef A_ALIGN4
     let i = byte >> 2u;
-    return vec2<u32>(a_word(i), a_word(i + 1u));
+    return vec2<u32>(a[i], a[i + 1u]);
 #else
     return a_u32x2(byte);
 #endif
 }
 
 fn a_u8(byte: u32) -> u32 {
-    return (a_word(byte >> 2u) >> ((byte & 3u) * 8u)) & 0xffu;
+    return (a[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu;
 }
 
 // An f16 field (fields with f16 sit at even offsets of even-sized blocks).
 fn a_f16(byte: u32) -> f32 {
 #ifdef A_ALIGN2
-    return unpack2x16float(a_word(byte >> 2u) >> ((byte & 2u) * 8u)).x;
+    return unpack2x16float(a[byte >> 2u] >> ((byte & 2u) * 8u)).x;
 #else
     return unpack2x16float(a_u32(byte)).x;
 #endif
@@ -185,8 +165,8 @@ fn a_unit8(row: u32, e0: u32) -> array<vec4<f32>, 2> {
 #ifdef A_ALIGN4
     let i = (row >> 2u) + e0;
     return array<vec4<f32>, 2>(
-        bitcast<vec4<f32>>(vec4<u32>(a_word(i), a_word(i + 1u), a_word(i + 2u), a_word(i + 3u))),
-        bitcast<vec4<f32>>(vec4<u32>(a_word(i + 4u), a_word(i + 5u), a_word(i + 6u), a_word(i + 7u))));
+        bitcast<vec4<f32>>(vec4<u32>(a[i], a[i + 1u], a[i + 2u], a[i + 3u])),
+        bitcast<vec4<f32>>(vec4<u32>(a[i + 4u], a[i + 5u], a[i + 6u], a[i + 7u])));
 #else
     let byte = row + 4u * e0;
     return array<vec4<f32>, 2>(
@@ -200,7 +180,7 @@ const a_block_bytes: u32 = 2u;
 fn a_unit8(row: u32, e0: u32) -> array<vec4<f32>, 2> {
     let byte = row + 2u * e0;
 #ifdef A_ALIGN4
-    let w = vec4<u32>(a_word(byte >> 2u), a_word((byte >> 2u) + 1u), a_word((byte >> 2u) + 2u), a_word((byte >> 2u) + 3u));
+    let w = vec4<u32>(a[byte >> 2u], a[(byte >> 2u) + 1u], a[(byte >> 2u) + 2u], a[(byte >> 2u) + 3u]);
 #else
     let w = vec4<u32>(a_u32x2(byte), a_u32x2(byte + 8u));
 #endif
@@ -231,11 +211,11 @@ fn a_word2(w: u32) -> vec2<f32> {
 fn a_pair(row: u32, e: u32) -> vec2<f32> {
 #if A_TYPE == TYPE_F32 && defined(A_ALIGN4)
     let i = (row >> 2u) + e;
-    return bitcast<vec2<f32>>(vec2<u32>(a_word(i), a_word(i + 1u)));
+    return bitcast<vec2<f32>>(vec2<u32>(a[i], a[i + 1u]));
 #elif A_TYPE == TYPE_F32
     return bitcast<vec2<f32>>(a_u32x2(row + 4u * e));
 #elif defined(A_ALIGN4)
-    return a_word2(a_word((row >> 2u) + (e >> 1u)));
+    return a_word2(a[(row >> 2u) + (e >> 1u)]);
 #else
     return a_word2(a_u32(row + 2u * e));
 #endif

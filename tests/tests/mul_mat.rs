@@ -300,7 +300,7 @@ const VARIANTS: &[(&str, &[&str])] = &[
     ("subgroup matrices, narrow tile", &["subgroup-matrix", "narrow tile"]),
     ("subgroup matrices, big tile", &["subgroup-matrix", ": tile"]),
     ("subgroup matrices, double-buffered", &["subgroup-matrix", "2 stages"]),
-    ("subgroup matrices, single-buffered", &["subgroup-matrix", "1 stage ("]),
+    ("subgroup matrices, single-buffered", &["subgroup-matrix", "1 stage,"]),
     (
         "subgroup matrices, f16 accumulators",
         &["subgroup-matrix", "(f16 accumulators)"],

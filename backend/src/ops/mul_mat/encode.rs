@@ -45,17 +45,6 @@ fn b_vec4(p: &Problem) -> bool {
     p.b_contiguous && p.b_align >= 16 && row_bytes.is_multiple_of(16)
 }
 
-/// Whether a (f16 or f32) can be bound as `array<vec4<u32>>` and read 16 bytes at a time by the
-/// subgroup-matrix kernel, on the same terms as [`b_vec4`].
-fn a_vec4(p: &Problem) -> bool {
-    let size = match p.a_type {
-        GgmlType::F16 => 2,
-        GgmlType::F32 => 4,
-        _ => return false,
-    };
-    p.a_align >= 16 && (p.k * size).is_multiple_of(16)
-}
-
 /// Records the planned kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn encode(
@@ -123,7 +112,6 @@ pub fn encode(
             tk,
             pad,
             stages,
-            prefetch,
             wg_size,
             ..
         } => operands("mul_mat_subgroup_matrix.wgsl")
@@ -137,14 +125,8 @@ pub fn encode(
             .define("TK", format!("{tk}u"))
             .define("PAD", format!("{pad}u"))
             .define("STAGES", stages)
-            .define("PREFETCH", prefetch)
-            .flag(
-                "A_VEC4",
-                a_vec4(problem) && std::env::var_os("GGML_DAWN_A_VEC4").is_some(),
-            )
             .define("WG_SIZE", format!("{wg_size}u"))
             .flag("ACC_F32", config.f32_result)
-            .define("PROBE", super::tuning().sg_probe)
             .flag("DIRECT_STORE", bound.dst.size >= u64::from(config.m * config.n * 4)),
         Path::Simple { .. } => unreachable!("handled above"),
     };

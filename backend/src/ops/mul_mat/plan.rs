@@ -103,8 +103,6 @@ pub struct Tuning {
     pub sg_pad: u32,
     /// 2: double-buffered K loop; 1: single buffer, two barriers per step.
     pub sg_stages: u32,
-    /// With 2 stages: K steps fetched ahead into registers (1 or 2).
-    pub sg_prefetch: u32,
     /// Accumulator registers per invocation a subgroup may hold (f32 words).
     pub sg_acc_regs: u32,
     /// Halve the tile while the grid has fewer workgroups than this (0: never), so that small
@@ -112,9 +110,6 @@ pub struct Tuning {
     pub sg_min_workgroups: u32,
     /// 1: f16 accumulators even where the adapter offers f32 results (upstream's choice).
     pub sg_acc_f16: u32,
-    /// For measuring only (results are wrong): 1 skips the global loads of the K loop,
-    /// 2 the matrix multiplies, 3 both; attributes the kernel's time to its parts.
-    pub sg_probe: u32,
     /// Register-tiled path: threads along m and n, outputs per thread, K step, padding.
     pub tiled_wg_m: u32,
     pub tiled_wg_n: u32,
@@ -152,13 +147,11 @@ impl Default for Tuning {
             sg_tk: 32,
             sg_pad: 8,
             sg_stages: 2,
-            sg_prefetch: 1,
             sg_acc_regs: 64,
             // Measured on the H200: halving 4096x512's 128x128 tiles to fill all 132
             // multiprocessors was slower (5590 vs 4469 us for f16), so no halving by default.
             sg_min_workgroups: 0,
             sg_acc_f16: 0,
-            sg_probe: 0,
             tiled_wg_m: 16,
             tiled_wg_n: 16,
             tiled_thread_m: 4,
@@ -209,11 +202,9 @@ knobs!(
     sg_tk,
     sg_pad,
     sg_stages,
-    sg_prefetch,
     sg_acc_regs,
     sg_min_workgroups,
     sg_acc_f16,
-    sg_probe,
     tiled_wg_m,
     tiled_wg_n,
     tiled_thread_m,
@@ -255,7 +246,6 @@ impl Tuning {
                     | "tiled_pad"
                     | "sg_min_workgroups"
                     | "sg_acc_f16"
-                    | "sg_probe"
             );
             if value == 0 && !may_be_zero {
                 return Err(format!("{name} must be positive"));
@@ -270,9 +260,6 @@ impl Tuning {
             if !value.is_power_of_two() {
                 return Err(format!("{name} must be a power of two"));
             }
-        }
-        if !matches!(self.sg_prefetch, 1 | 2) {
-            return Err("sg_prefetch must be 1 or 2".into());
         }
         if self.vec_kernel > 1 {
             return Err("vec_kernel must be 0 or 1".into());
@@ -330,8 +317,6 @@ pub enum Path {
         tk: u32,
         pad: u32,
         stages: u32,
-        /// K steps fetched ahead (with 2 stages).
-        prefetch: u32,
         wg_size: u32,
         /// The narrow tile for small n.
         narrow: bool,
@@ -411,14 +396,13 @@ impl fmt::Display for MulMatPlan {
                 frag_n,
                 tk,
                 stages,
-                prefetch,
                 wg_size,
                 narrow,
                 ..
             } => write!(
                 f,
                 "subgroup-matrix {}x{}x{} ({} accumulators): {}tile {tm}x{tn}x{tk}, {count_m}x{count_n} subgroups \
-                 of {frag_m}x{frag_n} results, {stages} stage{} (prefetch {prefetch}), workgroup of {wg_size}",
+                 of {frag_m}x{frag_n} results, {stages} stage{}, workgroup of {wg_size}",
                 config.m,
                 config.n,
                 config.k,
@@ -704,7 +688,6 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         tk,
         pad,
         stages,
-        prefetch: t.sg_prefetch,
         wg_size: counts.0 * counts.1 * sg_size,
         narrow,
     };
