@@ -8,6 +8,68 @@
 // A workgroup owns ROWS consecutive rows of the query rows sharing one KV head: row
 // rho = iq·r2 + hh is query iq of head hk·r2 + hh (head-minor, so adjacent rows share a mask row),
 // and keys [split·split_len, min(kv, (split + 1)·split_len)).
+// Defaults for rendering a kernel without the host's defines (which take precedence); the
+// #for loops over register arrays take their bounds from these names.
+#ifndef NT
+#define NT 128u
+#endif
+#ifndef ROWS
+#define ROWS 1u
+#endif
+#ifndef KV_TILE
+#define KV_TILE 32u
+#endif
+#ifndef HSK
+#define HSK 64u
+#endif
+#ifndef HSV
+#define HSV 64u
+#endif
+#ifndef HSKP
+#define HSKP 64u
+#endif
+#ifndef HSVP
+#define HSVP 64u
+#endif
+#ifndef K_CHUNKS
+#define K_CHUNKS 8u
+#endif
+#ifndef V_CHUNKS
+#define V_CHUNKS 8u
+#endif
+#ifndef RQ
+#define RQ 1u
+#endif
+#ifndef CH
+#define CH 1u
+#endif
+#ifndef RO
+#define RO 1u
+#endif
+#ifndef KS
+#define KS 1u
+#endif
+#ifndef TPR
+#define TPR 1u
+#endif
+#ifndef SG_M
+#define SG_M 8u
+#endif
+#ifndef SG_N
+#define SG_N 8u
+#endif
+#ifndef SG_K
+#define SG_K 8u
+#endif
+#ifndef CG
+#define CG 1u
+#endif
+#ifndef RH
+#define RH 1u
+#endif
+#ifndef SB
+#define SB 1u
+#endif
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 #if K_VEC
@@ -68,9 +130,10 @@ struct Params {
 @group(0) @binding(6) var<uniform> params: Params;
 
 // K/V chunks (16 bytes) a thread stages per tile. The including kernel defines K_CHUNKS and
-// V_CHUNKS, the chunks of a staged K/V row (head sizes padded as the kernel needs).
-const KC: u32 = (KV_TILE * K_CHUNKS + NT - 1u) / NT;
-const VC: u32 = (KV_TILE * V_CHUNKS + NT - 1u) / NT;
+// V_CHUNKS (#define, before including), the chunks of a staged K/V row (head sizes padded as the
+// kernel needs).
+#define KC ((KV_TILE * K_CHUNKS + NT - 1u) / NT)
+#define VC ((KV_TILE * V_CHUNKS + NT - 1u) / NT)
 
 // Two f16 -inf.
 const NEG_INF2: u32 = 0xfc00fc00u;
@@ -134,7 +197,9 @@ fn fa_i8x4(w: u32) -> vec4<f32> {
 fn load_k(r: ptr<function, array<vec4<u32>, KC>>, w: Work, tid: u32, j0: u32, nk: u32) {
     let p = params;
     let base = p.k_start + w.hk * p.k_nb2 + w.i3 * p.k_nb3;
-    for (var i = 0u; i < KC; i += 1u) {
+#for I_ in 0..KC
+    {
+        let i = I_##u;
         let e = tid + i * NT;
         let j = e / K_CHUNKS;
         let c = e % K_CHUNKS;
@@ -144,12 +209,15 @@ fn load_k(r: ptr<function, array<vec4<u32>, KC>>, w: Work, tid: u32, j0: u32, nk
         }
         (*r)[i] = v;
     }
+#endfor
 }
 
 fn load_v(r: ptr<function, array<vec4<u32>, VC>>, w: Work, tid: u32, j0: u32, nk: u32) {
     let p = params;
     let base = p.v_start + w.hk * p.v_nb2 + w.i3 * p.v_nb3;
-    for (var i = 0u; i < VC; i += 1u) {
+#for I_ in 0..VC
+    {
+        let i = I_##u;
         let e = tid + i * NT;
         let j = e / V_CHUNKS;
         let c = e % V_CHUNKS;
@@ -159,6 +227,7 @@ fn load_v(r: ptr<function, array<vec4<u32>, VC>>, w: Work, tid: u32, j0: u32, nk
         }
         (*r)[i] = v;
     }
+#endfor
 }
 
 // The workgroup's share of the work.
@@ -271,7 +340,9 @@ fn fa_mask8(row: u32, j: u32, j_end: u32) -> vec4<u32> {
         return vec4<u32>(fa_mask_w(b), fa_mask_w(b + 4u), fa_mask_w(b + 8u), fa_mask_w(b + 12u));
     }
     var out = array<u32, 4>(NEG_INF2, NEG_INF2, NEG_INF2, NEG_INF2);
-    for (var e = 0u; e < 8u; e += 1u) {
+#for E_ in 0..8u
+    {
+        let e = E_##u;
         if (j + e < j_end) {
             let byte = b + 2u * e;
             let h = (mask[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xffffu;
@@ -279,6 +350,7 @@ fn fa_mask8(row: u32, j: u32, j_end: u32) -> vec4<u32> {
             out[e / 2u] = (out[e / 2u] & ~(0xffffu << sh)) | (h << sh);
         }
     }
+#endfor
     return vec4<u32>(out[0], out[1], out[2], out[3]);
 }
 
@@ -288,12 +360,14 @@ fn fa_live8(m: vec4<u32>) -> bool {
 }
 
 // Mask chunks (8 keys) a thread scans per tile: the workgroup's queries × KV_TILE / 8.
-const MSC: u32 = (ROWS * (KV_TILE / 8u) + NT - 1u) / NT;
+#define MSC ((ROWS * (KV_TILE / 8u) + NT - 1u) / NT)
 
 // Loads this thread's share of the mask of keys [j0, j0 + nk) (all queries of the workgroup).
 fn fa_scan_load(r: ptr<function, array<vec4<u32>, MSC>>, w: Work, tid: u32, j0: u32, nk: u32) {
     let nq = w.iq_hi - w.iq_lo + 1u;
-    for (var i = 0u; i < MSC; i += 1u) {
+#for I_ in 0..MSC
+    {
+        let i = I_##u;
         let e = tid + i * NT;
         let q = e / (KV_TILE / 8u);
         let c = e % (KV_TILE / 8u);
@@ -303,13 +377,17 @@ fn fa_scan_load(r: ptr<function, array<vec4<u32>, MSC>>, w: Work, tid: u32, j0: 
         }
         (*r)[i] = v;
     }
+#endfor
 }
 
 fn fa_scan_live(r: ptr<function, array<vec4<u32>, MSC>>) -> bool {
     var live = false;
-    for (var i = 0u; i < MSC; i += 1u) {
+#for I_ in 0..MSC
+    {
+        let i = I_##u;
         live = live || fa_live8((*r)[i]);
     }
+#endfor
     return live;
 }
 

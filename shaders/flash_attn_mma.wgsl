@@ -20,29 +20,38 @@ diagnostic(off, subgroup_uniformity);
 
 #include "common.wgsl"
 #define FA_STAGED
+#define K_CHUNKS (HSKP / 8u)
+#define V_CHUNKS (HSVP / 8u)
 #include "flash_attn_common.wgsl"
 
 alias LeftM = subgroup_matrix_left<f16, SG_K, SG_M>;
 alias RightM = subgroup_matrix_right<f16, SG_N, SG_K>;
 alias ResM = subgroup_matrix_result<f32, SG_N, SG_M>;
 
-const HSK8: u32 = HSK / 8;
-const HSV8: u32 = HSV / 8;
-const HSKP8: u32 = HSKP / 8;
-const HSVP8: u32 = HSVP / 8;
-const KQ: u32 = HSKP / SG_K;           // k-steps of Q·Kᵀ
-const KP: u32 = KV_TILE / SG_K;        // k-steps of P·V
-const NBT: u32 = KV_TILE / SG_N;       // key blocks of a tile
-const OBT: u32 = HSVP / SG_N;          // output column blocks
-const OBS: u32 = (OBT + CG - 1u) / CG; // ... per subgroup and row block
-const OBH: u32 = OBS * RH;             // O blocks per subgroup (row block h: [h·OBS, (h + 1)·OBS))
-const BLK4: u32 = SG_M * SG_N / 4u;    // vec4<f32> of a result block
-const ROUNDS: u32 = (OBH + SB - 1u) / SB;
-const TC: u32 = KV_TILE / 8;           // 8-key chunks of a tile
-const CPL: u32 = (TC + TPR - 1u) / TPR; // ... per softmax lane
-const K_CHUNKS: u32 = HSKP8;
-const V_CHUNKS: u32 = HSVP8;
-const SM_PASSES: u32 = (ROWS + NT / TPR - 1u) / (NT / TPR);
+#define HSK8 (HSK / 8)
+#define HSV8 (HSV / 8)
+#define HSKP8 (HSKP / 8)
+#define HSVP8 (HSVP / 8)
+// k-steps of Q·Kᵀ
+#define KQ (HSKP / SG_K)
+// k-steps of P·V
+#define KP (KV_TILE / SG_K)
+// key blocks of a tile
+#define NBT (KV_TILE / SG_N)
+// output column blocks
+#define OBT (HSVP / SG_N)
+// ... per subgroup and row block
+#define OBS ((OBT + CG - 1u) / CG)
+// O blocks per subgroup (row block h: [h·OBS, (h + 1)·OBS))
+#define OBH (OBS * RH)
+// vec4<f32> of a result block
+#define BLK4 (SG_M * SG_N / 4u)
+#define ROUNDS ((OBH + SB - 1u) / SB)
+// 8-key chunks of a tile
+#define TC (KV_TILE / 8)
+// ... per softmax lane
+#define CPL ((TC + TPR - 1u) / TPR)
+#define SM_PASSES ((ROWS + NT / TPR - 1u) / (NT / TPR))
 const LOG2E: f32 = 1.4426950408889634;
 const LN2: f32 = 0.6931471805599453;
 
@@ -56,21 +65,27 @@ var<workgroup> mrow_sh: array<u32, ROWS>; // byte offsets of the rows' mask rows
 var<workgroup> flags: array<u32, 4>;
 
 fn store_k(r: ptr<function, array<vec4<u32>, KC>>, tid: u32) {
-    for (var i = 0u; i < KC; i += 1u) {
+#for I_ in 0..KC
+    {
+        let i = I_##u;
         let e = tid + i * NT;
         if (e < KV_TILE * HSKP8) {
             smem[K_OFF + (e / HSKP8) * KSTR + e % HSKP8] = (*r)[i];
         }
     }
+#endfor
 }
 
 fn store_v(r: ptr<function, array<vec4<u32>, VC>>, tid: u32) {
-    for (var i = 0u; i < VC; i += 1u) {
+#for I_ in 0..VC
+    {
+        let i = I_##u;
         let e = tid + i * NT;
         if (e < KV_TILE * HSVP8) {
             smem[V_OFF + (e / HSVP8) * VSTR + e % HSVP8] = (*r)[i];
         }
     }
+#endfor
 }
 
 @compute @workgroup_size(NT)
@@ -122,19 +137,25 @@ fn main(
 #if Q_REGS
     var qf: array<LeftM, KQ * RH>;
     if (math) {
-        for (var h = 0u; h < RH; h += 1u) {
+#for H_ in 0..RH
+        {
+            let h = H_##u;
             for (var kk = 0u; kk < KQ; kk += 1u) {
                 qf[h * KQ + kk] = subgroupMatrixLoad<LeftM, row_major>(&smem,
                     Q_OFF + (rb + h * RB) * SG_M * QSTR + kk * (SG_K / 8u), QSTR);
             }
         }
+#endfor
     }
     workgroupBarrier();
 #endif
     var o: array<ResM, OBH>;
-    for (var b = 0u; b < OBH; b += 1u) {
+#for B_ in 0..OBH
+    {
+        let b = B_##u;
         o[b] = ResM();
     }
+#endfor
     // Softmax: TPR lanes per row, each over 8-key chunks.
     let sm_l = tid % TPR;
 
@@ -159,25 +180,35 @@ fn main(
 #if HAS_MASK
             // This lane's softmax mask values, loaded before the matrix math.
             var mk: array<vec4<u32>, SM_PASSES * CPL>;
-            for (var ps = 0u; ps < SM_PASSES; ps += 1u) {
+#for PS_ in 0..SM_PASSES
+            {
+                let ps = PS_##u;
                 let gc = min(tid / TPR + ps * (NT / TPR), ROWS - 1u);
                 for (var i = 0u; i < CPL; i += 1u) {
                     let kc = min(sm_l + i * TPR, TC - 1u);
                     mk[ps * CPL + i] = fa_mask8(mrow_sh[gc], j0 + kc * 8u, j0 + nk);
                 }
             }
+#endfor
 #endif
             // S = Q·Kᵀ, block by block.
             if (math) {
                 for (var nb = cg; nb < NBT; nb += CG) {
                     var s: array<ResM, RH>;
-                    for (var h = 0u; h < RH; h += 1u) {
+#for H_ in 0..RH
+                    {
+                        let h = H_##u;
                         s[h] = ResM();
                     }
-                    for (var kk = 0u; kk < KQ; kk += 1u) {
+#endfor
+#for KK_ in 0..KQ
+                    {
+                        let kk = KK_##u;
                         let r = subgroupMatrixLoad<RightM, col_major>(&smem, K_OFF + nb * SG_N * KSTR + kk * (SG_K / 8u),
                             KSTR);
-                        for (var h = 0u; h < RH; h += 1u) {
+#for H_ in 0..RH
+                        {
+                            let h = H_##u;
 #if Q_REGS
                             let l = qf[h * KQ + kk];
 #else
@@ -186,10 +217,15 @@ fn main(
 #endif
                             s[h] = subgroupMatrixMultiplyAccumulate(l, r, s[h]);
                         }
+#endfor
                     }
-                    for (var h = 0u; h < RH; h += 1u) {
+#endfor
+#for H_ in 0..RH
+                    {
+                        let h = H_##u;
                         subgroupMatrixStore<row_major>(&sf, (rb + h * RB) * SG_M * SSTR + nb * (SG_N / 4u), s[h], SSTR);
                     }
+#endfor
                 }
             }
             workgroupBarrier();
@@ -207,24 +243,32 @@ fn main(
 
             // Online softmax, in registers: logits, the row maxima (kept unless they grow by
             // more than tau), P as f16, sums, rescale factors.
-            for (var ps = 0u; ps < SM_PASSES; ps += 1u) {
+#for PS_ in 0..SM_PASSES
+            {
+                let ps = PS_##u;
                 let g = tid / TPR + ps * (NT / TPR);
                 let gc = min(g, ROWS - 1u);
                 let row_ok = g < w.n_rows;
                 var sv: array<vec4<f32>, 2u * CPL>;
                 var mx = MASKED;
-                for (var i = 0u; i < CPL; i += 1u) {
+#for I_ in 0..CPL
+                {
+                    let i = I_##u;
                     let kc = min(sm_l + i * TPR, TC - 1u);
                     let at = gc * SSTR + 2u * kc;
 #if HAS_MASK
                     let mw = mk[ps * CPL + i];
 #endif
-                    for (var h = 0u; h < 2u; h += 1u) {
+#for H_ in 0..2u
+                    {
+                        let h = H_##u;
                         var x = sf[at + h];
 #if HAS_MASK
                         let mm = vec4<f32>(unpack2x16float(mw[2u * h]), unpack2x16float(mw[2u * h + 1u]));
 #endif
-                        for (var e = 0u; e < 4u; e += 1u) {
+#for E_ in 0..4u
+                        {
+                            let e = E_##u;
                             let j = kc * 8u + h * 4u + e;
                             var y = MASKED;
                             if (row_ok && j < nk && sm_l + i * TPR < TC) {
@@ -238,10 +282,13 @@ fn main(
                             }
                             x[e] = y;
                         }
+#endfor
                         sv[2u * i + h] = x;
                         mx = max(mx, max(max(x.x, x.y), max(x.z, x.w)));
                     }
+#endfor
                 }
+#endfor
                 for (var bit = 1u; bit < TPR; bit <<= 1u) {
                     mx = max(mx, subgroupShuffleXor(mx, bit));
                 }
@@ -251,7 +298,9 @@ fn main(
                     m_new = mx;
                 }
                 var sum = 0.0;
-                for (var i = 0u; i < CPL; i += 1u) {
+#for I_ in 0..CPL
+                {
+                    let i = I_##u;
                     let e0 = select(exp2(sv[2u * i] - m_new), vec4<f32>(0.0), sv[2u * i] <= vec4<f32>(MASKED));
                     let e1 = select(exp2(sv[2u * i + 1u] - m_new), vec4<f32>(0.0), sv[2u * i + 1u] <= vec4<f32>(MASKED));
                     sum += (e0.x + e0.y) + (e0.z + e0.w) + (e1.x + e1.y) + (e1.z + e1.w);
@@ -261,6 +310,7 @@ fn main(
                             pack2x16float(e1.xy), pack2x16float(e1.zw));
                     }
                 }
+#endfor
                 for (var bit = 1u; bit < TPR; bit <<= 1u) {
                     sum += subgroupShuffleXor(sum, bit);
                 }
@@ -275,29 +325,39 @@ fn main(
                     }
                 }
             }
+#endfor
             if (workgroupUniformLoad(&flags[3]) != 0u) {
                 rescale(sg_id, tid, math, &o);
             }
 
             // O += P·V.
             if (math) {
-                for (var kk = 0u; kk < KP; kk += 1u) {
+#for KK_ in 0..KP
+                {
+                    let kk = KK_##u;
                     var l: array<LeftM, RH>;
                     for (var h = 0u; h < RH; h += 1u) {
                         l[h] = subgroupMatrixLoad<LeftM, row_major>(&smem,
                             P_OFF + (rb + h * RB) * SG_M * PSTR + kk * (SG_K / 8u), PSTR);
                     }
-                    for (var b = 0u; b < OBS; b += 1u) {
+#for B_ in 0..OBS
+                    {
+                        let b = B_##u;
                         let ob = cg + b * CG;
                         if (ob < OBT) {
                             let r = subgroupMatrixLoad<RightM, row_major>(&smem, V_OFF + kk * SG_K * VSTR + ob * (SG_N / 8u),
                                 VSTR);
-                            for (var h = 0u; h < RH; h += 1u) {
+#for H_ in 0..RH
+                            {
+                                let h = H_##u;
                                 o[h * OBS + b] = subgroupMatrixMultiplyAccumulate(l[h], r, o[h * OBS + b]);
                             }
+#endfor
                         }
                     }
+#endfor
                 }
+#endfor
             }
         }
         live = fa_tile_end(&mscan, tid, t, has_next);
@@ -305,7 +365,9 @@ fn main(
 
     // O through workgroup memory, SB blocks per subgroup per round, normalized into dst or kept
     // for the reduce.
-    for (var r0 = 0u; r0 < ROUNDS; r0 += 1u) {
+#for R0_ in 0..ROUNDS
+    {
+        let r0 = R0_##u;
         if (math) {
             for (var b = 0u; b < SB; b += 1u) {
                 if (r0 * SB + b < OBH) {
@@ -328,6 +390,7 @@ fn main(
         }
         workgroupBarrier();
     }
+#endfor
     for (var g = tid; g < w.n_rows; g += NT) {
         fa_store_stats(w, g, m_sh[g] * LN2, l_sh[g]);
     }
@@ -335,7 +398,9 @@ fn main(
 
 // O rows times their rescale factors, through workgroup memory.
 fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBH>>) {
-    for (var r0 = 0u; r0 < ROUNDS; r0 += 1u) {
+#for R0_ in 0..ROUNDS
+    {
+        let r0 = R0_##u;
         if (math) {
             for (var b = 0u; b < SB; b += 1u) {
                 if (r0 * SB + b < OBH) {
@@ -352,12 +417,16 @@ fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBH>>)
         }
         workgroupBarrier();
         if (math) {
-            for (var b = 0u; b < SB; b += 1u) {
+#for B_ in 0..SB
+            {
+                let b = B_##u;
                 if (r0 * SB + b < OBH) {
                     (*o)[r0 * SB + b] = subgroupMatrixLoad<ResM, row_major>(&sf, (sg_id * SB + b) * BLK4, SG_N / 4u);
                 }
             }
+#endfor
         }
         workgroupBarrier();
     }
+#endfor
 }

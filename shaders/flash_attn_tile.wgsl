@@ -11,15 +11,16 @@ diagnostic(off, subgroup_uniformity);
 
 #include "common.wgsl"
 #define FA_STAGED
+#define K_CHUNKS (HSK / 8u)
+#define V_CHUNKS (HSV / 8u)
 #include "flash_attn_common.wgsl"
 
 const HSK8: u32 = HSK / 8;
 const HSV8: u32 = HSV / 8;
-const K_CHUNKS: u32 = HSK8;
-const V_CHUNKS: u32 = HSV8;
-const SPL: u32 = KV_TILE / TPR; // softmax keys per lane
+// Softmax keys per lane.
+#define SPL (KV_TILE / TPR)
 const QW4: u32 = QW / 4;
-const SM_PASSES: u32 = (ROWS + NT / TPR - 1u) / (NT / TPR);
+#define SM_PASSES ((ROWS + NT / TPR - 1u) / (NT / TPR))
 
 // Q (f32), later the final output rows.
 var<workgroup> q_sh: array<vec4<f32>, ROWS * QW4>;
@@ -46,21 +47,27 @@ fn unpack8(c: vec4<u32>) -> array<vec4<f32>, 2> {
 }
 
 fn store_k(r: ptr<function, array<vec4<u32>, KC>>, tid: u32) {
-    for (var i = 0u; i < KC; i += 1u) {
+#for I_ in 0..KC
+    {
+        let i = I_##u;
         let e = tid + i * NT;
         if (e < KV_TILE * HSK8) {
             k_sh[(e / HSK8) * KSTR + e % HSK8] = (*r)[i];
         }
     }
+#endfor
 }
 
 fn store_v(r: ptr<function, array<vec4<u32>, VC>>, tid: u32) {
-    for (var i = 0u; i < VC; i += 1u) {
+#for I_ in 0..VC
+    {
+        let i = I_##u;
         let e = tid + i * NT;
         if (e < KV_TILE * HSV8) {
             V_SH[(e / HSV8) * VSTR + e % HSV8] = (*r)[i];
         }
     }
+#endfor
 }
 
 @compute @workgroup_size(NT)
@@ -107,9 +114,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let sm_l = tid % TPR;
 
     var acc: array<array<vec4<f32>, 2>, RO * CH>;
-    for (var a = 0u; a < RO * CH; a += 1u) {
+#for A_ in 0..RO * CH
+    {
+        let a = A_##u;
         acc[a] = array<vec4<f32>, 2>(vec4<f32>(0.0), vec4<f32>(0.0));
     }
+#endfor
 
     let n_tiles = (w.kv1 - w.kv0 + KV_TILE - 1u) / KV_TILE;
     // K/V of the current tile (or, with PREFETCH, of the next one while this one is computed);
@@ -129,27 +139,38 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 #if HAS_MASK
             // This thread's mask values for its scores, loaded before the dot products.
             var mv: array<f32, RQ>;
-            for (var i = 0u; i < RQ; i += 1u) {
+#for I_ in 0..RQ
+            {
+                let i = I_##u;
                 let g = min(qk_g + i * GQ, ROWS - 1u);
                 mv[i] = 0.0;
                 if (qk_ds == 0u && qk_j < nk) {
                     mv[i] = slope_sh[g] * fa_mask_at(mrow_sh[g], j0 + qk_j);
                 }
             }
+#endfor
 #endif
             // Scores (two accumulators a row, for shorter dependency chains).
             var sdot: array<vec2<f32>, RQ>;
-            for (var i = 0u; i < RQ; i += 1u) {
+#for I_ in 0..RQ
+            {
+                let i = I_##u;
                 sdot[i] = vec2<f32>(0.0);
             }
+#endfor
             for (var c = qk_ds; c < HSK8; c += DS) {
                 let kv = unpack8(k_sh[qk_j * KSTR + c]);
-                for (var i = 0u; i < RQ; i += 1u) {
+#for I_ in 0..RQ
+                {
+                    let i = I_##u;
                     let g = min(qk_g + i * GQ, ROWS - 1u);
                     sdot[i] += vec2<f32>(dot(q_sh[g * QW4 + 2u * c], kv[0]), dot(q_sh[g * QW4 + 2u * c + 1u], kv[1]));
                 }
+#endfor
             }
-            for (var i = 0u; i < RQ; i += 1u) {
+#for I_ in 0..RQ
+            {
+                let i = I_##u;
                 var d = sdot[i].x + sdot[i].y;
                 for (var o = 1u; o < DS; o <<= 1u) {
                     d += subgroupShuffleXor(d, o);
@@ -166,6 +187,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                     s_sh[g * KV_TILE + qk_j] = s;
                 }
             }
+#endfor
             workgroupBarrier();
 #if KV_ALIAS
 #if !PREFETCH
@@ -180,28 +202,36 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 #endif
 
             // Online softmax: new maxima, weights in place of the scores, rescale factors.
-            for (var ps = 0u; ps < SM_PASSES; ps += 1u) {
+#for PS_ in 0..SM_PASSES
+            {
+                let ps = PS_##u;
                 let g = tid / TPR + ps * (NT / TPR);
                 let gc = min(g, ROWS - 1u);
                 var sv: array<f32, SPL>;
                 var mx = MASKED;
-                for (var i = 0u; i < SPL; i += 1u) {
+#for I_ in 0..SPL
+                {
+                    let i = I_##u;
                     sv[i] = s_sh[gc * KV_TILE + sm_l + i * TPR];
                     mx = max(mx, sv[i]);
                 }
+#endfor
                 for (var o = 1u; o < TPR; o <<= 1u) {
                     mx = max(mx, subgroupShuffleXor(mx, o));
                 }
                 let m_old = m_sh[gc];
                 let m_new = max(m_old, mx);
                 var sum = 0.0;
-                for (var i = 0u; i < SPL; i += 1u) {
+#for I_ in 0..SPL
+                {
+                    let i = I_##u;
                     let e = select(exp(sv[i] - m_new), 0.0, sv[i] <= MASKED);
                     sum += e;
                     if (g < ROWS) {
                         s_sh[g * KV_TILE + sm_l + i * TPR] = e;
                     }
                 }
+#endfor
                 for (var o = 1u; o < TPR; o <<= 1u) {
                     sum += subgroupShuffleXor(sum, o);
                 }
@@ -212,27 +242,37 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                     m_sh[g] = m_new;
                 }
             }
+#endfor
             workgroupBarrier();
 
             // O = O·a + P·V.
             if (pv_on) {
-                for (var i = 0u; i < RO; i += 1u) {
+#for I_ in 0..RO
+                {
+                    let i = I_##u;
                     let a = a_sh[min(pv_rg * RO + i, ROWS - 1u)];
                     for (var k = 0u; k < CH; k += 1u) {
                         acc[i * CH + k][0] *= a;
                         acc[i * CH + k][1] *= a;
                     }
                 }
+#endfor
                 for (var j = pv_ks; j < nk; j += KS) {
-                    for (var k = 0u; k < CH; k += 1u) {
+#for K_ in 0..CH
+                    {
+                        let k = K_##u;
                         let c = min(pv_c + k * LV, HSV8 - 1u);
                         let vv = unpack8(V_SH[j * VSTR + c]);
-                        for (var i = 0u; i < RO; i += 1u) {
+#for I_ in 0..RO
+                        {
+                            let i = I_##u;
                             let pr = s_sh[min(pv_rg * RO + i, ROWS - 1u) * KV_TILE + j];
                             acc[i * CH + k][0] += pr * vv[0];
                             acc[i * CH + k][1] += pr * vv[1];
                         }
+#endfor
                     }
+#endfor
                 }
             }
         }
@@ -240,11 +280,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
 
     // The key splits' partial outputs add up in q_sh, then each row is stored.
-    for (var s = 0u; s < KS; s += 1u) {
+#for S_ in 0..KS
+    {
+        let s = S_##u;
         if (pv_on && pv_ks == s) {
             for (var i = 0u; i < RO; i += 1u) {
                 let g = pv_rg * RO + i;
-                for (var k = 0u; k < CH; k += 1u) {
+#for K_ in 0..CH
+                {
+                    let k = K_##u;
                     let c = pv_c + k * LV;
                     if (g < ROWS && c < HSV8) {
                         let at = g * QW4 + 2u * c;
@@ -257,10 +301,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                         }
                     }
                 }
+#endfor
             }
         }
         workgroupBarrier();
     }
+#endfor
     for (var e = tid; e < w.n_rows * (HSV / 4u); e += NT) {
         let g = e / (HSV / 4u);
         let c = e % (HSV / 4u);

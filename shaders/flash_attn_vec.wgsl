@@ -16,12 +16,12 @@ enable subgroups;
 diagnostic(off, subgroup_uniformity);
 
 #include "common.wgsl"
+#define K_CHUNKS (HSK / 8u)
+#define V_CHUNKS (HSV / 8u)
 #include "flash_attn_common.wgsl"
 
 const HSK8: u32 = HSK / 8;
 const HSV8: u32 = HSV / 8;
-const K_CHUNKS: u32 = HSK8;
-const V_CHUNKS: u32 = HSV8;
 const LK: u32 = VEC_LK;
 const NB: u32 = VEC_B;
 const CK: u32 = VEC_CK;

@@ -14,6 +14,7 @@
 //   B_VEC4        b is contiguous with start and strides multiples of 16 and rows of a multiple of
 //                 16 bytes: bound as array<vec4<u32>>, read 16 bytes at a time
 //   A_ALIGN2      a's start and strides are even (f16 fields are read with one load)
+//   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //
 // Addresses are in bytes from the start of each binding (tensors are bound at an aligned offset
 // below their first byte, so views may start anywhere); a is read as u32 words, unaligned reads
@@ -30,6 +31,13 @@
 @group(0) @binding(1) var<storage, read> b: array<u32>;
 #endif
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+#ifdef A_VEC4
+// a again, as 16-byte words (only for float rows in whole 16-byte units at 16-byte offsets).
+@group(0) @binding(3) var<storage, read> a4: array<vec4<u32>>;
+#define PARAMS_BINDING 4
+#else
+#define PARAMS_BINDING 3
+#endif
 
 struct Params {
     a_start: u32,   // bytes from a's binding to a[0, 0, 0, 0]
@@ -53,7 +61,7 @@ struct Params {
     tiles_n: u32,   // workgroups along n per matrix
     grid_x: u32,    // workgroups per grid row (the grid may be split in 2-D)
 }
-@group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(PARAMS_BINDING) var<uniform> params: Params;
 
 #include "formats.wgsl"
 

@@ -1,21 +1,28 @@
 // MUL_MAT on subgroup matrices (tensor cores): a workgroup of SG_COUNT_M x SG_COUNT_N
-// subgroups computes a TM x TN tile of dst; each subgroup FRAG_M x FRAG_N result matrices of
-// the config's SG_M x SG_N. Per K step of TK elements, the tiles of a (any type, dequantized)
-// and b (f32 or f16) are converted to f16 in workgroup memory, row-major with k innermost (a as
-// left matrices, b as column-major right matrices), padded by PAD halves per row. With STAGES
-// = 2 the next step is fetched into registers while this one computes, then stored into the
-// other buffer: one barrier per step. Results accumulate in ACC_T (f32 where the adapter has
-// an f16 -> f32 config). Full tiles with f32 results are stored straight to dst; the others go
-// through a small per-subgroup buffer and a bounds-checked copy.
+// subgroups computes a TILE_M x TILE_N tile of dst; each subgroup FRAG_M x FRAG_N result
+// matrices of the config's SG_M x SG_N. Per K step of TK elements, the tiles of a (any type,
+// dequantized) and b (f32 or f16) are converted to f16 in workgroup memory, row-major with k
+// innermost (a as left matrices, b as column-major right matrices), padded by PAD halves per
+// row. With STAGES = 2 the next step is fetched into registers (as packed halves) while this
+// one computes, then stored into the other buffer: one barrier per step. Results accumulate in
+// AccT (f32 where the adapter has an f16 -> f32 config). Full tiles with f32 results are stored
+// straight to dst; the others go through a small per-subgroup buffer and a bounds-checked copy.
+//
+// Every loop over registers (accumulators, fragments, prefetched units) is unrolled with #for:
+// drivers leave such loops rolled and then keep the arrays in memory, which measured 4x slower.
+//
+// Staging units: a in 8 elements (16 bytes of f16: one unit of every quantized block), b in 4.
+// Consecutive invocations take consecutive units of a row, then the next row.
 //
 // The workgroup has WG_SIZE = SG_COUNT_M * SG_COUNT_N * (the largest subgroup size)
 // invocations (Dawn wants a multiple of it). Where subgroups come out smaller, the extra ones
 // only help staging.
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; SG_M, SG_N, SG_K (the config),
-// SG_COUNT_M, SG_COUNT_N, FRAG_M, FRAG_N, TK, PAD, STAGES, WG_SIZE, ACC_F32, DIRECT_STORE (dst's
-// binding holds at least one result matrix, as Dawn requires of a subgroupMatrixStore target;
-// smaller dsts have no whole tile anyway).
+// SG_COUNT_M, SG_COUNT_N, FRAG_M, FRAG_N, TK (a multiple of 8 and of SG_K), PAD, STAGES,
+// WG_SIZE, SCRATCH_SGS (result matrices the edge scratch holds), ACC_F32, A_VEC4 (a's rows are
+// 16-byte units, also bound as `a4`), DIRECT_STORE (dst's binding holds at least one result matrix, as Dawn
+// requires of a subgroupMatrixStore target; smaller dsts have no whole tile anyway).
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable subgroups;
@@ -32,6 +39,7 @@ enable chromium_experimental_subgroup_matrix;
 #define PAD 8u
 #define STAGES 2u
 #define WG_SIZE 64u
+#define SCRATCH_SGS 8u
 
 #include "mul_mat_operands.wgsl"
 
@@ -41,12 +49,19 @@ alias AccT = f32;
 alias AccT = f16;
 #endif
 
+#define TILE_M (SG_COUNT_M * FRAG_M * SG_M)
+#define TILE_N (SG_COUNT_N * FRAG_N * SG_N)
+#define A_UNITS_PER_ROW (TK / 8u)
+#define B_UNITS_PER_ROW (TK / 4u)
+#define A_UNITS (TILE_M * A_UNITS_PER_ROW)
+#define B_UNITS (TILE_N * B_UNITS_PER_ROW)
+#define A_PER_THREAD ((A_UNITS + WG_SIZE - 1u) / WG_SIZE)
+#define B_PER_THREAD ((B_UNITS + WG_SIZE - 1u) / WG_SIZE)
+
 const SG_COUNT: u32 = SG_COUNT_M * SG_COUNT_N;
-const TM: u32 = SG_COUNT_M * FRAG_M * SG_M;
-const TN: u32 = SG_COUNT_N * FRAG_N * SG_N;
 const LDS: u32 = TK + PAD;
-const A_STAGE: u32 = TM * LDS;
-const B_STAGE: u32 = TN * LDS;
+const A_STAGE: u32 = TILE_M * LDS;
+const B_STAGE: u32 = TILE_N * LDS;
 const FRAG_ELEMS: u32 = SG_M * SG_N;
 
 alias Left = subgroup_matrix_left<f16, SG_K, SG_M>;
@@ -55,17 +70,122 @@ alias Result = subgroup_matrix_result<AccT, SG_N, SG_M>;
 
 var<workgroup> sa: array<f16, STAGES * A_STAGE>;
 var<workgroup> sb: array<f16, STAGES * B_STAGE>;
-var<workgroup> scratch: array<AccT, SG_COUNT * FRAG_ELEMS>;
+var<workgroup> scratch: array<AccT, SCRATCH_SGS * FRAG_ELEMS>;
 
-fn store_a(buf: u32, row: u32, kk: u32, v: f32) {
-    sa[buf * A_STAGE + row * LDS + kk] = f16(v);
+fn pack8(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
+    return vec4<u32>(pack2x16float(lo.xy), pack2x16float(lo.zw), pack2x16float(hi.xy), pack2x16float(hi.zw));
 }
 
-fn store_b(buf: u32, col: u32, kk: u32, v: f32) {
-    sb[buf * B_STAGE + col * LDS + kk] = f16(v);
+// Staging unit u of a for the K step at k0: 8 elements as packed halves, zero past m and k.
+fn fetch_a(tile: Tile, m0: u32, k0: u32, u: u32) -> vec4<u32> {
+    let p = params;
+    let gm = m0 + u / A_UNITS_PER_ROW;
+    let e = k0 + (u % A_UNITS_PER_ROW) * 8u;
+    if (u >= A_UNITS || gm >= p.m || e >= p.k) {
+        return vec4<u32>();
+    }
+    let row = tile.a_base + gm * p.a_nb1;
+    if (e + 8u > p.k) {
+        // The tail of a float row (quantized rows hold whole blocks of 8 or more).
+        var lo = vec4<f32>();
+        var hi = vec4<f32>();
+#for I in 0..4
+        if (e + I##u < p.k) {
+            lo[I] = a_elem(row, e + I##u);
+        }
+        if (e + 4u + I##u < p.k) {
+            hi[I] = a_elem(row, e + 4u + I##u);
+        }
+#endfor
+        return pack8(lo, hi);
+    }
+#if defined(A_VEC4) && A_TYPE == TYPE_F16
+    return a4[(row >> 4u) + (e >> 3u)];
+#elif defined(A_VEC4) && A_TYPE == TYPE_BF16
+    let w = a4[(row >> 4u) + (e >> 3u)];
+    return vec4<u32>(pack2x16float(a_word2(w.x)), pack2x16float(a_word2(w.y)),
+                     pack2x16float(a_word2(w.z)), pack2x16float(a_word2(w.w)));
+#elif defined(A_VEC4) && A_TYPE == TYPE_F32
+    let i = (row >> 4u) + (e >> 2u);
+    return pack8(bitcast<vec4<f32>>(a4[i]), bitcast<vec4<f32>>(a4[i + 1u]));
+#elif A_TYPE == TYPE_F16 && defined(A_ALIGN4)
+    let i = (row >> 2u) + (e >> 1u);
+    return vec4<u32>(a[i], a[i + 1u], a[i + 2u], a[i + 3u]);
+#else
+    let v = a_unit8(row, e);
+    return pack8(v[0], v[1]);
+#endif
 }
 
-#include "mul_mat_stage.wgsl"
+// Staging unit u of b: 4 elements as packed halves, zero past n and k.
+fn fetch_b(tile: Tile, n0: u32, k0: u32, u: u32) -> vec2<u32> {
+    let p = params;
+    let gn = n0 + u / B_UNITS_PER_ROW;
+    let e = k0 + (u % B_UNITS_PER_ROW) * 4u;
+    if (u >= B_UNITS || gn >= p.n || e >= p.k) {
+        return vec2<u32>();
+    }
+    let row = tile.b_base + gn * p.b_nb1;
+    var v = vec4<f32>();
+    if (e + 4u <= p.k) {
+#if defined(B_CONTIG) && defined(B_F16) && defined(B_ALIGN4)
+        let i = (row >> 2u) + (e >> 1u);
+        return vec2<u32>(b_word(i), b_word(i + 1u));
+#else
+        v = b_vec4(row, e);
+#endif
+    } else {
+#for I in 0..4
+        if (e + I##u < p.k) {
+            v[I] = b_elem(row, e + I##u);
+        }
+#endfor
+    }
+    return vec2<u32>(pack2x16float(v.xy), pack2x16float(v.zw));
+}
+
+fn put_a(buf: u32, u: u32, w: vec4<u32>) {
+#if A_UNITS % WG_SIZE != 0
+    if (u >= A_UNITS) {
+        return;
+    }
+#endif
+    let at = buf * A_STAGE + (u / A_UNITS_PER_ROW) * LDS + (u % A_UNITS_PER_ROW) * 8u;
+#for I in 0..4
+    {
+        let h = bitcast<vec2<f16>>(w[I]);
+        sa[at + 2u * I##u] = h.x;
+        sa[at + 2u * I##u + 1u] = h.y;
+    }
+#endfor
+}
+
+fn put_b(buf: u32, u: u32, w: vec2<u32>) {
+#if B_UNITS % WG_SIZE != 0
+    if (u >= B_UNITS) {
+        return;
+    }
+#endif
+    let at = buf * B_STAGE + (u / B_UNITS_PER_ROW) * LDS + (u % B_UNITS_PER_ROW) * 4u;
+    let lo = bitcast<vec2<f16>>(w.x);
+    let hi = bitcast<vec2<f16>>(w.y);
+    sb[at] = lo.x;
+    sb[at + 1u] = lo.y;
+    sb[at + 2u] = hi.x;
+    sb[at + 3u] = hi.y;
+}
+
+// Copies the scratch matrix at `slot` to dst at (row0, col0), inside m x n only.
+fn copy_out(dst_base: u32, slot: u32, lane: u32, sg_size: u32, row0: u32, col0: u32) {
+    let p = params;
+    for (var i = lane; i < FRAG_ELEMS; i += sg_size) {
+        let row = row0 + i % SG_M;
+        let col = col0 + i / SG_M;
+        if (row < p.m && col < p.n) {
+            dst[dst_base + col * p.m + row] = f32(scratch[slot + i]);
+        }
+    }
+}
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -77,63 +197,86 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         return;
     }
     let p = params;
-    let m0 = tile.tm * TM;
-    let n0 = tile.tn * TN;
+    let m0 = tile.tm * TILE_M;
+    let n0 = tile.tn * TILE_N;
     // Subgroups are taken to be consecutive runs of invocations, as on every Vulkan driver.
     let sg = lid / sg_size;
     let computes = sg < SG_COUNT;
     let sg_m = sg % SG_COUNT_M;
     let sg_n = (sg / SG_COUNT_M) % SG_COUNT_N;
-    var acc: array<Result, FRAG_M * FRAG_N>;
+#for I in 0..FRAG_M
+#for J in 0..FRAG_N
+    var acc_##I##_##J: Result;
+#endfor
+#endfor
 
     let steps = (p.k + TK - 1u) / TK;
-    put_a(fetch_a(tile, m0, 0u, lid), lid, 0u);
-    put_b(fetch_b(tile, n0, 0u, lid), lid, 0u);
+#for T in 0..A_PER_THREAD
+    put_a(0u, lid + T##u * WG_SIZE, fetch_a(tile, m0, 0u, lid + T##u * WG_SIZE));
+#endfor
+#for T in 0..B_PER_THREAD
+    put_b(0u, lid + T##u * WG_SIZE, fetch_b(tile, n0, 0u, lid + T##u * WG_SIZE));
+#endfor
     workgroupBarrier();
     for (var s = 0u; s < steps; s += 1u) {
         let cur = select(0u, s & 1u, STAGES == 2u);
         let more = s + 1u < steps;
+        let k_next = (s + 1u) * TK;
 #if STAGES == 2
-        var fa: AFetch;
-        var fb: BFetch;
+#for T in 0..A_PER_THREAD
+        var ra_##T = vec4<u32>();
+#endfor
+#for T in 0..B_PER_THREAD
+        var rb_##T = vec2<u32>();
+#endfor
         if (more) {
-#ifdef A_FLOAT
-            fa = fetch_a(tile, m0, (s + 1u) * TK, lid);
-#endif
-            fb = fetch_b(tile, n0, (s + 1u) * TK, lid);
+#for T in 0..A_PER_THREAD
+            ra_##T = fetch_a(tile, m0, k_next, lid + T##u * WG_SIZE);
+#endfor
+#for T in 0..B_PER_THREAD
+            rb_##T = fetch_b(tile, n0, k_next, lid + T##u * WG_SIZE);
+#endfor
         }
 #endif
         if (computes) {
             let a_off = cur * A_STAGE + sg_m * FRAG_M * SG_M * LDS;
             let b_off = cur * B_STAGE + sg_n * FRAG_N * SG_N * LDS;
-            for (var kk = 0u; kk < TK; kk += SG_K) {
-                var left: array<Left, FRAG_M>;
-                for (var i = 0u; i < FRAG_M; i += 1u) {
-                    left[i] = subgroupMatrixLoad<Left>(&sa, a_off + i * SG_M * LDS + kk, false, LDS);
+#for KK in 0..TK / SG_K
+            {
+#for I in 0..FRAG_M
+                let left_##I = subgroupMatrixLoad<Left>(&sa, a_off + I##u * SG_M * LDS + KK##u * SG_K, false, LDS);
+#endfor
+#for J in 0..FRAG_N
+                {
+                    let right = subgroupMatrixLoad<Right>(&sb, b_off + J##u * SG_N * LDS + KK##u * SG_K, true, LDS);
+#for I in 0..FRAG_M
+                    acc_##I##_##J = subgroupMatrixMultiplyAccumulate(left_##I, right, acc_##I##_##J);
+#endfor
                 }
-                for (var j = 0u; j < FRAG_N; j += 1u) {
-                    let right = subgroupMatrixLoad<Right>(&sb, b_off + j * SG_N * LDS + kk, true, LDS);
-                    for (var i = 0u; i < FRAG_M; i += 1u) {
-                        acc[i * FRAG_N + j] = subgroupMatrixMultiplyAccumulate(left[i], right, acc[i * FRAG_N + j]);
-                    }
-                }
+#endfor
             }
+#endfor
         }
 #if STAGES == 2
         if (more) {
-#ifndef A_FLOAT
-            fa = fetch_a(tile, m0, (s + 1u) * TK, lid);
-#endif
             // The other buffer was last read before the previous step's barrier.
-            put_a(fa, lid, cur ^ 1u);
-            put_b(fb, lid, cur ^ 1u);
+#for T in 0..A_PER_THREAD
+            put_a(cur ^ 1u, lid + T##u * WG_SIZE, ra_##T);
+#endfor
+#for T in 0..B_PER_THREAD
+            put_b(cur ^ 1u, lid + T##u * WG_SIZE, rb_##T);
+#endfor
         }
         workgroupBarrier();
 #else
         workgroupBarrier();
         if (more) {
-            put_a(fetch_a(tile, m0, (s + 1u) * TK, lid), lid, 0u);
-            put_b(fetch_b(tile, n0, (s + 1u) * TK, lid), lid, 0u);
+#for T in 0..A_PER_THREAD
+            put_a(0u, lid + T##u * WG_SIZE, fetch_a(tile, m0, k_next, lid + T##u * WG_SIZE));
+#endfor
+#for T in 0..B_PER_THREAD
+            put_b(0u, lid + T##u * WG_SIZE, fetch_b(tile, n0, k_next, lid + T##u * WG_SIZE));
+#endfor
         }
         workgroupBarrier();
 #endif
@@ -142,36 +285,49 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let m_sub = m0 + sg_m * FRAG_M * SG_M;
     let n_sub = n0 + sg_n * FRAG_N * SG_N;
 #if defined(ACC_F32) && defined(DIRECT_STORE)
-    if (m0 + TM <= p.m && n0 + TN <= p.n) {
+    if (m0 + TILE_M <= p.m && n0 + TILE_N <= p.n) {
         // A whole tile: straight to dst, column-major (dst is m-fastest).
         if (computes) {
-            for (var i = 0u; i < FRAG_M; i += 1u) {
-                for (var j = 0u; j < FRAG_N; j += 1u) {
-                    let at = tile.dst_base + (n_sub + j * SG_N) * p.m + m_sub + i * SG_M;
-                    subgroupMatrixStore(&dst, at, acc[i * FRAG_N + j], true, p.m);
-                }
-            }
+#for I in 0..FRAG_M
+#for J in 0..FRAG_N
+            subgroupMatrixStore(&dst, tile.dst_base + (n_sub + J##u * SG_N) * p.m + m_sub + I##u * SG_M,
+                                acc_##I##_##J, true, p.m);
+#endfor
+#endfor
         }
         return;
     }
 #endif
-    // An edge tile: each result through this subgroup's scratch, copied with bounds checks.
-    for (var f = 0u; f < FRAG_M * FRAG_N; f += 1u) {
-        if (computes) {
-            subgroupMatrixStore(&scratch, sg * FRAG_ELEMS, acc[f], true, SG_M);
-        }
-        workgroupBarrier();
-        if (computes) {
-            let row0 = m_sub + (f / FRAG_N) * SG_M;
-            let col0 = n_sub + (f % FRAG_N) * SG_N;
-            for (var i = sg_lane; i < FRAG_ELEMS; i += sg_size) {
-                let row = row0 + i % SG_M;
-                let col = col0 + i / SG_M;
-                if (row < p.m && col < p.n) {
-                    dst[tile.dst_base + col * p.m + row] = f32(scratch[sg * FRAG_ELEMS + i]);
-                }
+    // An edge tile: fragments wholly inside m x n go straight to dst (as above); the others
+    // through scratch, which holds SCRATCH_SGS matrices, so subgroups take turns in rounds.
+    let rounds = (SG_COUNT + SCRATCH_SGS - 1u) / SCRATCH_SGS;
+    for (var round = 0u; round < rounds; round += 1u) {
+        let mine = computes && sg / SCRATCH_SGS == round;
+        let slot = (sg % SCRATCH_SGS) * FRAG_ELEMS;
+#for I in 0..FRAG_M
+#for J in 0..FRAG_N
+        {
+            let row0 = m_sub + I##u * SG_M;
+            let col0 = n_sub + J##u * SG_N;
+            let inside = row0 + SG_M <= p.m && col0 + SG_N <= p.n;
+#if defined(ACC_F32) && defined(DIRECT_STORE)
+            if (mine && inside) {
+                subgroupMatrixStore(&dst, tile.dst_base + col0 * p.m + row0, acc_##I##_##J, true, p.m);
             }
+            let via_scratch = mine && !inside;
+#else
+            let via_scratch = mine;
+#endif
+            if (via_scratch) {
+                subgroupMatrixStore(&scratch, slot, acc_##I##_##J, true, SG_M);
+            }
+            workgroupBarrier();
+            if (via_scratch) {
+                copy_out(tile.dst_base, slot, sg_lane, sg_size, row0, col0);
+            }
+            workgroupBarrier();
         }
-        workgroupBarrier();
+#endfor
+#endfor
     }
 }

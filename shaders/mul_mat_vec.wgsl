@@ -52,7 +52,7 @@ var<workgroup> partial: array<f32, WG_SIZE>;
 // vu_pos(u, s), with their scales (VU_SCALE 0: already applied; 1: one, sx; 2: sx and sy).
 
 const VU: u32 = 64u;
-const VU_SUBS: u32 = 8u;
+#define VU_SUBS 8u
 
 struct VuSub {
     x: vec4<f32>,
@@ -100,23 +100,23 @@ fn vu_load(row: u32, u: u32) -> VuRaw {
     let byte = row + u * 36u;
     let i = byte >> 2u;
     var w: array<u32, 9>;
-    for (var c = 0u; c < 9u; c += 1u) {
-        w[c] = a[i + c];
-    }
+#for C in 0..9
+    w[C##u] = a[i + C##u];
+#endfor
 #ifndef A_ALIGN4
     let odd = (byte & 2u) != 0u;
     let next = a[min(i + 9u, a_last())];
-    for (var c = 0u; c < 8u; c += 1u) {
-        w[c] = vu_fun(w[c], w[c + 1u], odd);
-    }
+#for C in 0..8
+    w[C##u] = vu_fun(w[C##u], w[C##u + 1u], odd);
+#endfor
     w[8] = vu_fun(w[8], next, odd);
 #endif
     var r: VuRaw;
     r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[4]).y);
-    for (var c = 0u; c < 4u; c += 1u) {
-        r.q[c] = (w[c] >> 16u) | (w[c + 1u] << 16u);
-        r.q[c + 4u] = w[c + 5u];
-    }
+#for C in 0..4
+    r.q[C##u] = (w[C##u] >> 16u) | (w[C##u + 1u] << 16u);
+    r.q[C##u + 4u] = w[C##u + 5u];
+#endfor
     return r;
 }
 
@@ -144,23 +144,23 @@ fn vu_load(row: u32, u: u32) -> VuRaw {
     let byte = row + u * 68u;
     let i = byte >> 2u;
     var w: array<u32, 17>;
-    for (var c = 0u; c < 17u; c += 1u) {
-        w[c] = a[i + c];
-    }
+#for C in 0..17
+    w[C##u] = a[i + C##u];
+#endfor
 #ifndef A_ALIGN4
     let odd = (byte & 2u) != 0u;
     let next = a[min(i + 17u, a_last())];
-    for (var c = 0u; c < 16u; c += 1u) {
-        w[c] = vu_fun(w[c], w[c + 1u], odd);
-    }
+#for C in 0..16
+    w[C##u] = vu_fun(w[C##u], w[C##u + 1u], odd);
+#endfor
     w[16] = vu_fun(w[16], next, odd);
 #endif
     var r: VuRaw;
     r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[8]).y);
-    for (var c = 0u; c < 8u; c += 1u) {
-        r.q[c] = (w[c] >> 16u) | (w[c + 1u] << 16u);
-        r.q[c + 8u] = w[c + 9u];
-    }
+#for C in 0..8
+    r.q[C##u] = (w[C##u] >> 16u) | (w[C##u + 1u] << 16u);
+    r.q[C##u + 8u] = w[C##u + 9u];
+#endfor
     return r;
 }
 
@@ -198,15 +198,15 @@ fn vu_load(row: u32, u: u32) -> VuRaw {
     let h = vu_words4(bb);
 #endif
     var w: array<u32, 8>;
-    for (var c = 0u; c < 8u; c += 1u) {
-        w[c] = a[iq + c];
-    }
+#for C in 0..8
+    w[C##u] = a[iq + C##u];
+#endfor
 #ifndef A_ALIGN4
     let odd = (bb & 2u) != 0u;
     let next = a[min(iq + 8u, a_last())];
-    for (var c = 0u; c < 7u; c += 1u) {
-        w[c] = vu_fun(w[c], w[c + 1u], odd);
-    }
+#for C in 0..7
+    w[C##u] = vu_fun(w[C##u], w[C##u + 1u], odd);
+#endfor
     w[7] = vu_fun(w[7], next, odd);
 #endif
     // The 6-bit scales (sc) and mins (m) of sub-blocks 0-3 and 4-7, a byte each.
@@ -340,63 +340,71 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let lane = lid % GROUP_SIZE;
     let tile_row0 = tile.tm * (ROWS * GROUPS);
     let row0 = tile_row0 + group * ROWS;
-    var rows: array<u32, ROWS>;
-    for (var r = 0u; r < ROWS; r += 1u) {
-        rows[r] = tile.a_base + min(row0 + r, p.m - 1u) * p.a_nb1;
-    }
-    var cols: array<u32, N_COLS>;
-    for (var j = 0u; j < N_COLS; j += 1u) {
-        cols[j] = tile.b_base + min(j, p.n - 1u) * p.b_nb1;
-    }
-    var acc: array<f32, RN>;
+    // Rows, columns and accumulators are unrolled (#for) into plain registers.
+#for R in 0..ROWS
+    let row_##R = tile.a_base + min(row0 + R##u, p.m - 1u) * p.a_nb1;
+#endfor
+#for J in 0..N_COLS
+    let col_##J = tile.b_base + min(J##u, p.n - 1u) * p.b_nb1;
+#endfor
+#for R in 0..ROWS
+#for J in 0..N_COLS
+    var acc_##R##_##J = 0.0;
+#endfor
+#endfor
 
 #ifdef A_FLOAT
     let pairs = p.k / 2u;
     for (var q = lane; q < pairs; q += GROUP_SIZE) {
         let e = 2u * q;
-        var bv: array<vec2<f32>, N_COLS>;
-        for (var j = 0u; j < N_COLS; j += 1u) {
-            bv[j] = b_pair(cols[j], e);
+#for J in 0..N_COLS
+        let b_##J = b_pair(col_##J, e);
+#endfor
+#for R in 0..ROWS
+        {
+            let av = a_pair(row_##R, e);
+#for J in 0..N_COLS
+            acc_##R##_##J += dot(av, b_##J);
+#endfor
         }
-        for (var r = 0u; r < ROWS; r += 1u) {
-            let av = a_pair(rows[r], e);
-            for (var j = 0u; j < N_COLS; j += 1u) {
-                acc[r * N_COLS + j] += dot(av, bv[j]);
-            }
-        }
+#endfor
     }
     // An odd k leaves one element.
     if (lane == 0u && (p.k & 1u) != 0u) {
         let e = p.k - 1u;
-        for (var r = 0u; r < ROWS; r += 1u) {
-            let av = a_elem(rows[r], e);
-            for (var j = 0u; j < N_COLS; j += 1u) {
-                acc[r * N_COLS + j] += av * b_elem(cols[j], e);
-            }
+#for R in 0..ROWS
+        {
+            let av = a_elem(row_##R, e);
+#for J in 0..N_COLS
+            acc_##R##_##J += av * b_elem(col_##J, e);
+#endfor
         }
+#endfor
     }
 #else
 #ifdef VEC_UNITS
     let units = p.k / VU;
     for (var u = lane; u < units; u += GROUP_SIZE) {
-        var raw: array<VuRaw, ROWS>;
-        for (var r = 0u; r < ROWS; r += 1u) {
-            raw[r] = vu_load(rows[r], u);
-        }
-        for (var s = 0u; s < VU_SUBS; s += 1u) {
-            let e = vu_pos(u, s);
-            var h: array<VuSub, ROWS>;
-            for (var r = 0u; r < ROWS; r += 1u) {
-                h[r] = vu_sub(raw[r], s);
+#for R in 0..ROWS
+        let raw_##R = vu_load(row_##R, u);
+#endfor
+#for S in 0..VU_SUBS
+        {
+            let e = vu_pos(u, S##u);
+#for R in 0..ROWS
+            let h_##R = vu_sub(raw_##R, S##u);
+#endfor
+#for J in 0..N_COLS
+            {
+                let b0 = b_vec4(col_##J, e.x);
+                let b1 = b_vec4(col_##J, e.y);
+#for R in 0..ROWS
+                acc_##R##_##J = vu_acc(h_##R, b0, b1, acc_##R##_##J);
+#endfor
             }
-            for (var j = 0u; j < N_COLS; j += 1u) {
-                let b0 = b_vec4(cols[j], e.x);
-                let b1 = b_vec4(cols[j], e.y);
-                for (var r = 0u; r < ROWS; r += 1u) {
-                    acc[r * N_COLS + j] = vu_acc(h[r], b0, b1, acc[r * N_COLS + j]);
-                }
-            }
+#endfor
         }
+#endfor
     }
     // A k that is not a whole number of units (an odd number of q4_0/q8_0 blocks) leaves a block.
     let first = units * (VU / 8u);
@@ -409,17 +417,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let blk = q / per_block;
         let t = q % per_block;
         let e = blk * a_block + a_vec_pos(t);
-        var bv: array<vec4<f32>, 2u * N_COLS>;
-        for (var j = 0u; j < N_COLS; j += 1u) {
-            bv[2u * j] = b_vec4(cols[j], e.x);
-            bv[2u * j + 1u] = b_vec4(cols[j], e.y);
+#for J in 0..N_COLS
+        let b0_##J = b_vec4(col_##J, e.x);
+        let b1_##J = b_vec4(col_##J, e.y);
+#endfor
+#for R in 0..ROWS
+        {
+            let w = a_vec8(row_##R + blk * a_block_bytes, t);
+#for J in 0..N_COLS
+            acc_##R##_##J += dot(w[0], b0_##J) + dot(w[1], b1_##J);
+#endfor
         }
-        for (var r = 0u; r < ROWS; r += 1u) {
-            let w = a_vec8(rows[r] + blk * a_block_bytes, t);
-            for (var j = 0u; j < N_COLS; j += 1u) {
-                acc[r * N_COLS + j] += dot(w[0], bv[2u * j]) + dot(w[1], bv[2u * j + 1u]);
-            }
-        }
+#endfor
     }
 #endif
 
@@ -427,12 +436,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     // Subgroups are taken to be consecutive runs of invocations, as on every Vulkan driver; a
     // group is a whole number of them.
     let sg = lid / sg_size;
-    for (var i = 0u; i < RN; i += 1u) {
-        let s = subgroupAdd(acc[i]);
+#for R in 0..ROWS
+#for J in 0..N_COLS
+    {
+        let s = subgroupAdd(acc_##R##_##J);
         if (sg_lane == 0u) {
-            partial[sg * RN + i] = s;
+            partial[sg * RN + R##u * N_COLS + J##u] = s;
         }
     }
+#endfor
+#endfor
     workgroupBarrier();
     // Every output of the workgroup, however many there are per thread.
     let per_group = max(GROUP_SIZE / sg_size, 1u);
@@ -446,19 +459,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         write_out(tile, tile_row0 + g * ROWS, i, s);
     }
 #else
-    for (var i = 0u; i < RN; i += 1u) {
-        partial[lid] = acc[i];
-        workgroupBarrier();
-        for (var stride = GROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
-            if (lane < stride) {
-                partial[lid] += partial[lid + stride];
-            }
-            workgroupBarrier();
-        }
-        if (lane == 0u) {
-            write_out(tile, row0, i, partial[lid]);
+#for R in 0..ROWS
+#for J in 0..N_COLS
+    partial[lid] = acc_##R##_##J;
+    workgroupBarrier();
+    for (var stride = GROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+        if (lane < stride) {
+            partial[lid] += partial[lid + stride];
         }
         workgroupBarrier();
     }
+    if (lane == 0u) {
+        write_out(tile, row0, R##u * N_COLS + J##u, partial[lid]);
+    }
+    workgroupBarrier();
+#endfor
+#endfor
 #endif
 }

@@ -230,6 +230,10 @@ impl Preprocessor {
                         .split_once("..")
                         .ok_or_else(|| err("#for needs `NAME in START..END`"))?;
                     let var = var.trim();
+                    // An unknown name would count as 0 and silently drop the body.
+                    if let Some(name) = self.first_undefined(start).or_else(|| self.first_undefined(end)) {
+                        return Err(err(&format!("#for bound names `{name}`, which is not defined")));
+                    }
                     let start = self.eval(start).map_err(|m| err(&m))?;
                     let end = self.eval(end).map_err(|m| err(&m))?;
                     if end - start > 1024 {
@@ -337,6 +341,24 @@ impl Preprocessor {
             i += len;
         }
         (out, changed)
+    }
+
+    /// The first identifier in `expr`, or in the macros it names, that is not defined.
+    fn first_undefined(&self, expr: &str) -> Option<String> {
+        let mut pending: Vec<String> = tokenize(expr).ok()?;
+        let mut seen = 0;
+        while let Some(token) = pending.pop() {
+            seen += 1;
+            if seen > 4096 || !token.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                continue;
+            }
+            match self.macros.get(&token) {
+                Some(value) => pending.extend(tokenize(value).ok()?),
+                None if token != "defined" => return Some(token),
+                None => {}
+            }
+        }
+        None
     }
 
     fn eval(&self, expr: &str) -> Result<i64, String> {
@@ -649,5 +671,8 @@ mod tests {
         assert!(render("#for I in 0..2\nx\n", &[]).is_err());
         assert!(render("#endfor\n", &[]).is_err());
         assert!(render("#for I 0..2\n#endfor\n", &[]).is_err());
+        // A bound that names nothing defined (a WGSL const, say) is an error, not zero trips.
+        assert!(render("#for I in 0..COUNT\nx\n#endfor\n", &[]).is_err());
+        assert!(render("#for I in 0..N\nx\n#endfor\n", &[("N", "(M * 2u)")]).is_err());
     }
 }

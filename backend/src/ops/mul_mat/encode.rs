@@ -45,6 +45,17 @@ fn b_vec4(p: &Problem) -> bool {
     p.b_contiguous && p.b_align >= 16 && row_bytes.is_multiple_of(16)
 }
 
+/// Whether the subgroup-matrix kernel can also read a as 16-byte words: float rows in whole
+/// 16-byte units at 16-byte offsets.
+fn a_vec4(p: &Problem) -> bool {
+    let elem = match p.a_type {
+        GgmlType::F32 => 4,
+        GgmlType::F16 | GgmlType::BF16 => 2,
+        _ => return false,
+    };
+    p.a_align >= 16 && (p.k * elem).is_multiple_of(16)
+}
+
 /// Records the planned kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn encode(
@@ -72,6 +83,7 @@ pub fn encode(
             .flag("B_ALIGN2", problem.b_align >= 2)
             .flag("B_VEC4", b_vec4(problem))
     };
+    let a_as_vec4 = matches!(plan.path, Path::SubgroupMatrix { .. }) && a_vec4(problem);
     let variant = match &plan.path {
         Path::Vec {
             wg_size,
@@ -113,6 +125,7 @@ pub fn encode(
             pad,
             stages,
             wg_size,
+            scratch_sgs,
             ..
         } => operands("mul_mat_subgroup_matrix.wgsl")
             .define("SG_M", format!("{}u", config.m))
@@ -126,13 +139,18 @@ pub fn encode(
             .define("PAD", format!("{pad}u"))
             .define("STAGES", stages)
             .define("WG_SIZE", format!("{wg_size}u"))
+            .define("SCRATCH_SGS", format!("{scratch_sgs}u"))
+            .flag("A_VEC4", a_as_vec4)
             .flag("ACC_F32", config.f32_result)
             .flag("DIRECT_STORE", bound.dst.size >= u64::from(config.m * config.n * 4)),
         Path::Simple { .. } => unreachable!("handled above"),
     };
-    let kernel = ctx
-        .kernels
-        .get(&ctx.device, &variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
+    let access: &[Access] = if a_as_vec4 {
+        &[Access::Read, Access::Read, Access::ReadWrite, Access::Read]
+    } else {
+        &[Access::Read, Access::Read, Access::ReadWrite]
+    };
+    let kernel = ctx.kernels.get(&ctx.device, &variant, access)?;
     let w = |v: usize| word(v as u64);
     let params = [
         word(bound.a.start_byte)?,
@@ -160,8 +178,10 @@ pub fn encode(
         BufferRange::new(&a.buffer, bound.a),
         BufferRange::new(&b.buffer, bound.b),
         BufferRange::new(&dst.buffer, bound.dst),
+        BufferRange::new(&a.buffer, bound.a),
     ];
-    stream.dispatch(&kernel, &buffers, &params, plan.grid)
+    let used = if a_as_vec4 { 4 } else { 3 };
+    stream.dispatch(&kernel, &buffers[..used], &params, plan.grid)
 }
 
 /// The simple kernel: one thread per output element.

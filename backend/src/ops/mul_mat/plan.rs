@@ -84,7 +84,8 @@ pub struct Tuning {
     pub vec_groups: u32,
     pub vec_groups_wide: u32,
     /// Mat-vec kernel: 1 reads q4_0, q8_0, q4_K and q6_K in 64-element units of whole words;
-    /// 0 reads every type in 8-element units (the first kernel, for comparison).
+    /// 0 reads every type in 8-element units; 2 takes the whole-word kernel for q6_K only, the
+    /// one type where it measured faster on the H200 (74.7 vs 85.8 us at n=1, 301 vs 658 at n=8).
     pub vec_kernel: u32,
     /// Subgroup-matrix path: the narrow tile for n up to this.
     pub small_n_max: u32,
@@ -110,6 +111,9 @@ pub struct Tuning {
     pub sg_min_workgroups: u32,
     /// 1: f16 accumulators even where the adapter offers f32 results (upstream's choice).
     pub sg_acc_f16: u32,
+    /// At most this many result matrices in the edge-tile scratch (0: as many as fit); 1 makes
+    /// every subgroup take its turn, for testing the rounds.
+    pub sg_scratch_max: u32,
     /// Register-tiled path: threads along m and n, outputs per thread, K step, padding.
     pub tiled_wg_m: u32,
     pub tiled_wg_n: u32,
@@ -131,14 +135,17 @@ impl Default for Tuning {
             // give 16 rows per workgroup, so b (n·k floats) is read 4x less often from L2.
             // Not yet measured on the H200.
             vec_rows: 4,
-            vec_rows_wide: 8,
+            // 16 rows at n > 4 measured 104.8 us for q4_0 at n=8 (8 rows: 153.3), f16 107.2.
+            vec_rows_wide: 16,
             vec_rows_k: 2,
             vec_rows_wide_k: 4,
             vec_groups: 1,
             vec_groups_wide: 1,
-            vec_kernel: 0,
+            vec_kernel: 2,
             small_n_max: 64,
-            sg_count_m: 2,
+            // 4x4 subgroups (512 invocations) on a 128x128 tile: 990 us for f16 at n=512 on the
+            // H200, against 1393 us with 2x4 (fewer warps to hide the staging loads).
+            sg_count_m: 4,
             sg_count_n: 4,
             sg_tile_m: 128,
             sg_tile_n: 128,
@@ -152,6 +159,7 @@ impl Default for Tuning {
             // multiprocessors was slower (5590 vs 4469 us for f16), so no halving by default.
             sg_min_workgroups: 0,
             sg_acc_f16: 0,
+            sg_scratch_max: 0,
             tiled_wg_m: 16,
             tiled_wg_n: 16,
             tiled_thread_m: 4,
@@ -205,6 +213,7 @@ knobs!(
     sg_acc_regs,
     sg_min_workgroups,
     sg_acc_f16,
+    sg_scratch_max,
     tiled_wg_m,
     tiled_wg_n,
     tiled_thread_m,
@@ -246,6 +255,7 @@ impl Tuning {
                     | "tiled_pad"
                     | "sg_min_workgroups"
                     | "sg_acc_f16"
+                    | "sg_scratch_max"
             );
             if value == 0 && !may_be_zero {
                 return Err(format!("{name} must be positive"));
@@ -261,8 +271,8 @@ impl Tuning {
                 return Err(format!("{name} must be a power of two"));
             }
         }
-        if self.vec_kernel > 1 {
-            return Err("vec_kernel must be 0 or 1".into());
+        if self.vec_kernel > 2 {
+            return Err("vec_kernel must be 0, 1 or 2".into());
         }
         if !matches!(self.sg_stages, 1 | 2) {
             return Err("sg_stages must be 1 or 2".into());
@@ -318,6 +328,9 @@ pub enum Path {
         pad: u32,
         stages: u32,
         wg_size: u32,
+        /// Result matrices the edge-tile scratch holds (subgroups take turns when fewer than
+        /// `count_m · count_n`): what is left of the workgroup memory after staging.
+        scratch_sgs: u32,
         /// The narrow tile for small n.
         narrow: bool,
     },
@@ -397,12 +410,14 @@ impl fmt::Display for MulMatPlan {
                 tk,
                 stages,
                 wg_size,
+                scratch_sgs,
                 narrow,
                 ..
             } => write!(
                 f,
                 "subgroup-matrix {}x{}x{} ({} accumulators): {}tile {tm}x{tn}x{tk}, {count_m}x{count_n} subgroups \
-                 of {frag_m}x{frag_n} results, {stages} stage{}, workgroup of {wg_size}",
+                 of {frag_m}x{frag_n} results, {stages} stage{}, workgroup of {wg_size}, edge scratch of \
+                 {scratch_sgs}",
                 config.m,
                 config.n,
                 config.k,
@@ -518,7 +533,10 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         cols,
         subgroups,
         max_subgroups,
-        kernel: t.vec_kernel,
+        kernel: match t.vec_kernel {
+            2 => u32::from(p.a_type == GgmlType::Q6_K),
+            k => k,
+        },
     };
     (path, tiles_m, 1, bytes)
 }
@@ -554,11 +572,19 @@ fn tiled_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<Choice, String
 }
 
 /// Bytes of workgroup memory of the subgroup-matrix kernel.
-fn sg_bytes(c: &MatrixConfig, counts: (u32, u32), frags: (u32, u32), tk: u32, pad: u32, stages: u32) -> u32 {
+fn sg_staging_bytes(c: &MatrixConfig, counts: (u32, u32), frags: (u32, u32), tk: u32, pad: u32, stages: u32) -> u32 {
     let (tm, tn) = (counts.0 * frags.0 * c.m, counts.1 * frags.1 * c.n);
-    let staging = stages * (tm + tn) * (tk + pad) * 2;
-    let scratch = counts.0 * counts.1 * c.m * c.n * if c.f32_result { 4 } else { 2 };
-    staging + scratch
+    stages * (tm + tn) * (tk + pad) * 2
+}
+
+/// Bytes of one result matrix in the edge scratch.
+fn sg_scratch_bytes(c: &MatrixConfig) -> u32 {
+    c.m * c.n * if c.f32_result { 4 } else { 2 }
+}
+
+/// Staging plus a scratch of one result matrix: what must fit.
+fn sg_bytes(c: &MatrixConfig, counts: (u32, u32), frags: (u32, u32), tk: u32, pad: u32, stages: u32) -> u32 {
+    sg_staging_bytes(c, counts, frags, tk, pad, stages) + sg_scratch_bytes(c)
 }
 
 fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
@@ -678,7 +704,13 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         }
         return None;
     }
-    let bytes = sg_bytes(&c, counts, frags, tk, pad, stages);
+    // The edge scratch takes what is left, up to one matrix per subgroup.
+    let staging = sg_staging_bytes(&c, counts, frags, tk, pad, stages);
+    let mut scratch_sgs = ((limit - staging) / sg_scratch_bytes(&c)).clamp(1, counts.0 * counts.1);
+    if t.sg_scratch_max > 0 {
+        scratch_sgs = scratch_sgs.min(t.sg_scratch_max);
+    }
+    let bytes = staging + scratch_sgs * sg_scratch_bytes(&c);
     let path = Path::SubgroupMatrix {
         config: c,
         count_m: counts.0,
@@ -689,6 +721,7 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         pad,
         stages,
         wg_size: counts.0 * counts.1 * sg_size,
+        scratch_sgs,
         narrow,
     };
     let (tm, tn) = (counts.0 * frags.0 * c.m, counts.1 * frags.1 * c.n);
@@ -798,11 +831,28 @@ mod tests {
         let (_, counts, frags, tk, stages, wg, narrow) = sg_shape(&plan);
         assert_eq!(
             (counts, frags, tk, stages, wg, narrow),
-            ((2, 4), (4, 2), 32, 2, 256, false)
+            ((4, 4), (2, 2), 32, 2, 512, false)
         );
         assert_eq!(plan.tile(), (128, 128));
         assert_eq!((plan.tiles_m, plan.tiles_n), (32, 16));
         assert!(plan.workgroup_bytes <= 49152, "{plan}");
+    }
+
+    #[test]
+    fn edge_scratch_takes_what_staging_leaves() {
+        let scratch = |t: &Tuning| match plan(&problem(GgmlType::F16, 4096, 512, 14336), &nvidia((16, 16, 16)), t).path
+        {
+            Path::SubgroupMatrix { scratch_sgs, tk, .. } => (scratch_sgs, tk),
+            ref other => panic!("{other:?}"),
+        };
+        // 4x4 subgroups, two stages of 256 rows x 40 halves: 40960 B leave room for 8 of the 16
+        // (1 KiB each), which take turns in two rounds.
+        assert_eq!(scratch(&Tuning::default()), (8, 32));
+        // 2x4 subgroups: two stages of 40960 B leave room for all 8.
+        let t = Tuning::parse("sg_count_m=2,sg_count_n=4").unwrap();
+        assert_eq!(scratch(&t), (8, 32));
+        let t = Tuning::parse("sg_scratch_max=1").unwrap();
+        assert_eq!(scratch(&t), (1, 32));
     }
 
     #[test]
@@ -837,7 +887,7 @@ mod tests {
         let (c, counts, frags, tk, _, wg, _) = sg_shape(&plan);
         assert_eq!((c.m, c.n, c.k), (16, 8, 16));
         assert_eq!(plan.tile(), (128, 128), "{plan}");
-        assert_eq!((counts, frags, wg), ((2, 4), (4, 4), 256));
+        assert_eq!((counts, frags, wg), ((4, 4), (2, 4), 512));
         assert!(tk.is_multiple_of(16));
         assert!(plan.workgroup_bytes <= 49152);
         // The narrow tile for small n: columns in steps of the config's n (8).
@@ -868,11 +918,16 @@ mod tests {
 
     #[test]
     fn lavapipe_8x8x8_fits_32k() {
-        let off = Tuning::parse("sg_min_workgroups=0").unwrap();
+        let off = Tuning::parse("sg_min_workgroups=0,sg_count_m=2,sg_count_n=4").unwrap();
         let plan = plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &off);
         let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
         assert_eq!((counts, frags, tk, stages, wg), ((2, 4), (4, 2), 32, 2, 64));
         assert_eq!(plan.tile(), (64, 64));
+        assert!(plan.workgroup_bytes <= 32768);
+        // The default 4x4 subgroups: 8 accumulators of 8 words each per subgroup.
+        let plan = super::plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &Tuning::default());
+        let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
+        assert_eq!((counts, frags, tk, stages, wg), ((4, 4), (2, 4), 32, 2, 128));
         assert!(plan.workgroup_bytes <= 32768);
     }
 
@@ -976,7 +1031,16 @@ mod tests {
         let plan = plan(&problem(GgmlType::Q4_0, 100, 8, 256), &bare, &small);
         assert!(matches!(plan.path, Path::Vec { groups: 4, .. }), "{plan}");
         assert!(Tuning::parse("vec_groups=3").is_err());
-        assert!(Tuning::parse("vec_kernel=2").is_err());
+        assert!(Tuning::parse("vec_kernel=3").is_err());
+        // vec_kernel=2: the whole-word kernel for q6_K only.
+        let mixed = Tuning::parse("vec_kernel=2").unwrap();
+        for (ty, kernel) in [(GgmlType::Q6_K, 1), (GgmlType::Q4_K, 0), (GgmlType::Q4_0, 0)] {
+            let plan = super::plan(&problem(ty, 4096, 1, 14336), &d, &mixed);
+            assert!(
+                matches!(plan.path, Path::Vec { kernel: k, .. } if k == kernel),
+                "{ty}: {plan}"
+            );
+        }
         assert!(Tuning::parse("vec_kernel=0").is_ok());
     }
 
