@@ -11,7 +11,7 @@
 // Every loop over registers (accumulators, fragments, prefetched units) is unrolled with #for:
 // drivers leave such loops rolled and then keep the arrays in memory, which measured 4x slower.
 //
-// Staging units: a in 8 elements (16 bytes of f16: one unit of every quantized block), b in 4.
+// Staging units: 8 elements of a (a unit of every quantized block) or of b, as 16 bytes of f16.
 // Consecutive invocations take consecutive units of a row, then the next row.
 //
 // The workgroup has WG_SIZE = SG_COUNT_M * SG_COUNT_N * (the largest subgroup size)
@@ -19,7 +19,8 @@
 // only help staging.
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; SG_M, SG_N, SG_K (the config),
-// SG_COUNT_M, SG_COUNT_N, FRAG_M, FRAG_N, TK (a multiple of 8 and of SG_K), PAD, STAGES,
+// SG_COUNT_M, SG_COUNT_N, FRAG_M, FRAG_N, TK (a multiple of 8 and of SG_K), PAD (halves, a
+// multiple of 8), STAGES,
 // WG_SIZE, SCRATCH_SGS (result matrices the edge scratch holds), ACC_F32, A_VEC4 (a's rows are
 // 16-byte units, also bound as `a4`), DIRECT_STORE (dst's binding holds at least one result matrix, as Dawn
 // requires of a subgroupMatrixStore target; smaller dsts have no whole tile anyway).
@@ -52,14 +53,16 @@ alias AccT = f16;
 #define TILE_M (SG_COUNT_M * FRAG_M * SG_M)
 #define TILE_N (SG_COUNT_N * FRAG_N * SG_N)
 #define A_UNITS_PER_ROW (TK / 8u)
-#define B_UNITS_PER_ROW (TK / 4u)
+#define B_UNITS_PER_ROW (TK / 8u)
 #define A_UNITS (TILE_M * A_UNITS_PER_ROW)
 #define B_UNITS (TILE_N * B_UNITS_PER_ROW)
 #define A_PER_THREAD ((A_UNITS + WG_SIZE - 1u) / WG_SIZE)
 #define B_PER_THREAD ((B_UNITS + WG_SIZE - 1u) / WG_SIZE)
 
 const SG_COUNT: u32 = SG_COUNT_M * SG_COUNT_N;
-const LDS: u32 = TK + PAD;
+// Workgroup memory is in 16-byte chunks of 8 halves (one staging unit: a single store), read
+// by the subgroupMatrixLoad forms whose offsets and strides count chunks.
+const LDS: u32 = (TK + PAD) / 8u;
 const A_STAGE: u32 = TILE_M * LDS;
 const B_STAGE: u32 = TILE_N * LDS;
 const FRAG_ELEMS: u32 = SG_M * SG_N;
@@ -68,8 +71,8 @@ alias Left = subgroup_matrix_left<f16, SG_K, SG_M>;
 alias Right = subgroup_matrix_right<f16, SG_N, SG_K>;
 alias Result = subgroup_matrix_result<AccT, SG_N, SG_M>;
 
-var<workgroup> sa: array<f16, STAGES * A_STAGE>;
-var<workgroup> sb: array<f16, STAGES * B_STAGE>;
+var<workgroup> sa: array<vec4<u32>, STAGES * A_STAGE>;
+var<workgroup> sb: array<vec4<u32>, STAGES * B_STAGE>;
 var<workgroup> scratch: array<AccT, SCRATCH_SGS * FRAG_ELEMS>;
 
 fn pack8(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
@@ -117,31 +120,36 @@ fn fetch_a(tile: Tile, m0: u32, k0: u32, u: u32) -> vec4<u32> {
 #endif
 }
 
-// Staging unit u of b: 4 elements as packed halves, zero past n and k.
-fn fetch_b(tile: Tile, n0: u32, k0: u32, u: u32) -> vec2<u32> {
+// Staging unit u of b: 8 elements as packed halves, zero past n and k.
+fn fetch_b(tile: Tile, n0: u32, k0: u32, u: u32) -> vec4<u32> {
     let p = params;
     let gn = n0 + u / B_UNITS_PER_ROW;
-    let e = k0 + (u % B_UNITS_PER_ROW) * 4u;
+    let e = k0 + (u % B_UNITS_PER_ROW) * 8u;
     if (u >= B_UNITS || gn >= p.n || e >= p.k) {
-        return vec2<u32>();
+        return vec4<u32>();
     }
     let row = tile.b_base + gn * p.b_nb1;
-    var v = vec4<f32>();
-    if (e + 4u <= p.k) {
-#if defined(B_CONTIG) && defined(B_F16) && defined(B_ALIGN4)
-        let i = (row >> 2u) + (e >> 1u);
-        return vec2<u32>(b_word(i), b_word(i + 1u));
-#else
-        v = b_vec4(row, e);
-#endif
-    } else {
+    if (e + 8u > p.k) {
+        var lo = vec4<f32>();
+        var hi = vec4<f32>();
 #for I in 0..4
         if (e + I##u < p.k) {
-            v[I] = b_elem(row, e + I##u);
+            lo[I] = b_elem(row, e + I##u);
+        }
+        if (e + 4u + I##u < p.k) {
+            hi[I] = b_elem(row, e + 4u + I##u);
         }
 #endfor
+        return pack8(lo, hi);
     }
-    return vec2<u32>(pack2x16float(v.xy), pack2x16float(v.zw));
+#if defined(B_VEC4) && defined(B_F16)
+    return b[(row >> 4u) + (e >> 3u)];
+#elif defined(B_CONTIG) && defined(B_F16) && defined(B_ALIGN4)
+    let i = (row >> 2u) + (e >> 1u);
+    return vec4<u32>(b_word(i), b_word(i + 1u), b_word(i + 2u), b_word(i + 3u));
+#else
+    return pack8(b_vec4(row, e), b_vec4(row, e + 4u));
+#endif
 }
 
 fn put_a(buf: u32, u: u32, w: vec4<u32>) {
@@ -150,29 +158,16 @@ fn put_a(buf: u32, u: u32, w: vec4<u32>) {
         return;
     }
 #endif
-    let at = buf * A_STAGE + (u / A_UNITS_PER_ROW) * LDS + (u % A_UNITS_PER_ROW) * 8u;
-#for I in 0..4
-    {
-        let h = bitcast<vec2<f16>>(w[I]);
-        sa[at + 2u * I##u] = h.x;
-        sa[at + 2u * I##u + 1u] = h.y;
-    }
-#endfor
+    sa[buf * A_STAGE + (u / A_UNITS_PER_ROW) * LDS + u % A_UNITS_PER_ROW] = w;
 }
 
-fn put_b(buf: u32, u: u32, w: vec2<u32>) {
+fn put_b(buf: u32, u: u32, w: vec4<u32>) {
 #if B_UNITS % WG_SIZE != 0
     if (u >= B_UNITS) {
         return;
     }
 #endif
-    let at = buf * B_STAGE + (u / B_UNITS_PER_ROW) * LDS + (u % B_UNITS_PER_ROW) * 4u;
-    let lo = bitcast<vec2<f16>>(w.x);
-    let hi = bitcast<vec2<f16>>(w.y);
-    sb[at] = lo.x;
-    sb[at + 1u] = lo.y;
-    sb[at + 2u] = hi.x;
-    sb[at + 3u] = hi.y;
+    sb[buf * B_STAGE + (u / B_UNITS_PER_ROW) * LDS + u % B_UNITS_PER_ROW] = w;
 }
 
 // Copies the scratch matrix at `slot` to dst at (row0, col0), inside m x n only.
@@ -227,7 +222,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         var ra_##T = vec4<u32>();
 #endfor
 #for T in 0..B_PER_THREAD
-        var rb_##T = vec2<u32>();
+        var rb_##T = vec4<u32>();
 #endfor
         if (more) {
 #for T in 0..A_PER_THREAD
@@ -244,11 +239,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #for KK in 0..TK / SG_K
             {
 #for I in 0..FRAG_M
-                let left_##I = subgroupMatrixLoad<Left>(&sa, a_off + I##u * SG_M * LDS + KK##u * SG_K, false, LDS);
+                let left_##I = subgroupMatrixLoad<Left, row_major>(&sa, a_off + I##u * SG_M * LDS + KK##u * (SG_K / 8u), LDS);
 #endfor
 #for J in 0..FRAG_N
                 {
-                    let right = subgroupMatrixLoad<Right>(&sb, b_off + J##u * SG_N * LDS + KK##u * SG_K, true, LDS);
+                    let right = subgroupMatrixLoad<Right, col_major>(&sb, b_off + J##u * SG_N * LDS + KK##u * (SG_K / 8u), LDS);
 #for I in 0..FRAG_M
                     acc_##I##_##J = subgroupMatrixMultiplyAccumulate(left_##I, right, acc_##I##_##J);
 #endfor

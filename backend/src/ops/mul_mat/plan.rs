@@ -100,7 +100,7 @@ pub struct Tuning {
     pub sg_small_frag_m: u32,
     /// K step (elements; rounded to the config's K and to 8).
     pub sg_tk: u32,
-    /// Halves of padding per workgroup-memory row.
+    /// Halves of padding per workgroup-memory row (a multiple of 8: rows are 16-byte chunks).
     pub sg_pad: u32,
     /// 2: double-buffered K loop; 1: single buffer, two barriers per step.
     pub sg_stages: u32,
@@ -273,6 +273,9 @@ impl Tuning {
         }
         if self.vec_kernel > 2 {
             return Err("vec_kernel must be 0, 1 or 2".into());
+        }
+        if !self.sg_pad.is_multiple_of(8) {
+            return Err("sg_pad must be a multiple of 8 (halves)".into());
         }
         if !matches!(self.sg_stages, 1 | 2) {
             return Err("sg_stages must be 1 or 2".into());
@@ -589,7 +592,8 @@ fn sg_bytes(c: &MatrixConfig, counts: (u32, u32), frags: (u32, u32), tk: u32, pa
 
 fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
     let c = d.subgroup_matrix?;
-    if !d.shader_f16 || !d.subgroups || c.m == 0 || c.n == 0 || c.k == 0 {
+    // Workgroup memory is read in 16-byte chunks of 8 halves, so K steps by whole chunks.
+    if !d.shader_f16 || !d.subgroups || c.m == 0 || c.n == 0 || c.k == 0 || !c.k.is_multiple_of(8) {
         return None;
     }
     let sg_size = d.subgroup_max_size;
