@@ -128,14 +128,11 @@ impl Default for Tuning {
         Tuning {
             vec_max_n: 8,
             vec_wg: 256,
-            // The 8-element kernel measured on the H200 (BENCHMARKS.md) was fastest with 4 rows
-            // for q4_0 at n=1, 2 for q4_K and q6_K, 8 for q4_0 at n=8 and 16 for q4_K at n=8
-            // (one group). The whole-word kernel reads a unit of 64 elements per row and step,
-            // so 4 rows a thread keep the loads in flight for every type; at n > 4 four groups
-            // give 16 rows per workgroup, so b (n·k floats) is read 4x less often from L2.
-            // Not yet measured on the H200.
+            // Measured on the H200 (BENCHMARKS.md), one group: 4 rows for q4_0 at n=1, 2 for
+            // q4_K and q6_K; at n > 4, 16 rows for q4_0 and f16 (q4_0 n=8: 104.8 us, 8 rows
+            // 153.3) and 4 for the K-quants (q4_K n=8: 468 us, 8 rows 554). The whole-word
+            // kernel measured slower for every type but q6_K (vec_kernel below).
             vec_rows: 4,
-            // 16 rows at n > 4 measured 104.8 us for q4_0 at n=8 (8 rows: 153.3), f16 107.2.
             vec_rows_wide: 16,
             vec_rows_k: 2,
             vec_rows_wide_k: 4,
