@@ -14,6 +14,8 @@
 //   B_VEC4        b is contiguous with start and strides multiples of 16 and rows of a multiple of
 //                 16 bytes: bound as array<vec4<u32>>, read 16 bytes at a time
 //   A_ALIGN2      a's start and strides are even (f16 fields are read with one load)
+//   B_Q8          b is the 8-bit blocks of mul_mat_quantize_b.wgsl, bound as array<vec4<u32>>
+//   DST_U32       dst is bound as array<u32> (the quantize pass writes b's blocks there)
 //   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //
 // Addresses are in bytes from the start of each binding (tensors are bound at an aligned offset
@@ -25,12 +27,16 @@
 #define FMT_TYPE A_TYPE
 
 @group(0) @binding(0) var<storage, read> a: array<u32>;
-#ifdef B_VEC4
+#if defined(B_VEC4) || defined(B_Q8)
 @group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;
 #else
 @group(0) @binding(1) var<storage, read> b: array<u32>;
 #endif
+#ifdef DST_U32
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+#else
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+#endif
 #ifdef A_VEC4
 // a again, as 16-byte words (only for float rows in whole 16-byte units at 16-byte offsets).
 @group(0) @binding(3) var<storage, read> a4: array<vec4<u32>>;
@@ -74,6 +80,7 @@ struct Tile {
     a_base: u32,
     b_base: u32,
     dst_base: u32, // element index of dst[0, 0, i2, i3]
+    batch: u32,    // i2 + b_ne2 * i3
 }
 
 fn tile_of(wid: vec3<u32>) -> Tile {
@@ -91,6 +98,7 @@ fn tile_of(wid: vec3<u32>) -> Tile {
     tile.a_base = p.a_start + (i2 / p.r2) * p.a_nb2 + (i3 / p.r3) * p.a_nb3;
     tile.b_base = p.b_start + i2 * p.b_nb2 + i3 * p.b_nb3;
     tile.dst_base = p.dst_start + batch * p.m * p.n;
+    tile.batch = batch;
     return tile;
 }
 
@@ -476,7 +484,7 @@ fn a_vec8(bb: u32, t: u32) -> array<vec4<f32>, 2> {
 
 // Word i of b's binding.
 fn b_word(i: u32) -> u32 {
-#ifdef B_VEC4
+#if defined(B_VEC4) || defined(B_Q8)
     return b[i >> 2u][i & 3u];
 #else
     return b[i];
@@ -484,7 +492,7 @@ fn b_word(i: u32) -> u32 {
 }
 
 fn b_last() -> u32 {
-#ifdef B_VEC4
+#if defined(B_VEC4) || defined(B_Q8)
     return 4u * arrayLength(&b) - 1u;
 #else
     return arrayLength(&b) - 1u;

@@ -13,8 +13,12 @@
 // Everything else, and VEC_KERNEL 0, takes one 8-element unit of a quantized block (a_vec8), or a
 // pair of f32/f16/bf16 elements, per step.
 //
+// With B_Q8 (the integer kernel), b arrives as 8-bit blocks (mul_mat_quantize_b.wgsl) and a
+// step takes one 32-element unit of each row and multiplies with packed 4x8-bit dot products
+// (mul_mat_vec_q8.wgsl).
+//
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
-// VEC_KERNEL; USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
+// VEC_KERNEL; B_Q8; USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
 #ifdef USE_SUBGROUPS
 enable subgroups;
@@ -28,6 +32,9 @@ enable subgroups;
 #define VEC_KERNEL 1
 
 #include "mul_mat_operands.wgsl"
+#ifdef B_Q8
+#include "mul_mat_vec_q8.wgsl"
+#endif
 
 const RN: u32 = ROWS * N_COLS;
 const GROUP_SIZE: u32 = WG_SIZE / GROUPS;
@@ -344,16 +351,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #for R in 0..ROWS
     let row_##R = tile.a_base + min(row0 + R##u, p.m - 1u) * p.a_nb1;
 #endfor
+#ifndef B_Q8
 #for J in 0..N_COLS
     let col_##J = tile.b_base + min(J##u, p.n - 1u) * p.b_nb1;
 #endfor
+#endif
 #for R in 0..ROWS
 #for J in 0..N_COLS
     var acc_##R##_##J = 0.0;
 #endfor
 #endfor
 
-#ifdef A_FLOAT
+#ifdef B_Q8
+    // Integer units: W_SUBS 32-element blocks of b (this batch's columns) per unit of a.
+    let units = p.k / (32u * W_SUBS);
+#for J in 0..N_COLS
+    let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * units * W_SUBS;
+#endfor
+    for (var u = lane; u < units; u += GROUP_SIZE) {
+#for R in 0..ROWS
+        let raw_##R = w_raw(row_##R, u);
+#endfor
+#for S in 0..W_SUBS
+        {
+#for J in 0..N_COLS
+            let xi_##J = 3u * (x_base_##J + u * W_SUBS + S##u);
+            let x_##J = Xq(b[xi_##J], b[xi_##J + 1u], bitcast<vec4<f32>>(b[xi_##J + 2u]));
+#endfor
+#for R in 0..ROWS
+            {
+                let w = w_sub(raw_##R, S##u);
+#for J in 0..N_COLS
+                acc_##R##_##J += w_dot(w, x_##J);
+#endfor
+            }
+#endfor
+        }
+#endfor
+    }
+#elif defined(A_FLOAT)
     let pairs = p.k / 2u;
     for (var q = lane; q < pairs; q += GROUP_SIZE) {
         let e = 2u * q;

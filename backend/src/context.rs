@@ -14,6 +14,7 @@ use dawn::{
 };
 
 use crate::kernel::KernelCache;
+use crate::scratch::Scratch;
 
 /// How to set up the device.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +54,8 @@ pub struct GpuContext {
     pub options: ContextOptions,
     /// Compiled kernels of this device.
     pub kernels: Arc<KernelCache>,
+    /// Scratch buffers the ops use between their own dispatches.
+    pub scratch: Arc<Scratch>,
 }
 
 /// Why the context could not be made.
@@ -151,6 +154,7 @@ impl GpuContext {
             capabilities,
             options,
             kernels: Arc::default(),
+            scratch: Arc::default(),
         })
     }
 }

@@ -17,6 +17,7 @@ pub mod kernel;
 pub mod memory;
 pub mod ops;
 pub mod reference;
+pub mod scratch;
 pub mod selfcheck;
 pub mod shader_lib;
 pub mod tensor;

@@ -2,9 +2,6 @@
 
 use std::sync::Arc;
 
-use dawn::{Buffer, Device};
-use parking_lot::Mutex;
-
 use super::plan::{self, Kernel, MmaPlan, Plan, TilePlan, VecPlan};
 use super::{FlashAttnOperands, FlashAttnParams, SIMPLE_DV_PER_THREAD, SIMPLE_WG};
 use crate::context::GpuContext;
@@ -60,30 +57,6 @@ fn kv_binding(t: &DeviceTensor, align: u64, max: u64) -> Result<(Binding, bool)>
     Ok((b, false))
 }
 
-/// One scratch buffer per device for the split partials, grown as needed. Dispatches on a
-/// queue run in order, so every FLASH_ATTN_EXT can reuse it (one op's split and reduce are
-/// recorded back to back).
-static SCRATCH: Mutex<Vec<(usize, Buffer)>> = Mutex::new(Vec::new());
-
-fn scratch(device: &Device, bytes: u64) -> Result<Buffer> {
-    let key = device.as_raw() as usize;
-    let mut cache = SCRATCH.lock();
-    if let Some((_, b)) = cache.iter().find(|(k, b)| *k == key && b.size() >= bytes) {
-        return Ok(b.clone());
-    }
-    let old = cache.iter().position(|(k, _)| *k == key);
-    let size = old
-        .map_or(bytes, |i| bytes.max(cache[i].1.size() * 2))
-        .next_multiple_of(256);
-    let size = size.min(device.limits().max_storage_buffer_binding_size.max(bytes));
-    let buffer = memory::create_storage(device, "flash attention split scratch", size)?;
-    match old {
-        Some(i) => cache[i].1 = buffer.clone(),
-        None => cache.push((key, buffer.clone())),
-    }
-    Ok(buffer)
-}
-
 fn fast(
     ctx: &GpuContext,
     stream: &mut Stream,
@@ -112,7 +85,10 @@ fn fast(
     let split = plan.n_split > 1;
     let scratch_bytes = plan.scratch_bytes(shape);
     let scratch = if split {
-        Some(scratch(device, scratch_bytes)?)
+        Some(
+            ctx.scratch
+                .get(device, "flash attention split scratch", scratch_bytes)?,
+        )
     } else {
         None
     };

@@ -2,16 +2,18 @@
 
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
-use crate::exec::{BufferRange, Stream};
+use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::shader_lib::ShaderVariant;
 
-use super::plan::{MulMatPlan, Path, Problem};
+use super::plan::{self, MulMatPlan, Path, Problem};
 
 /// Threads per workgroup of the simple kernel.
 const SIMPLE_WG: u32 = 64;
+/// Threads per workgroup of the pass that quantizes b for the integer mat-vec.
+const QUANTIZE_WG: u32 = 64;
 
 /// The three storage bindings (a, b, dst).
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +86,7 @@ pub fn encode(
             .flag("B_VEC4", b_vec4(problem))
     };
     let a_as_vec4 = matches!(plan.path, Path::SubgroupMatrix { .. }) && a_vec4(problem);
+    let int_dot = matches!(plan.path, Path::Vec { int_dot: true, .. });
     let variant = match &plan.path {
         Path::Vec {
             wg_size,
@@ -93,7 +96,9 @@ pub fn encode(
             subgroups,
             max_subgroups,
             kernel,
+            int_dot,
         } => operands("mul_mat_vec.wgsl")
+            .flag("B_Q8", *int_dot)
             .define("WG_SIZE", format!("{wg_size}u"))
             .define("ROWS", format!("{rows}u"))
             .define("GROUPS", format!("{groups}u"))
@@ -151,11 +156,57 @@ pub fn encode(
         &[Access::Read, Access::Read, Access::ReadWrite]
     };
     let kernel = ctx.kernels.get(&ctx.device, &variant, access)?;
+    let params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan)?;
+    let mut buffers = vec![
+        BufferRange::new(&a.buffer, bound.a),
+        BufferRange::new(&b.buffer, bound.b),
+        BufferRange::new(&dst.buffer, bound.dst),
+    ];
+    if a_as_vec4 {
+        buffers.push(BufferRange::new(&a.buffer, bound.a));
+    }
+    if int_dot {
+        // b's 8-bit blocks go to scratch first; the mat-vec reads them in b's place.
+        let bytes = plan::int_scratch_bytes(problem);
+        let scratch = ctx.scratch.get(&ctx.device, "MUL_MAT 8-bit b", bytes)?;
+        let blocks = word(bytes / 48)?;
+        let grid = grid_2d(
+            blocks.div_ceil(QUANTIZE_WG),
+            ctx.device.limits().max_compute_workgroups_per_dimension,
+        );
+        let quantize = operands("mul_mat_quantize_b.wgsl").define("WG_SIZE", format!("{QUANTIZE_WG}u"));
+        let quantize = ctx
+            .kernels
+            .get(&ctx.device, &quantize, &[Access::Read, Access::Read, Access::ReadWrite])?;
+        let scratch = BufferRange {
+            buffer: scratch,
+            offset: 0,
+            size: bytes,
+        };
+        let quantize_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
+        let quantize_params = operand_params(a, b, bound, 0, grid[0], plan)?;
+        stream.dispatch(&quantize, &quantize_buffers, &quantize_params, grid)?;
+        buffers[1] = scratch;
+    }
+    stream.dispatch(&kernel, &buffers, &params, plan.grid)
+}
+
+/// The parameter block of the fast kernels (`struct Params` of `mul_mat_operands.wgsl`), with
+/// dst starting `dst_start` elements (or words) into its binding and grids `grid_x` wide.
+fn operand_params(
+    a: &DeviceTensor,
+    b: &DeviceTensor,
+    bound: &Bindings,
+    dst_start: u64,
+    grid_x: u32,
+    plan: &MulMatPlan,
+) -> Result<[u32; 20]> {
+    let (la, lb) = (&a.layout, &b.layout);
     let w = |v: usize| word(v as u64);
-    let params = [
+    Ok([
         word(bound.a.start_byte)?,
         word(bound.b.start_byte)?,
-        word(bound.dst.start_byte / 4)?,
+        word(dst_start)?,
         w(la.ne[1])?,
         w(lb.ne[1])?,
         w(la.ne[0])?,
@@ -172,16 +223,8 @@ pub fn encode(
         plan.batches,
         plan.tiles_m,
         plan.tiles_n,
-        plan.grid[0],
-    ];
-    let buffers = [
-        BufferRange::new(&a.buffer, bound.a),
-        BufferRange::new(&b.buffer, bound.b),
-        BufferRange::new(&dst.buffer, bound.dst),
-        BufferRange::new(&a.buffer, bound.a),
-    ];
-    let used = if a_as_vec4 { 4 } else { 3 };
-    stream.dispatch(&kernel, &buffers[..used], &params, plan.grid)
+        grid_x,
+    ])
 }
 
 /// The simple kernel: one thread per output element.

@@ -147,6 +147,7 @@ pub fn device_facts(ctx: &GpuContext) -> DeviceFacts {
         max_invocations: limits.max_compute_invocations_per_workgroup,
         max_workgroup_size_x: limits.max_compute_workgroup_size_x,
         max_workgroups_per_dim: limits.max_compute_workgroups_per_dimension,
+        max_storage_binding: limits.max_storage_buffer_binding_size,
     }
 }
 

@@ -41,6 +41,8 @@ pub struct DeviceFacts {
     pub max_workgroup_size_x: u32,
     /// maxComputeWorkgroupsPerDimension.
     pub max_workgroups_per_dim: u32,
+    /// maxStorageBufferBindingSize.
+    pub max_storage_binding: u64,
 }
 
 /// One MUL_MAT as the planner sees it.
@@ -87,6 +89,15 @@ pub struct Tuning {
     /// 0 reads every type in 8-element units; 2 takes the whole-word kernel for q6_K only, the
     /// one type where it measured faster on the H200 (74.7 vs 85.8 us at n=1, 301 vs 658 at n=8).
     pub vec_kernel: u32,
+    /// The integer mat-vec (b quantized to 8-bit blocks once per call, packed 4x8-bit dot
+    /// products) for n up to this, for the formats that have it (0: never).
+    pub vec_int_max_n: u32,
+    /// Its rows per row group and row groups per workgroup (a power of two), and the same two
+    /// for weights in 256-element super-blocks.
+    pub vec_int_rows: u32,
+    pub vec_int_groups: u32,
+    pub vec_int_rows_k: u32,
+    pub vec_int_groups_k: u32,
     /// Subgroup-matrix path: the narrow tile for n up to this.
     pub small_n_max: u32,
     /// Subgroup-matrix big tile: subgroups along m and n.
@@ -139,6 +150,11 @@ impl Default for Tuning {
             vec_groups: 1,
             vec_groups_wide: 1,
             vec_kernel: 2,
+            vec_int_max_n: 8,
+            vec_int_rows: 2,
+            vec_int_groups: 4,
+            vec_int_rows_k: 1,
+            vec_int_groups_k: 8,
             small_n_max: 64,
             // 4x4 subgroups (512 invocations) on a 128x128 tile: 990 us for f16 at n=512 on the
             // H200, against 1393 us with 2x4 (fewer warps to hide the staging loads).
@@ -197,6 +213,11 @@ knobs!(
     vec_groups,
     vec_groups_wide,
     vec_kernel,
+    vec_int_max_n,
+    vec_int_rows,
+    vec_int_groups,
+    vec_int_rows_k,
+    vec_int_groups_k,
     small_n_max,
     sg_count_m,
     sg_count_n,
@@ -247,6 +268,7 @@ impl Tuning {
                 name,
                 "vec_max_n"
                     | "vec_kernel"
+                    | "vec_int_max_n"
                     | "small_n_max"
                     | "sg_pad"
                     | "tiled_pad"
@@ -262,6 +284,8 @@ impl Tuning {
             ("vec_wg", self.vec_wg),
             ("vec_groups", self.vec_groups),
             ("vec_groups_wide", self.vec_groups_wide),
+            ("vec_int_groups", self.vec_int_groups),
+            ("vec_int_groups_k", self.vec_int_groups_k),
             ("tiled_tk", self.tiled_tk),
         ] {
             if !value.is_power_of_two() {
@@ -305,6 +329,9 @@ pub enum Path {
         max_subgroups: u32,
         /// [`Tuning::vec_kernel`].
         kernel: u32,
+        /// The integer kernel: b quantized first (`mul_mat_quantize_b.wgsl`) into
+        /// [`int_scratch_bytes`] of scratch.
+        int_dot: bool,
     },
     /// `mul_mat_tiled.wgsl`.
     Tiled {
@@ -388,11 +415,18 @@ impl fmt::Display for MulMatPlan {
                 cols,
                 subgroups,
                 kernel,
+                int_dot,
                 ..
             } => write!(
                 f,
                 "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction",
-                if *kernel == 0 { " (8-element units)" } else { "" },
+                if *int_dot {
+                    " (8-bit b, integer dot products)"
+                } else if *kernel == 0 {
+                    " (8-element units)"
+                } else {
+                    ""
+                },
                 if *subgroups { "subgroup" } else { "workgroup-memory" }
             )?,
             Path::Tiled {
@@ -494,10 +528,28 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
 
 type Choice = (Path, u32, u32, u32);
 
+/// Formats the integer mat-vec reads (`mul_mat_vec_q8.wgsl`).
+pub fn has_int_dot(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K)
+}
+
+/// Bytes of b's 8-bit blocks (48 per 32 elements) for the integer mat-vec.
+pub fn int_scratch_bytes(p: &Problem) -> u64 {
+    p.batches * p.n * (p.k / 32) * 48
+}
+
 fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let cols = p.n.max(1) as u32;
     let super_blocks = p.a_type.block_size() >= 256;
+    let int_dot = has_int_dot(p.a_type)
+        && p.n <= u64::from(t.vec_int_max_n)
+        && p.a_align >= 2
+        && p.k.is_multiple_of(32)
+        && int_scratch_bytes(p) <= d.max_storage_binding;
     let rows = match (cols <= 4, super_blocks) {
+        _ if int_dot && super_blocks => t.vec_int_rows_k,
+        _ if int_dot => t.vec_int_rows,
         (true, false) => t.vec_rows,
         (false, false) => t.vec_rows_wide,
         (true, true) => t.vec_rows_k,
@@ -509,7 +561,12 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let subgroups = d.subgroups && d.subgroup_min_size > 0;
     // A group must hold whole subgroups (each subgroup's sums belong to one group's rows).
     let min_group = if subgroups { d.subgroup_max_size.max(1) } else { 1 };
-    let mut groups = if cols <= 4 { t.vec_groups } else { t.vec_groups_wide };
+    let mut groups = match (int_dot, cols <= 4) {
+        (true, _) if super_blocks => t.vec_int_groups_k,
+        (true, _) => t.vec_int_groups,
+        (false, true) => t.vec_groups,
+        (false, false) => t.vec_groups_wide,
+    };
     while groups > 1 && wg_size / groups < min_group {
         groups /= 2;
     }
@@ -534,9 +591,11 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         subgroups,
         max_subgroups,
         kernel: match t.vec_kernel {
+            _ if int_dot => 0,
             2 => u32::from(p.a_type == GgmlType::Q6_K),
             k => k,
         },
+        int_dot,
     };
     (path, tiles_m, 1, bytes)
 }
@@ -762,6 +821,7 @@ mod tests {
             max_invocations: 1024,
             max_workgroup_size_x: 1024,
             max_workgroups_per_dim: 65535,
+            max_storage_binding: 2147483644,
         }
     }
 

@@ -1,0 +1,298 @@
+// The integer mat-vec's view of a (included by mul_mat_vec.wgsl when B_Q8 is defined): one
+// 32-element unit of a row as 32 bytes for packed 4x8-bit dot products against b's 8-bit blocks
+// (mul_mat_quantize_b.wgsl), with the scale and offset of each 16-element half:
+//
+//   sum over the unit of a·b = x.d · (f.x · Σ_lo v·q + f.y · Σ_hi v·q) + o.x · x.s_lo + o.y · x.s_hi
+//
+// where v are the unit's bytes (the format's unsigned quants, or q8_0's signed ones), q and x.d
+// b's bytes and scale, x.s_lo/x.s_hi = x.d · Σq over each half. The formats' zero points and
+// mins go into o, so every v fits a signed byte. Units of 256-element formats are their
+// 32-element sub-blocks; lanes take consecutive units, so a warp reads consecutive bytes of a row.
+//
+// Needs A_ALIGN2 (the planner sees to it). W_ALIGN4: the unit's words are 4-byte aligned.
+
+#if defined(A_ALIGN4) && (A_TYPE == TYPE_Q4_1 || A_TYPE == TYPE_Q5_1 || A_TYPE == TYPE_Q2_K || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K)
+#define W_ALIGN4 1
+#endif
+
+struct Wq {
+    v0: vec4<u32>,
+    v1: vec4<u32>,
+    f: vec2<f32>,
+    o: vec2<f32>,
+}
+
+// b's block: 32 signed bytes, then (d, d·Σq[0, 16), d·Σq[16, 32), 0).
+struct Xq {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    s: vec4<f32>,
+}
+
+fn dot16(v: vec4<u32>, q: vec4<u32>) -> i32 {
+    return dot4I8Packed(v.x, q.x) + dot4I8Packed(v.y, q.y) + dot4I8Packed(v.z, q.z) + dot4I8Packed(v.w, q.w);
+}
+
+fn w_dot(w: Wq, x: Xq) -> f32 {
+    let lo = f32(dot16(w.v0, x.q0));
+    let hi = f32(dot16(w.v1, x.q1));
+    return fma(x.s.x, fma(w.f.x, lo, w.f.y * hi), fma(w.o.x, x.s.y, w.o.y * x.s.z));
+}
+
+// Four words at byte `byte` (even). Unaligned spans are rebuilt from five aligned words; the
+// fifth is clamped to the binding (it only matters when it overlaps the span).
+fn w_words4(byte: u32) -> vec4<u32> {
+    let i = byte >> 2u;
+    let w = vec4<u32>(a[i], a[i + 1u], a[i + 2u], a[i + 3u]);
+#ifdef W_ALIGN4
+    return w;
+#else
+    let next = a[min(i + 4u, a_last())];
+    return select(w, (w >> vec4<u32>(16u)) | (vec4<u32>(w.yzw, next) << vec4<u32>(16u)), (byte & 2u) != 0u);
+#endif
+}
+
+// One word at byte `byte` (even).
+fn w_word(byte: u32) -> u32 {
+    let i = byte >> 2u;
+#ifdef W_ALIGN4
+    return a[i];
+#else
+    return select(a[i], (a[i] >> 16u) | (a[min(i + 1u, a_last())] << 16u), (byte & 2u) != 0u);
+#endif
+}
+
+const NIB: u32 = 0x0f0f0f0fu;
+
+// The four bits of `h` at 4k.. as bit 4 of each byte of word k (q5's fifth bit).
+fn w_high4(h: u32, k: u32) -> u32 {
+    return spread_bits4((h >> (4u * k)) & 15u) << 4u;
+}
+
+#if A_TYPE == TYPE_Q4_0
+// d, qs[16]: element i < 16 is the low nibble of qs[i], i >= 16 the high nibble of qs[i - 16].
+fn w_load(row: u32, u: u32) -> Wq {
+    let bb = row + u * 18u;
+    let d = a_f16(bb);
+    let q = w_words4(bb + 2u);
+    return Wq(q & vec4<u32>(NIB), (q >> vec4<u32>(4u)) & vec4<u32>(NIB), vec2<f32>(d), vec2<f32>(-8.0 * d));
+}
+#elif A_TYPE == TYPE_Q4_1
+// d, m, qs[16].
+fn w_load(row: u32, u: u32) -> Wq {
+    let bb = row + u * 20u;
+    let dm = unpack2x16float(w_word(bb));
+    let q = w_words4(bb + 4u);
+    return Wq(q & vec4<u32>(NIB), (q >> vec4<u32>(4u)) & vec4<u32>(NIB), vec2<f32>(dm.x), vec2<f32>(dm.y));
+}
+#elif A_TYPE == TYPE_Q5_0 || A_TYPE == TYPE_Q5_1
+// [q5_0] d, qh, qs[16] / [q5_1] d, m, qh, qs[16]: element i's fifth bit is bit i of qh.
+#if A_TYPE == TYPE_Q5_0
+const W_BYTES: u32 = 22u;
+const W_QH: u32 = 2u;
+#else
+const W_BYTES: u32 = 24u;
+const W_QH: u32 = 4u;
+#endif
+fn w_load(row: u32, u: u32) -> Wq {
+    let bb = row + u * W_BYTES;
+    let h = w_word(bb + W_QH);
+    let q = w_words4(bb + W_QH + 4u);
+    let lo = vec4<u32>(w_high4(h, 0u), w_high4(h, 1u), w_high4(h, 2u), w_high4(h, 3u));
+    let hi = vec4<u32>(w_high4(h, 4u), w_high4(h, 5u), w_high4(h, 6u), w_high4(h, 7u));
+    let v0 = (q & vec4<u32>(NIB)) | lo;
+    let v1 = ((q >> vec4<u32>(4u)) & vec4<u32>(NIB)) | hi;
+#if A_TYPE == TYPE_Q5_0
+    let d = a_f16(bb);
+    return Wq(v0, v1, vec2<f32>(d), vec2<f32>(-16.0 * d));
+#else
+    let dm = unpack2x16float(w_word(bb));
+    return Wq(v0, v1, vec2<f32>(dm.x), vec2<f32>(dm.y));
+#endif
+}
+#elif A_TYPE == TYPE_Q8_0
+// d, qs[32] (signed).
+fn w_load(row: u32, u: u32) -> Wq {
+    let bb = row + u * 34u;
+    let d = a_f16(bb);
+    return Wq(w_words4(bb + 2u), w_words4(bb + 18u), vec2<f32>(d), vec2<f32>(0.0));
+}
+#elif A_TYPE == TYPE_Q2_K
+// scales[16] (low nibble scale, high nibble min, per 16 elements), qs[64], d, dmin. Sub-block
+// 4n + j is 2-bit field j of qs[32n, 32n + 32): a unit is half n, its four sub-blocks.
+#define W_SUBS 4u
+struct Wraw {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    sc: vec2<u32>,
+    dd: vec2<f32>,
+}
+
+fn w_raw(row: u32, u: u32) -> Wraw {
+    let bb = row + (u / 2u) * 84u;
+    let n = u % 2u;
+    return Wraw(w_words4(bb + 16u + 32u * n), w_words4(bb + 32u + 32u * n),
+                vec2<u32>(w_word(bb + 8u * n), w_word(bb + 8u * n + 4u)), unpack2x16float(w_word(bb + 80u)));
+}
+
+fn w_sub(r: Wraw, j: u32) -> Wq {
+    let sh = vec4<u32>(2u * j);
+    let m = vec4<u32>(0x03030303u);
+    let sc = r.sc[j / 2u] >> (16u * (j % 2u));
+    let s = vec2<u32>(sc & 0xffu, (sc >> 8u) & 0xffu);
+    return Wq((r.q0 >> sh) & m, (r.q1 >> sh) & m, r.dd.x * vec2<f32>(s & vec2<u32>(15u)),
+              -r.dd.y * vec2<f32>(s >> vec2<u32>(4u)));
+}
+#elif A_TYPE == TYPE_Q3_K
+// hmask[32], qs[64], scales[12] (16 packed 6-bit scales, offset 32), d. Sub-block 4n + j is
+// 2-bit field j of qs[32n, 32n + 32), plus 4 unless bit 4n + j of hmask[l] is set: a unit is
+// half n, its four sub-blocks.
+#define W_SUBS 4u
+struct Wraw {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    h0: vec4<u32>,
+    h1: vec4<u32>,
+    // d · scale of its eight 16-element halves.
+    f: array<f32, 8>,
+}
+
+fn w_scale3(bb: u32, t: u32) -> f32 {
+    let low = select(fmt_u8(bb + 96u + t) & 15u, fmt_u8(bb + 88u + t) >> 4u, t >= 8u);
+    let high = (fmt_u8(bb + 104u + (t % 4u)) >> (2u * (t / 4u))) & 3u;
+    return f32(i32(low | (high << 4u)) - 32);
+}
+
+fn w_raw(row: u32, u: u32) -> Wraw {
+    let bb = row + (u / 2u) * 110u;
+    let n = u % 2u;
+    let hs = vec4<u32>(4u * n);
+    var r: Wraw;
+    r.q0 = w_words4(bb + 32u + 32u * n);
+    r.q1 = w_words4(bb + 48u + 32u * n);
+    r.h0 = w_words4(bb) >> hs;
+    r.h1 = w_words4(bb + 16u) >> hs;
+    let d = a_f16(bb + 108u);
+#for T in 0..8
+    r.f[T##u] = d * w_scale3(bb, 8u * n + T##u);
+#endfor
+    return r;
+}
+
+fn w_sub(r: Wraw, j: u32) -> Wq {
+    let sh = vec4<u32>(2u * j);
+    let m = vec4<u32>(0x03030303u);
+    let hb = vec4<u32>(0x01010101u);
+    let v0 = ((r.q0 >> sh) & m) | (((r.h0 >> vec4<u32>(j)) & hb) << vec4<u32>(2u));
+    let v1 = ((r.q1 >> sh) & m) | (((r.h1 >> vec4<u32>(j)) & hb) << vec4<u32>(2u));
+    let f = vec2<f32>(r.f[2u * j], r.f[2u * j + 1u]);
+    return Wq(v0, v1, f, -4.0 * f);
+}
+#elif A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K
+// d, dmin, scales[12] (8 packed 6-bit scale/min pairs), [q5_K: qh[32]], qs[128]. Sub-block
+// 2g + t is nibble t of qs[32g, 32g + 32) [with bit 2g + t of qh[l] as the fifth bit]: a unit
+// is group g, its two sub-blocks.
+#define W_SUBS 2u
+#if A_TYPE == TYPE_Q4_K
+const W_BYTES: u32 = 144u;
+const W_QS: u32 = 16u;
+#else
+const W_BYTES: u32 = 176u;
+const W_QS: u32 = 48u;
+#endif
+struct Wraw {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+#if A_TYPE == TYPE_Q5_K
+    h0: vec4<u32>,
+    h1: vec4<u32>,
+#endif
+    // d·scale and dmin·min of the two sub-blocks.
+    dm: vec4<f32>,
+}
+
+fn w_raw(row: u32, u: u32) -> Wraw {
+    let bb = row + (u / 4u) * W_BYTES;
+    let g = u % 4u;
+    var r: Wraw;
+    r.q0 = w_words4(bb + W_QS + 32u * g);
+    r.q1 = w_words4(bb + W_QS + 16u + 32u * g);
+#if A_TYPE == TYPE_Q5_K
+    r.h0 = w_words4(bb + 16u) >> vec4<u32>(2u * g);
+    r.h1 = w_words4(bb + 32u) >> vec4<u32>(2u * g);
+#endif
+    let dd = unpack2x16float(w_word(bb));
+    let s0 = fmt_scale_min(bb, 2u * g);
+    let s1 = fmt_scale_min(bb, 2u * g + 1u);
+    r.dm = vec4<f32>(dd.x * f32(s0.x), dd.y * f32(s0.y), dd.x * f32(s1.x), dd.y * f32(s1.y));
+    return r;
+}
+
+fn w_sub(r: Wraw, t: u32) -> Wq {
+    let sh = vec4<u32>(4u * t);
+    var v0 = (r.q0 >> sh) & vec4<u32>(NIB);
+    var v1 = (r.q1 >> sh) & vec4<u32>(NIB);
+#if A_TYPE == TYPE_Q5_K
+    let hb = vec4<u32>(0x01010101u);
+    v0 |= ((r.h0 >> vec4<u32>(t)) & hb) << vec4<u32>(4u);
+    v1 |= ((r.h1 >> vec4<u32>(t)) & hb) << vec4<u32>(4u);
+#endif
+    let dm = select(r.dm.xy, r.dm.zw, t == 1u);
+    return Wq(v0, v1, vec2<f32>(dm.x), vec2<f32>(-dm.y));
+}
+#elif A_TYPE == TYPE_Q6_K
+// ql[128], qh[64], scales[16] (int8), d. Sub-block 4n + j is nibble j / 2 of
+// ql[64n + 32(j % 2), +32) with 2-bit field j of qh[32n, +32) above it, offset 32: a unit is
+// half n, its four sub-blocks.
+#define W_SUBS 4u
+struct Wraw {
+    l0: array<vec4<u32>, 2>,
+    l1: array<vec4<u32>, 2>,
+    h: array<vec4<u32>, 2>,
+    sc: vec2<u32>,
+    d: f32,
+}
+
+fn w_raw(row: u32, u: u32) -> Wraw {
+    let bb = row + (u / 2u) * 210u;
+    let n = u % 2u;
+    let ql = bb + 64u * n;
+    let qh = bb + 128u + 32u * n;
+    let sc = bb + 192u + 8u * n;
+    return Wraw(array<vec4<u32>, 2>(w_words4(ql), w_words4(ql + 16u)),
+                array<vec4<u32>, 2>(w_words4(ql + 32u), w_words4(ql + 48u)),
+                array<vec4<u32>, 2>(w_words4(qh), w_words4(qh + 16u)),
+                vec2<u32>(w_word(sc), w_word(sc + 4u)), a_f16(bb + 208u));
+}
+
+fn w_sub(r: Wraw, j: u32) -> Wq {
+    let ls = vec4<u32>(4u * (j / 2u));
+    let hs = vec4<u32>(2u * j);
+    let m = vec4<u32>(0x03030303u);
+    var l = r.l0;
+    if (j % 2u == 1u) {
+        l = r.l1;
+    }
+    let v0 = ((l[0] >> ls) & vec4<u32>(NIB)) | (((r.h[0] >> hs) & m) << vec4<u32>(4u));
+    let v1 = ((l[1] >> ls) & vec4<u32>(NIB)) | (((r.h[1] >> hs) & m) << vec4<u32>(4u));
+    // Signed scale bytes 2j and 2j + 1 of the eight.
+    let w = bitcast<i32>(r.sc[j / 2u]);
+    let sh = 16u * (j % 2u);
+    let f = r.d * vec2<f32>(f32((w << (24u - sh)) >> 24u), f32((w << (16u - sh)) >> 24u));
+    return Wq(v0, v1, f, -32.0 * f);
+}
+#endif
+
+#ifndef W_SUBS
+// One sub-block a unit.
+#define W_SUBS 1u
+alias Wraw = Wq;
+
+fn w_raw(row: u32, u: u32) -> Wraw {
+    return w_load(row, u);
+}
+
+fn w_sub(r: Wraw, s: u32) -> Wq {
+    return r;
+}
+#endif
