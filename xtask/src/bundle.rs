@@ -9,9 +9,10 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use crate::owned;
 use crate::sandbox;
 
 /// Libraries the NVIDIA Vulkan driver loads at run time (glvnd and X11), which `ldd` of our
@@ -41,12 +42,67 @@ pub struct BundleArgs {
     /// Binary to bundle.
     #[arg(long, default_value = "backend-ops")]
     bin: String,
-    /// Output folder (replaced if it exists).
+    /// Output folder: created, or replaced if an earlier `cargo xtask bundle` made it; an existing
+    /// folder with other files in it is refused.
     #[arg(long, default_value = "gpu-bundle")]
     out: PathBuf,
 }
 
+/// Fails on a `--bin` that is not a plain file name: it names a folder under the target folder.
+fn check_bin_name(bin: &str) -> Result<()> {
+    if bin.is_empty() || bin == "." || bin == ".." || bin.contains(['/', '\0']) {
+        bail!("`--bin {bin}` is not a binary's name (a plain file name, no `/`)");
+    }
+    Ok(())
+}
+
+/// Checks what can be checked before the build: the binary's name and the output folder.
+pub fn check(args: &BundleArgs) -> Result<()> {
+    check_bin_name(&args.bin)?;
+    if made_by_older_xtask(&args.out, &args.bin, true) {
+        return Ok(());
+    }
+    owned::check_fresh(&args.out, owned::Kind::Bundle)
+}
+
+/// Makes `dir` a fresh folder of `kind` (see [`owned::fresh_dir`]), also replacing one that an
+/// xtask from before the markers made.
+fn fresh_dir(dir: &Path, kind: owned::Kind, bin: &str) -> Result<()> {
+    if made_by_older_xtask(dir, bin, kind == owned::Kind::Bundle) {
+        owned::mark(dir, kind)?;
+    }
+    owned::fresh_dir(dir, kind)
+}
+
+/// Whether `dir` is a bundle (`launcher`) or a staging folder that an xtask from before the
+/// markers made: a real folder with no marker and nothing but regular files, among them the binary
+/// and sid's loader, and for a bundle exactly the launcher xtask writes.
+fn made_by_older_xtask(dir: &Path, bin: &str, launcher: bool) -> bool {
+    if !fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return false;
+    }
+    let Ok(entries) = fs::read_dir(dir) else {
+        return false;
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let Ok(entry) = entry else {
+            return false;
+        };
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            return false;
+        }
+        names.push(entry.file_name());
+    }
+    let has = |name: &str| names.iter().any(|n| n == name);
+    !has(owned::MARKER)
+        && has(bin)
+        && has("ld-linux-x86-64.so.2")
+        && (!launcher || fs::read_to_string(dir.join("run")).is_ok_and(|text| text == launcher_script(bin)))
+}
+
 pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
+    check(args)?;
     let build: Vec<OsString> = [
         "cargo",
         "build",
@@ -77,10 +133,7 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
             .map(|name| format!("/usr/lib/x86_64-linux-gnu/{name}")),
     );
     let staging = sandbox::target_dir().join("bundle").join(&args.bin);
-    if staging.exists() {
-        fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
-    }
-    fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    fresh_dir(&staging, owned::Kind::BundleStaging, &args.bin)?;
     let staging_str = staging.display().to_string();
     let mut cp = vec!["cp", "-L", "--target-directory", &staging_str, &inside];
     cp.extend(libraries.iter().map(String::as_str));
@@ -90,13 +143,12 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
         "A library is missing from the sid root; re-run `cargo xtask env`.",
     )?;
 
-    if args.out.exists() {
-        fs::remove_dir_all(&args.out).with_context(|| format!("removing {}", args.out.display()))?;
-    }
-    fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    fresh_dir(&args.out, owned::Kind::Bundle, &args.bin)?;
     for entry in fs::read_dir(&staging)? {
         let entry = entry?;
-        copy(&entry.path(), &args.out.join(entry.file_name()))?;
+        if entry.file_name() != owned::MARKER {
+            copy(&entry.path(), &args.out.join(entry.file_name()))?;
+        }
     }
 
     let launcher = args.out.join("run");
@@ -144,7 +196,104 @@ exec "$here/ld-linux-x86-64.so.2" --library-path "$here:$nvidia/lib64:$nvidia/li
 
 #[cfg(test)]
 mod tests {
-    use super::resolved_path;
+    use super::*;
+    use crate::owned::TempDir;
+
+    fn args(out: &Path, bin: &str) -> BundleArgs {
+        BundleArgs {
+            package: "ggml-dawn".into(),
+            bin: bin.into(),
+            out: out.to_owned(),
+        }
+    }
+
+    #[test]
+    fn refuses_a_non_empty_out_folder_it_did_not_make() {
+        let tmp = TempDir::new("bundle-out");
+        let out = tmp.path().join("out");
+        fs::create_dir(&out).unwrap();
+        fs::write(out.join("notes"), "mine").unwrap();
+        let err = check(&args(&out, "backend-ops")).unwrap_err().to_string();
+        assert!(err.contains("refusing") && err.contains("--out"), "{err}");
+        assert!(owned::fresh_dir(&out, owned::Kind::Bundle).is_err());
+        assert_eq!(fs::read_to_string(out.join("notes")).unwrap(), "mine");
+    }
+
+    #[test]
+    fn accepts_a_missing_an_empty_or_its_own_out_folder() {
+        let tmp = TempDir::new("bundle-ok");
+        let out = tmp.path().join("out");
+        check(&args(&out, "backend-ops")).unwrap();
+        fs::create_dir(&out).unwrap();
+        check(&args(&out, "backend-ops")).unwrap();
+        owned::fresh_dir(&out, owned::Kind::Bundle).unwrap();
+        fs::write(out.join("backend-ops"), "old build").unwrap();
+        check(&args(&out, "backend-ops")).unwrap();
+        owned::fresh_dir(&out, owned::Kind::Bundle).unwrap();
+        assert!(!out.join("backend-ops").exists());
+    }
+
+    #[test]
+    fn refuses_the_sid_root_as_out_folder() {
+        let tmp = TempDir::new("bundle-root");
+        let root = tmp.path().join("sid-root");
+        owned::fresh_dir(&root, owned::Kind::SidRoot).unwrap();
+        fs::create_dir(root.join("usr")).unwrap();
+        assert!(check(&args(&root, "backend-ops")).is_err());
+        assert!(root.join("usr").is_dir());
+    }
+
+    /// What `bundle` made before it marked its folders.
+    fn older_bundle(dir: &Path, launcher: &str) {
+        fs::create_dir(dir).unwrap();
+        for name in ["backend-ops", "ld-linux-x86-64.so.2", "libc.so.6"] {
+            fs::write(dir.join(name), "elf").unwrap();
+        }
+        fs::write(dir.join("run"), launcher).unwrap();
+    }
+
+    #[test]
+    fn replaces_a_bundle_an_older_xtask_made() {
+        let tmp = TempDir::new("bundle-older");
+        let out = tmp.path().join("gpu-bundle");
+        older_bundle(&out, &launcher_script("backend-ops"));
+        check(&args(&out, "backend-ops")).unwrap();
+        fresh_dir(&out, owned::Kind::Bundle, "backend-ops").unwrap();
+        assert!(!out.join("libc.so.6").exists());
+        assert!(owned::is_marked(&out, owned::Kind::Bundle));
+
+        let staging = tmp.path().join("staging");
+        older_bundle(&staging, "");
+        fs::remove_file(staging.join("run")).unwrap();
+        fresh_dir(&staging, owned::Kind::BundleStaging, "backend-ops").unwrap();
+        assert!(!staging.join("libc.so.6").exists());
+    }
+
+    #[test]
+    fn what_only_resembles_an_older_bundle_is_refused() {
+        let tmp = TempDir::new("bundle-resembles");
+        let edited = tmp.path().join("edited");
+        older_bundle(&edited, "#!/bin/sh\necho my own launcher\n");
+        assert!(check(&args(&edited, "backend-ops")).is_err());
+        assert!(fresh_dir(&edited, owned::Kind::Bundle, "backend-ops").is_err());
+        assert!(edited.join("libc.so.6").exists());
+
+        let with_folder = tmp.path().join("with-folder");
+        older_bundle(&with_folder, &launcher_script("backend-ops"));
+        fs::create_dir(with_folder.join("results")).unwrap();
+        assert!(check(&args(&with_folder, "backend-ops")).is_err());
+        assert!(fresh_dir(&with_folder, owned::Kind::Bundle, "backend-ops").is_err());
+        assert!(with_folder.join("results").is_dir());
+    }
+
+    #[test]
+    fn refuses_a_bin_that_is_a_path() {
+        let out = Path::new("/nonexistent/out");
+        for bad in ["", ".", "..", "../..", "a/b"] {
+            assert!(check(&args(out, bad)).is_err(), "{bad:?} accepted");
+        }
+        check(&args(out, "backend-ops")).unwrap();
+    }
 
     #[test]
     fn reads_ldd_lines() {

@@ -1,11 +1,13 @@
 //! Facts about the host machine and small process helpers.
 
 use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -65,22 +67,193 @@ fn describe(command: &Command) -> String {
         .join(" ")
 }
 
+/// Opens, creating it when missing, a file of xtask's own (the lock, the log) without following
+/// a symbolic link and without truncating it. Refuses anything but a regular file with a single
+/// link owned by this user, so a link planted at `path` cannot make xtask, running as root, write
+/// to or lock another file.
+pub fn open_own_file(path: &Path) -> Result<File> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => bail!(
+            "refusing to open {}: it is a symbolic link, and xtask's own files never are (something \
+             else put it there). Remove the link, then re-run",
+            path.display()
+        ),
+        Err(err) => return Err(err).with_context(|| format!("opening {}", path.display())),
+    };
+    let meta = file.metadata().with_context(|| format!("reading {}", path.display()))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let problem = if !meta.is_file() {
+        Some("it is not a regular file".to_owned())
+    } else if meta.nlink() != 1 {
+        Some(format!(
+            "it has {} hard links, so it is also another file",
+            meta.nlink()
+        ))
+    } else if meta.uid() != euid {
+        Some(format!("it belongs to user {}, not to this one ({euid})", meta.uid()))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        bail!(
+            "refusing to use {}: {problem}, and xtask's own files never are (something else put it \
+             there). Remove it, then re-run",
+            path.display()
+        );
+    }
+    Ok(file)
+}
+
+/// Where the long output of the commands `cargo xtask env` runs goes (debootstrap's, apt's),
+/// shown only when one fails; and the phases, one line each with its time.
+#[derive(Debug)]
+pub struct Log {
+    path: PathBuf,
+    file: File,
+}
+
+/// How many of a failed command's last lines of output its error shows.
+const TAIL_LINES: usize = 40;
+
+impl Log {
+    /// Starts a new log at `path`, emptying the previous run's.
+    pub fn create(path: &Path) -> Result<Log> {
+        let file = open_own_file(path)?;
+        file.set_len(0)
+            .with_context(|| format!("emptying {}", path.display()))?;
+        Ok(Log {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs one phase: prints its name, then how long it took, on one line.
+    pub fn phase<T>(&self, what: &str, body: impl FnOnce() -> Result<T>) -> Result<T> {
+        eprint!("xtask: {what} ... ");
+        let _ = std::io::stderr().flush();
+        let _ = writeln!(&self.file, "==== {what}");
+        let start = Instant::now();
+        let result = body();
+        let secs = start.elapsed().as_secs_f64();
+        match &result {
+            Ok(_) => eprintln!("{secs:.1} s"),
+            Err(_) => eprintln!("failed after {secs:.1} s"),
+        }
+        result
+    }
+
+    /// Runs a command with its output going to the log; when it exits non-zero, fails with its
+    /// last lines of output, where the whole of it is, and `fix`.
+    pub fn run(&self, command: &mut Command, fix: &str) -> Result<()> {
+        let shown = describe(command);
+        let _ = writeln!(&self.file, "== {shown}");
+        let start = self
+            .file
+            .metadata()
+            .with_context(|| format!("reading {}", self.path.display()))?
+            .len();
+        let out = self
+            .file
+            .try_clone()
+            .with_context(|| format!("opening {}", self.path.display()))?;
+        let err = out
+            .try_clone()
+            .with_context(|| format!("opening {}", self.path.display()))?;
+        let status = command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .status()
+            .with_context(|| format!("could not start `{shown}`"))?;
+        if !status.success() {
+            let end = self.file.metadata().map(|m| m.len()).unwrap_or(start);
+            let mut bytes = vec![0; usize::try_from(end.saturating_sub(start)).unwrap_or(0)];
+            let read = self.file.read_at(&mut bytes, start).unwrap_or(0);
+            bytes.truncate(read);
+            bail!(
+                "`{shown}` failed ({status}); its last lines:\n{}\nIts whole output is in {}. {fix}",
+                tail(&String::from_utf8_lossy(&bytes), TAIL_LINES),
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The last `n` lines of `text`, each indented.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Installs a host package with apt when `binary` is missing (debootstrap, for instance).
-pub fn ensure_host_tool(binary: &str, package: &str) -> Result<()> {
+pub fn ensure_host_tool(binary: &str, package: &str, log: &Log) -> Result<()> {
     if which(binary).is_some() || Path::new("/usr/sbin").join(binary).is_file() {
         return Ok(());
     }
-    if which("apt-get").is_none() {
+    install_host_package(package, &format!("`{binary}` is missing"), log)
+}
+
+/// Debian's archive keyring on the host: what debootstrap checks the sid root's packages against.
+pub const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
+/// The host's Debian archive keyring, installed with apt (`debian-archive-keyring`) when missing.
+pub fn ensure_debian_keyring(log: &Log) -> Result<PathBuf> {
+    let keyring = Path::new(DEBIAN_KEYRING);
+    if !keyring.is_file() {
+        install_host_package(
+            "debian-archive-keyring",
+            &format!("Debian's archive keyring ({DEBIAN_KEYRING}) is missing"),
+            log,
+        )?;
+    }
+    require_keyring(keyring)
+}
+
+/// Fails unless `keyring` is a non-empty file: the sid root is never built unverified.
+pub fn require_keyring(keyring: &Path) -> Result<PathBuf> {
+    if !std::fs::metadata(keyring).is_ok_and(|m| m.is_file() && m.len() > 0) {
         bail!(
-            "`{binary}` is missing and this host has no `apt-get` to install it: `cargo xtask env` \
-             expects a Debian or Ubuntu host. Install `{package}` with your package manager, or run \
-             the project in a Debian container"
+            "Debian's archive keyring {} is missing or empty: without it the packages of the sid root \
+             cannot be verified, and `cargo xtask env` does not build an unverified root. Install the \
+             host's `debian-archive-keyring` package (`apt-get install debian-archive-keyring`), then \
+             re-run `cargo xtask env`",
+            keyring.display()
         );
     }
-    eprintln!("xtask: installing `{package}` on the host (apt-get)");
+    Ok(keyring.to_owned())
+}
+
+fn install_host_package(package: &str, why: &str, log: &Log) -> Result<()> {
+    if which("apt-get").is_none() {
+        bail!(
+            "{why} and this host has no `apt-get` to install it: `cargo xtask env` expects a Debian or \
+             Ubuntu host. Install `{package}` with your package manager, or run the project in a Debian \
+             container"
+        );
+    }
+    eprint!("(installing `{package}` on the host with apt-get) ");
     let fix = "Fix the host's apt sources or network, then re-run `cargo xtask env`.";
-    run_checked(Command::new("apt-get").args(["update", "-q"]), fix)?;
-    run_checked(
+    log.run(Command::new("apt-get").args(["update", "-q"]), fix)?;
+    log.run(
         Command::new("apt-get")
             .args(["install", "-y", "-q", "--no-install-recommends", package])
             .env("DEBIAN_FRONTEND", "noninteractive"),
@@ -184,7 +357,108 @@ pub fn sh_quote(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
+    use crate::owned::TempDir;
+
+    #[test]
+    fn a_symbolic_link_at_the_lock_path_is_refused_and_its_target_untouched() {
+        let tmp = TempDir::new("lock-link");
+        let victim = tmp.path().join("victim");
+        fs::write(&victim, "important").unwrap();
+        let lock = tmp.path().join(".sid-root.lock");
+        std::os::unix::fs::symlink(&victim, &lock).unwrap();
+        let err = open_own_file(&lock).unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "important");
+        // A dangling link is refused too, and nothing is created where it points.
+        let dangling = tmp.path().join("dangling.lock");
+        std::os::unix::fs::symlink(tmp.path().join("nowhere"), &dangling).unwrap();
+        assert!(open_own_file(&dangling).is_err());
+        assert!(!tmp.path().join("nowhere").exists());
+    }
+
+    #[test]
+    fn a_hard_link_at_the_lock_path_is_refused() {
+        let tmp = TempDir::new("lock-hardlink");
+        let victim = tmp.path().join("victim");
+        fs::write(&victim, "important").unwrap();
+        let lock = tmp.path().join(".sid-root.lock");
+        fs::hard_link(&victim, &lock).unwrap();
+        let err = open_own_file(&lock).unwrap_err().to_string();
+        assert!(err.contains("hard links"), "{err}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "important");
+    }
+
+    #[test]
+    fn a_folder_at_the_lock_path_is_refused() {
+        let tmp = TempDir::new("lock-dir");
+        assert!(open_own_file(tmp.path()).is_err());
+    }
+
+    #[test]
+    fn the_lock_is_created_or_reused_without_truncating() {
+        let tmp = TempDir::new("lock-ok");
+        let lock = tmp.path().join(".sid-root.lock");
+        let file = open_own_file(&lock).unwrap();
+        file.lock().unwrap();
+        drop(file);
+        fs::write(&lock, "left by an earlier run").unwrap();
+        let file = open_own_file(&lock).unwrap();
+        file.lock().unwrap();
+        assert_eq!(fs::read_to_string(&lock).unwrap(), "left by an earlier run");
+    }
+
+    #[test]
+    fn a_missing_or_empty_keyring_is_an_error() {
+        let tmp = TempDir::new("keyring");
+        let missing = tmp.path().join("debian-archive-keyring.gpg");
+        let err = require_keyring(&missing).unwrap_err().to_string();
+        assert!(err.contains("debian-archive-keyring"), "{err}");
+        assert!(err.contains("unverified"), "{err}");
+        fs::write(&missing, "").unwrap();
+        assert!(require_keyring(&missing).is_err());
+        fs::write(&missing, "keys").unwrap();
+        assert_eq!(require_keyring(&missing).unwrap(), missing);
+    }
+
+    #[test]
+    fn the_log_keeps_output_and_shows_its_tail_on_failure() {
+        let tmp = TempDir::new("log");
+        let path = tmp.path().join("env.log");
+        fs::write(&path, "an earlier run's output\n").unwrap();
+        let log = Log::create(&path).unwrap();
+        log.run(Command::new("sh").args(["-c", "echo quiet-success"]), "fix")
+            .unwrap();
+        let script = "for i in $(seq 1 100); do echo line$i; done; echo oops >&2; exit 3";
+        let err = log
+            .phase("failing", || {
+                log.run(Command::new("sh").args(["-c", script]), "Do this.")
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("oops") && err.contains("line100"), "{err}");
+        assert!(!err.contains("line60\n") && !err.contains("quiet-success"), "{err}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.ends_with("Do this."),
+            "{err}"
+        );
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("an earlier run"));
+        assert!(text.contains("quiet-success") && text.contains("line1\n") && text.contains("==== failing"));
+    }
+
+    #[test]
+    fn the_log_refuses_a_symbolic_link() {
+        let tmp = TempDir::new("log-link");
+        let victim = tmp.path().join("victim");
+        fs::write(&victim, "important").unwrap();
+        let path = tmp.path().join("env.log");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        assert!(Log::create(&path).is_err());
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "important");
+    }
 
     #[test]
     fn finds_archive_in_both_source_formats() {

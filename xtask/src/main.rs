@@ -5,6 +5,7 @@
 
 mod bundle;
 mod host;
+mod owned;
 mod sandbox;
 mod sysroot;
 
@@ -61,44 +62,165 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Shell { command } => {
             let root = sysroot::existing()?;
-            let command = if command.is_empty() {
-                vec!["bash".into()]
-            } else {
-                command
-            };
-            Err(sandbox::exec_in_root(&root, &command))
+            Err(sandbox::exec_in_root(&root, &shell_command(command)))
         }
         Command::Test { args } => {
             let root = sysroot::provision()?;
-            let mut command: Vec<OsString> = ["cargo", "test", "--workspace", "--locked"].map(OsString::from).into();
-            command.extend(args);
-            Err(sandbox::exec_in_root(&root, &command))
+            Err(sandbox::exec_in_root(&root, &test_command(args)))
         }
         Command::Run { args } => {
             let root = sysroot::provision()?;
-            let mut command: Vec<OsString> = [
-                "cargo",
-                "run",
-                "--release",
-                "--locked",
-                "--package",
-                "ggml-dawn",
-                "--bin",
-                "backend-ops",
-                "--",
-            ]
-            .map(OsString::from)
-            .into();
-            if args.is_empty() {
-                command.push("info".into());
-            } else {
-                command.extend(args);
-            }
-            Err(sandbox::exec_in_root(&root, &command))
+            Err(sandbox::exec_in_root(&root, &run_command(args)))
         }
         Command::Bundle(args) => {
+            bundle::check(&args)?;
             let root = sysroot::provision()?;
             bundle::bundle(&root, &args)
         }
+    }
+}
+
+/// What `shell` runs: the command given, else an interactive bash.
+fn shell_command(command: Vec<OsString>) -> Vec<OsString> {
+    if command.is_empty() {
+        vec!["bash".into()]
+    } else {
+        command
+    }
+}
+
+/// What `test` runs: the workspace's tests, with the extra arguments.
+fn test_command(args: Vec<OsString>) -> Vec<OsString> {
+    let mut command: Vec<OsString> = ["cargo", "test", "--workspace", "--locked"].map(OsString::from).into();
+    command.extend(args);
+    command
+}
+
+/// What `run` runs: `backend-ops` with the arguments given, else `info`.
+fn run_command(args: Vec<OsString>) -> Vec<OsString> {
+    let mut command: Vec<OsString> = [
+        "cargo",
+        "run",
+        "--release",
+        "--locked",
+        "--package",
+        "ggml-dawn",
+        "--bin",
+        "backend-ops",
+        "--",
+    ]
+    .map(OsString::from)
+    .into();
+    if args.is_empty() {
+        command.push("info".into());
+    } else {
+        command.extend(args);
+    }
+    command
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::error::ErrorKind;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("cargo xtask").chain(args.iter().copied()))
+    }
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn an_unknown_subcommand_is_an_error_with_a_non_zero_exit() {
+        let err = parse(&["frobnicate"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidSubcommand);
+        assert_ne!(err.exit_code(), 0);
+        assert!(err.to_string().contains("frobnicate"), "{err}");
+    }
+
+    #[test]
+    fn no_subcommand_is_an_error() {
+        let err = parse(&[]).unwrap_err();
+        assert_ne!(err.exit_code(), 0);
+    }
+
+    #[test]
+    fn env_takes_no_arguments() {
+        assert!(matches!(parse(&["env"]).unwrap().command, Command::Env));
+        assert!(parse(&["env", "extra"]).is_err());
+    }
+
+    #[test]
+    fn shell_passes_everything_after_the_double_dash() {
+        let Command::Shell { command } = parse(&["shell", "--", "cargo", "test", "--", "--nocapture"])
+            .unwrap()
+            .command
+        else {
+            panic!("not shell");
+        };
+        assert_eq!(command, os(&["cargo", "test", "--", "--nocapture"]));
+        assert_eq!(shell_command(command.clone()), command);
+        assert_eq!(shell_command(Vec::new()), os(&["bash"]));
+    }
+
+    #[test]
+    fn shell_passes_hyphenated_arguments_without_the_double_dash() {
+        let Command::Shell { command } = parse(&["shell", "ls", "-la", "--color=never"]).unwrap().command else {
+            panic!("not shell");
+        };
+        assert_eq!(command, os(&["ls", "-la", "--color=never"]));
+    }
+
+    #[test]
+    fn test_appends_its_arguments_to_cargo_test() {
+        let Command::Test { args } = parse(&["test", "--", "-p", "xtask", "--", "--nocapture"])
+            .unwrap()
+            .command
+        else {
+            panic!("not test");
+        };
+        assert_eq!(
+            test_command(args),
+            os(&[
+                "cargo",
+                "test",
+                "--workspace",
+                "--locked",
+                "-p",
+                "xtask",
+                "--",
+                "--nocapture"
+            ])
+        );
+    }
+
+    #[test]
+    fn run_defaults_to_info_and_passes_its_arguments() {
+        let Command::Run { args } = parse(&["run"]).unwrap().command else {
+            panic!("not run");
+        };
+        assert_eq!(run_command(args).last(), Some(&OsString::from("info")));
+
+        let Command::Run { args } = parse(&["run", "--", "test", "-o", "MUL_MAT"]).unwrap().command else {
+            panic!("not run");
+        };
+        let command = run_command(args);
+        let dashes = command.iter().position(|a| a == "--").unwrap();
+        assert_eq!(command[dashes + 1..], os(&["test", "-o", "MUL_MAT"]));
+    }
+
+    #[test]
+    fn bundle_reads_its_options() {
+        let Command::Bundle(args) = parse(&["bundle", "--out", "/tmp/b", "--bin", "x"]).unwrap().command else {
+            panic!("not bundle");
+        };
+        assert_eq!(
+            format!("{args:?}"),
+            r#"BundleArgs { package: "ggml-dawn", bin: "x", out: "/tmp/b" }"#
+        );
+        assert!(parse(&["bundle", "--frob"]).is_err());
     }
 }

@@ -37,6 +37,11 @@ pub fn run_in_root(root: &Path, command: &[&str], fix: &str) -> Result<()> {
     host::run_checked(&mut build(root, &to_os(command))?, fix)
 }
 
+/// The command that runs `command` inside the root, for the caller to run.
+pub fn command_in_root(root: &Path, command: &[&str]) -> Result<Command> {
+    build(root, &to_os(command))
+}
+
 /// Runs `command` inside the root and returns what it printed.
 pub fn output_in_root(root: &Path, command: &[&str], fix: &str) -> Result<String> {
     host::output_checked(&mut build(root, &to_os(command))?, fix)
