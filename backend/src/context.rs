@@ -230,3 +230,50 @@ impl GpuContext {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(enable: &[&str], disable: &[&str]) -> ContextOptions {
+        ContextOptions {
+            enable_toggles: enable.iter().map(|s| s.to_string()).collect(),
+            disable_toggles: disable.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_default_toggles_are_vouched_for() {
+        device_toggles(&ContextOptions::default()).check().unwrap();
+        device_toggles(&ContextOptions {
+            safe_mode: true,
+            ..Default::default()
+        })
+        .check()
+        .unwrap();
+    }
+
+    #[test]
+    fn toggles_forced_by_name_go_through_the_same_promise() {
+        // Upheld by the backend: accepted, also in safe mode.
+        let upheld = ContextOptions {
+            safe_mode: true,
+            ..options(&["disable_robustness"], &["lazy_clear_resource_on_first_use"])
+        };
+        device_toggles(&upheld).check().unwrap();
+        // Safe toggles: accepted.
+        device_toggles(&options(&["dump_shaders"], &["skip_validation"]))
+            .check()
+            .unwrap();
+        // Unsafe, and not upheld by the backend: refused when the device is requested.
+        for name in [
+            "wait_is_thread_safe",
+            "vulkan_use_buffer_robust_access_2",
+            "SKIP_VALIDATION",
+        ] {
+            let err = device_toggles(&options(&[name], &[])).check().unwrap_err();
+            assert!(matches!(err, dawn::Error::UnsafeToggle(_)), "{name}: {err}");
+        }
+    }
+}

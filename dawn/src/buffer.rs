@@ -444,7 +444,10 @@ impl BufferMapping<'_> {
         if self.len == 0 {
             return &[];
         }
-        // SAFETY: Dawn keeps `len` bytes at `ptr` valid while mapped, i.e. while `self` lives.
+        // SAFETY: Dawn keeps `len` bytes at `ptr` valid while the buffer is mapped, and it stays
+        // mapped while `self` lives: only dropping `self` leaves `MapState::Mapped`,
+        // `Buffer::destroy` refuses that state, `_access` makes `Device::destroy` refuse, and the
+        // borrowed buffer holds a `Device`, so releasing handles cannot destroy the device either.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
