@@ -220,16 +220,14 @@ impl Buffer {
                 )));
             }
             self.state.device.check_lost()?;
-            {
-                let mut state = self.state.map.lock();
-                match *state {
-                    MapState::Unmapped => *state = MapState::Pending,
-                    MapState::Destroyed => return Err(Error::Map("the buffer is destroyed".into())),
-                    MapState::Pending | MapState::Mapped => {
-                        return Err(Error::Map(
-                            "the buffer is already mapped (or a map is in flight)".into(),
-                        ));
-                    }
+            let mut state = self.state.map.lock();
+            match *state {
+                MapState::Unmapped => *state = MapState::Pending,
+                MapState::Destroyed => return Err(Error::Map("the buffer is destroyed".into())),
+                MapState::Pending | MapState::Mapped => {
+                    return Err(Error::Map(
+                        "the buffer is already mapped (or a map is in flight)".into(),
+                    ));
                 }
             }
             let (slot, userdata) = future::slot::<()>();
@@ -240,11 +238,16 @@ impl Buffer {
                 userdata1: userdata,
                 userdata2: std::ptr::null_mut(),
             };
-            // SAFETY: a valid buffer; the callback gets `userdata` back exactly once. Should the
-            // buffer be destroyed meanwhile, Dawn fails the request (no memory is lent out yet).
+            // Still under the lock, so `Buffer::destroy` comes wholly before (and the request is
+            // refused above) or after the request (and Dawn fails it); never between the state
+            // change and the request, where Dawn would see a request on a destroyed buffer. The
+            // callback, should Dawn run it right away, only fills a slot nobody waits on yet.
+            // SAFETY: a valid buffer; the callback gets `userdata` back exactly once. No memory is
+            // lent out until the request succeeds and `MapFuture::finish` takes it.
             let id = unsafe {
                 sys::wgpuBufferMapAsync(self.as_raw(), mode.to_raw(), offset as usize, size as usize, callback)
             };
+            drop(state);
             Ok(GpuFuture::new(&instance, id, slot))
         };
         match start() {
@@ -400,13 +403,14 @@ impl Drop for MapFuture<'_> {
         }
         // Not turned into a mapping: cancel a pending request (or undo a finished one) and
         // release the claim. While the state is `Pending` this future owns the map: no one else
-        // can map, and a concurrent `Buffer::destroy` only moves the state to `Destroyed`.
-        if *self.buffer.state.map.lock() == MapState::Pending {
-            // SAFETY: a valid buffer; no slice into it exists (no mapping was made).
-            unsafe { sys::wgpuBufferUnmap(self.buffer.as_raw()) };
-        }
+        // can map, and `Buffer::destroy` needs the lock held here, so it comes wholly before (the
+        // state says `Destroyed`: nothing to undo) or after the unmap. Dawn may run the request's
+        // callback inside the unmap; it only fills the slot and wakes the waiting task.
         let mut state = self.buffer.state.map.lock();
         if *state == MapState::Pending {
+            // SAFETY: a valid buffer, not destroyed (the state is `Pending`); no slice into it
+            // exists (no mapping was made).
+            unsafe { sys::wgpuBufferUnmap(self.buffer.as_raw()) };
             *state = MapState::Unmapped;
         }
     }
