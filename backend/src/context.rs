@@ -67,6 +67,99 @@ pub enum ContextError {
     NoSuchConfig(u32, u32, u32, String),
 }
 
+/// The toggles that remove a WebGPU guarantee (`dawn::Toggles::enable_unsafe`) that the backend
+/// may enable: it upholds what each stops Dawn from checking (see `device_toggles`).
+const UPHELD_WHEN_ENABLED: &[&str] = &[
+    "skip_validation",
+    "disable_robustness",
+    "disable_workgroup_init",
+    "disable_polyfills_on_integer_div_and_mod",
+    "disable_lazy_clear_for_mapped_at_creation_buffer",
+];
+
+/// The toggles whose absence removes a WebGPU guarantee (`dawn::Toggles::disable_unsafe`) that
+/// the backend may disable (see `device_toggles`).
+const UPHELD_WHEN_DISABLED: &[&str] = &["lazy_clear_resource_on_first_use"];
+
+/// The mode's device toggles (upstream's unless [`ContextOptions::safe_mode`]), with the forced
+/// ones of [`ContextOptions::enable_toggles`] / [`ContextOptions::disable_toggles`] on top.
+///
+/// The one place where the backend vouches for toggles that remove WebGPU's guarantees: every
+/// toggle, the mode's and those forced by name (`backend-ops --toggle NAME`) alike, goes
+/// through here, and only those listed in [`UPHELD_WHEN_ENABLED`] / [`UPHELD_WHEN_DISABLED`]
+/// are vouched for; any other unsafe one makes the device request fail.
+fn device_toggles(options: &ContextOptions) -> Toggles {
+    let (mut enable, mut disable): (Vec<Toggle>, Vec<Toggle>) = if options.safe_mode {
+        (vec![], vec![])
+    } else {
+        (
+            vec![
+                Toggle::SKIP_VALIDATION,
+                Toggle::DISABLE_ROBUSTNESS,
+                Toggle::DISABLE_WORKGROUP_INIT,
+                Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD,
+            ],
+            vec![Toggle::TIMESTAMP_QUANTIZATION],
+        )
+    };
+    for name in &options.enable_toggles {
+        disable.retain(|t| t.name() != name);
+        enable.push(Toggle::new(name.as_str()));
+    }
+    for name in &options.disable_toggles {
+        enable.retain(|t| t.name() != name);
+        disable.push(Toggle::new(name.as_str()));
+    }
+    // The backend vouches only for the toggles it upholds; any other goes through the safe door,
+    // where an unsafe one is refused (`dawn::Error::UnsafeToggle`) when the device is requested.
+    let (vouched_on, safe_on): (Vec<Toggle>, Vec<Toggle>) = enable
+        .into_iter()
+        .partition(|t| UPHELD_WHEN_ENABLED.contains(&t.name()));
+    let (vouched_off, safe_off): (Vec<Toggle>, Vec<Toggle>) = disable
+        .into_iter()
+        .partition(|t| UPHELD_WHEN_DISABLED.contains(&t.name()));
+    let mut toggles = Toggles::new();
+    for toggle in safe_on {
+        toggles = toggles.enable(toggle);
+    }
+    for toggle in safe_off {
+        toggles = toggles.disable(toggle);
+    }
+    // SAFETY: the backend's device runs the backend's kernels, dispatched by its op encoders, and
+    // they keep the promises of `Toggles::enable_unsafe` / `disable_unsafe` for each toggle
+    // vouched for here:
+    // - `disable_robustness`: no kernel access leaves its binding. Every tensor view is checked
+    //   against its buffer before dispatch (`Layout::check_fits` in `DeviceTensor::view` and
+    //   `memory::upload`), each binding covers the whole view and is capped at the buffer's end
+    //   (`DeviceTensor::binding`), and the kernels index only elements inside the extents and
+    //   strides the op encoders pass them from those same checked layouts.
+    // - `skip_validation`: every call is one `dawn` and the backend check already (ranges,
+    //   alignments, usages and limits in `dawn`; operand counts, parameter sizes and grid limits
+    //   in `Stream::dispatch`); no submitted work uses a mapped or destroyed buffer (the backend
+    //   maps only the staging buffers of `Device::read_buffer`, which no kernel binds, and
+    //   destroys no buffer).
+    // - `disable_workgroup_init`: the kernels write workgroup memory before reading it.
+    // - `disable_polyfills_on_integer_div_and_mod`: the kernels divide only `u32`s (so never the
+    //   most negative integer by -1), by tensor extents, block sizes and split counts, which the
+    //   encoders pass non-zero.
+    // - `disable_lazy_clear_for_mapped_at_creation_buffer`: buffers created mapped are written
+    //   whole before use (`Device::create_buffer_init`).
+    // - `lazy_clear_resource_on_first_use` off: no byte is read before it is written (inputs are
+    //   uploaded whole, outputs poisoned before the kernel runs, kernels read inside the views).
+    // Toggles forced by name (`backend-ops --toggle NAME`) get this promise only when listed in
+    // `UPHELD_WHEN_ENABLED` / `UPHELD_WHEN_DISABLED`. The promise covers the backend's own use of
+    // the device; code that takes `GpuContext::device` to run other kernels must keep it too.
+    unsafe {
+        for toggle in vouched_on {
+            toggles = toggles.enable_unsafe(toggle);
+        }
+        for toggle in vouched_off {
+            toggles = toggles.disable_unsafe(toggle);
+        }
+    }
+    toggles
+}
+
 impl GpuContext {
     /// Creates the instance, the default adapter and its device.
     pub fn new(options: ContextOptions) -> Result<GpuContext, ContextError> {
@@ -106,24 +199,7 @@ impl GpuContext {
         if subgroup_matrix.is_some() {
             features.push(Feature::SUBGROUP_MATRIX);
         }
-        let mut toggles = if options.safe_mode {
-            Toggles::new()
-        } else {
-            Toggles::new()
-                .enable(Toggle::SKIP_VALIDATION)
-                .enable(Toggle::DISABLE_ROBUSTNESS)
-                .enable(Toggle::DISABLE_WORKGROUP_INIT)
-                .enable(Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD)
-                .disable(Toggle::TIMESTAMP_QUANTIZATION)
-        };
-        for name in &options.enable_toggles {
-            toggles.disabled.retain(|t| t.name() != name);
-            toggles = toggles.enable(Toggle::new(name.as_str()));
-        }
-        for name in &options.disable_toggles {
-            toggles.enabled.retain(|t| t.name() != name);
-            toggles = toggles.disable(Toggle::new(name.as_str()));
-        }
+        let toggles = device_toggles(&options);
         let desc = DeviceDescriptor {
             label: Some("ggml-dawn".into()),
             required_features: features,
@@ -156,5 +232,52 @@ impl GpuContext {
             kernels: Arc::default(),
             scratch: Arc::default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(enable: &[&str], disable: &[&str]) -> ContextOptions {
+        ContextOptions {
+            enable_toggles: enable.iter().map(|s| s.to_string()).collect(),
+            disable_toggles: disable.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_default_toggles_are_vouched_for() {
+        device_toggles(&ContextOptions::default()).check().unwrap();
+        device_toggles(&ContextOptions {
+            safe_mode: true,
+            ..Default::default()
+        })
+        .check()
+        .unwrap();
+    }
+
+    #[test]
+    fn toggles_forced_by_name_go_through_the_same_promise() {
+        // Upheld by the backend: accepted, also in safe mode.
+        let upheld = ContextOptions {
+            safe_mode: true,
+            ..options(&["disable_robustness"], &["lazy_clear_resource_on_first_use"])
+        };
+        device_toggles(&upheld).check().unwrap();
+        // Safe toggles: accepted.
+        device_toggles(&options(&["dump_shaders"], &["skip_validation"]))
+            .check()
+            .unwrap();
+        // Unsafe, and not upheld by the backend: refused when the device is requested.
+        for name in [
+            "wait_is_thread_safe",
+            "vulkan_use_buffer_robust_access_2",
+            "SKIP_VALIDATION",
+        ] {
+            let err = device_toggles(&options(&[name], &[])).check().unwrap_err();
+            assert!(matches!(err, dawn::Error::UnsafeToggle(_)), "{name}: {err}");
+        }
     }
 }

@@ -21,6 +21,15 @@ handle!(
     sys::wgpuAdapterRelease
 );
 
+// SAFETY: Dawn does not lock adapter calls (dawn.json marks adapters "no autolock"), so each
+// call this crate makes is accounted for: GetInfo, GetLimits, GetFeatures and HasFeature only
+// read what the adapter was created with; RequestDevice changes adapter and instance state and
+// goes through `Instance::dawn_calls`, the lock of the adapter's instance. AddRef/Release are
+// atomic.
+unsafe impl Send for RawAdapter {}
+// SAFETY: as for `Send`: `&self` reaches only the calls listed there, each read-only or locked.
+unsafe impl Sync for RawAdapter {}
+
 /// Which adapter to request.
 #[derive(Debug, Clone, Default)]
 pub struct RequestAdapterOptions {
@@ -209,10 +218,13 @@ impl Adapter {
         if let Some(missing) = desc.required_features.iter().find(|f| !self.has_feature(**f)) {
             return GpuFuture::ready(&self.instance, Err(Error::MissingFeature(missing.to_string())));
         }
-        let (slot, userdata) = future::slot::<Device>();
         let pending = crate::device::PendingDevice::new(self.clone(), desc);
+        let mut prepared = match pending.prepare(desc) {
+            Ok(prepared) => prepared,
+            Err(error) => return GpuFuture::ready(&self.instance, Err(error)),
+        };
+        let (slot, userdata) = future::slot::<Device>();
         let request_data = Arc::into_raw(Arc::clone(&pending)).cast_mut().cast();
-        let mut prepared = pending.prepare(desc);
         let callback = sys::WGPURequestDeviceCallbackInfo {
             nextInChain: std::ptr::null_mut(),
             mode: sys::WGPUCallbackMode::AllowSpontaneous,
@@ -220,8 +232,12 @@ impl Adapter {
             userdata1: userdata,
             userdata2: request_data,
         };
+        // Dawn does not synchronise adapter and instance calls (they are not device calls); this
+        // lock serialises the ones that change state (see `Instance::dawn_calls`).
+        let _serial = self.instance.dawn_calls();
         // SAFETY: the descriptor (and the storage `prepared` owns) lives until the call returns;
-        // the callback receives both userdata pointers back exactly once.
+        // the callback receives both userdata pointers back exactly once; `_serial` keeps other
+        // threads out of the adapter's and instance's unsynchronised state during the call.
         let id = unsafe { sys::wgpuAdapterRequestDevice(self.as_raw(), prepared.descriptor(), callback) };
         GpuFuture::new(&self.instance, id, slot)
     }

@@ -5,7 +5,7 @@ use dawn_sys as sys;
 use crate::buffer::Buffer;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::handle::handle;
+use crate::handle::{device_child_is_thread_safe, handle};
 use crate::strings;
 
 handle!(
@@ -15,6 +15,8 @@ handle!(
     sys::wgpuBindGroupLayoutAddRef,
     sys::wgpuBindGroupLayoutRelease
 );
+// Immutable once created; only passed to other creation calls.
+device_child_is_thread_safe!(BindGroupLayout);
 handle!(
     /// A set of buffers bound together.
     BindGroup,
@@ -22,6 +24,8 @@ handle!(
     sys::wgpuBindGroupAddRef,
     sys::wgpuBindGroupRelease
 );
+// Immutable once created; only passed to `ComputePass::set_bind_group`.
+device_child_is_thread_safe!(BindGroup);
 handle!(
     /// The bind group layouts of a pipeline.
     PipelineLayout,
@@ -29,6 +33,8 @@ handle!(
     sys::wgpuPipelineLayoutAddRef,
     sys::wgpuPipelineLayoutRelease
 );
+// Immutable once created; only passed to pipeline creation.
+device_child_is_thread_safe!(PipelineLayout);
 
 /// How a compute shader sees a buffer binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

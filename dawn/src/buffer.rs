@@ -4,17 +4,16 @@ use std::ffi::c_void;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use dawn_sys as sys;
+use parking_lot::Mutex;
 
-use crate::device::{Device, DeviceShared};
+use crate::device::{Device, HostAccess};
 use crate::error::{Error, Result};
 use crate::future::{self, GpuFuture};
-use crate::handle::handle;
-use crate::instance::Instance;
+use crate::handle::{device_child_is_thread_safe, handle};
 use crate::strings;
 use crate::types::{BufferUsage, MapMode};
 
@@ -25,6 +24,10 @@ handle!(
     sys::wgpuBufferAddRef,
     sys::wgpuBufferRelease
 );
+// MapAsync, GetMappedRange, Unmap and Destroy are "no autolock": Dawn's buffer synchronises
+// them itself. This crate also orders them with the buffer's own state lock (`MapState`), so
+// no mapping's memory can be unmapped or freed by another thread's call.
+device_child_is_thread_safe!(RawBuffer);
 
 /// What to create a buffer with.
 #[derive(Debug, Clone, Default)]
@@ -38,6 +41,9 @@ pub struct BufferDescriptor<'a> {
 }
 
 /// A GPU buffer. Cheap to clone; clones share the buffer.
+///
+/// A buffer holds a reference to its [`Device`]: dropping every other handle of the device does
+/// not destroy it while a buffer (and so any mapping of it) is alive.
 #[derive(Debug, Clone)]
 pub struct Buffer {
     raw: RawBuffer,
@@ -48,10 +54,24 @@ pub struct Buffer {
 struct BufferState {
     size: u64,
     usage: BufferUsage,
-    /// Set from the start of a map request until the mapping is dropped.
-    mapped: AtomicBool,
-    device: Arc<DeviceShared>,
-    instance: Instance,
+    map: Mutex<MapState>,
+    /// Keeps the device alive: Dawn destroys a device (and unmaps all its buffers) when the last
+    /// external reference to it goes, and a buffer's own reference to it is internal.
+    device: Device,
+}
+
+/// Where a buffer is in its mapping life. Every transition happens under the buffer's lock, so
+/// that deciding and changing are one step (no other thread acts in between).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MapState {
+    /// Not mapped; a map may start.
+    Unmapped,
+    /// A map request is in flight (owned by one [`MapFuture`]).
+    Pending,
+    /// Mapped; one [`BufferMapping`] lends out the memory.
+    Mapped,
+    /// Destroyed; it can never be mapped again.
+    Destroyed,
 }
 
 impl Device {
@@ -69,9 +89,13 @@ impl Device {
     ) -> Result<Buffer> {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         let size = (bytes.len() as u64).next_multiple_of(4).max(4);
+        // Held while we write through the mapped range: `Device::destroy` (which would unmap it)
+        // is refused meanwhile.
+        let access = self.shared().host_access()?;
         let buffer = self.create_buffer_impl(&BufferDescriptor { label, size, usage }, true)?;
-        // SAFETY: the buffer was created mapped at creation over its whole size; we write
-        // `bytes.len() <= size` bytes and unmap before anyone else can see the buffer.
+        // SAFETY: the buffer was created mapped at creation over its whole size, and no other
+        // thread has it yet, so nothing can unmap or destroy it but us; `access` keeps the device
+        // from being destroyed. We write `bytes.len() <= size` bytes, then unmap.
         unsafe {
             let ptr = sys::wgpuBufferGetMappedRange(buffer.as_raw(), 0, size as usize);
             if ptr.is_null() {
@@ -80,6 +104,7 @@ impl Device {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>(), bytes.len());
             sys::wgpuBufferUnmap(buffer.as_raw());
         }
+        drop(access);
         Ok(buffer)
     }
 
@@ -112,9 +137,8 @@ impl Device {
             state: Arc::new(BufferState {
                 size: desc.size,
                 usage: desc.usage,
-                mapped: AtomicBool::new(false),
-                device: Arc::clone(self.shared()),
-                instance: self.instance().clone(),
+                map: Mutex::new(MapState::Unmapped),
+                device: self.clone(),
             }),
         })
     }
@@ -156,16 +180,24 @@ impl Buffer {
         self.state.usage
     }
 
+    /// The device the buffer belongs to (the buffer keeps it alive).
+    pub fn device(&self) -> &Device {
+        &self.state.device
+    }
+
     /// Whether the buffer is mapped, or a map request is in flight.
     pub fn is_mapped(&self) -> bool {
-        self.state.mapped.load(Ordering::Acquire)
+        matches!(*self.state.map.lock(), MapState::Pending | MapState::Mapped)
     }
 
     /// Maps `size` bytes from `offset` for reading or writing. Resolves to a [`BufferMapping`]
     /// that borrows the buffer; the buffer is unmapped when the mapping is dropped, so no slice
     /// of it can outlive the unmap. `offset` must be a multiple of 8 and `size` of 4.
+    ///
+    /// One map at a time: a second request while one is in flight or mapped fails. A map that
+    /// resolves after [`Buffer::destroy`] or [`Device::destroy`] fails.
     pub fn map(&self, mode: MapMode, offset: u64, size: u64) -> MapFuture<'_> {
-        let instance = self.state.instance.clone();
+        let instance = self.state.device.instance().clone();
         let start = || -> Result<GpuFuture<()>> {
             let needed = match mode {
                 MapMode::Read => BufferUsage::MAP_READ,
@@ -187,10 +219,16 @@ impl Buffer {
                     self.size()
                 )));
             }
-            if self.state.mapped.swap(true, Ordering::AcqRel) {
-                return Err(Error::Map(
-                    "the buffer is already mapped (or a map is in flight)".into(),
-                ));
+            self.state.device.check_lost()?;
+            let mut state = self.state.map.lock();
+            match *state {
+                MapState::Unmapped => *state = MapState::Pending,
+                MapState::Destroyed => return Err(Error::Map("the buffer is destroyed".into())),
+                MapState::Pending | MapState::Mapped => {
+                    return Err(Error::Map(
+                        "the buffer is already mapped (or a map is in flight)".into(),
+                    ));
+                }
             }
             let (slot, userdata) = future::slot::<()>();
             let callback = sys::WGPUBufferMapCallbackInfo {
@@ -200,10 +238,16 @@ impl Buffer {
                 userdata1: userdata,
                 userdata2: std::ptr::null_mut(),
             };
-            // SAFETY: a valid buffer; the callback gets `userdata` back exactly once.
+            // Still under the lock, so `Buffer::destroy` comes wholly before (and the request is
+            // refused above) or after the request (and Dawn fails it); never between the state
+            // change and the request, where Dawn would see a request on a destroyed buffer. The
+            // callback, should Dawn run it right away, only fills a slot nobody waits on yet.
+            // SAFETY: a valid buffer; the callback gets `userdata` back exactly once. No memory is
+            // lent out until the request succeeds and `MapFuture::finish` takes it.
             let id = unsafe {
                 sys::wgpuBufferMapAsync(self.as_raw(), mode.to_raw(), offset as usize, size as usize, callback)
             };
+            drop(state);
             Ok(GpuFuture::new(&instance, id, slot))
         };
         match start() {
@@ -226,14 +270,25 @@ impl Buffer {
         }
     }
 
-    /// Frees the buffer's memory now; later GPU use of it is an error. Refused while mapped.
+    /// Frees the buffer's memory now; later use of it is an error. Refused while mapped (that
+    /// would free the memory under the mapping's slices); a map still in flight fails instead.
+    /// Destroying twice is not an error.
     pub fn destroy(&self) -> Result<()> {
-        if self.is_mapped() {
-            return Err(Error::InvalidArgument(
-                "cannot destroy a mapped buffer; drop its mapping first".into(),
-            ));
+        {
+            let mut state = self.state.map.lock();
+            match *state {
+                MapState::Mapped => {
+                    return Err(Error::InvalidArgument(
+                        "cannot destroy a mapped buffer; drop its mapping first".into(),
+                    ));
+                }
+                MapState::Destroyed => return Ok(()),
+                // A pending map can no longer become a mapping once the state says destroyed.
+                MapState::Unmapped | MapState::Pending => *state = MapState::Destroyed,
+            }
         }
-        // SAFETY: a valid buffer, not mapped (so no slice into it exists).
+        // SAFETY: a valid buffer; the state is `Destroyed`, so no mapping of it exists or can be
+        // made (a `MapFuture` turns into a mapping only from `Pending`, under the same lock).
         unsafe { sys::wgpuBufferDestroy(self.as_raw()) };
         Ok(())
     }
@@ -267,7 +322,7 @@ pub struct MapFuture<'a> {
     offset: u64,
     size: u64,
     inner: Option<GpuFuture<()>>,
-    /// Whether this request set the buffer's `mapped` flag (and so must clear it on failure).
+    /// Whether this request moved the buffer to `Pending` (and so must undo that on failure).
     claimed: bool,
 }
 
@@ -286,8 +341,20 @@ impl<'a> MapFuture<'a> {
 
     fn finish(&mut self, result: Result<()>) -> Result<BufferMapping<'a>> {
         result?;
+        // First the device (it must not be destroyed while the mapping lives), then the buffer.
+        let access = self.buffer.state.device.shared().host_access()?;
+        let mut state = self.buffer.state.map.lock();
+        if *state != MapState::Pending {
+            // Only `Buffer::destroy` leaves `Pending` behind our back.
+            return Err(Error::Map(
+                "the buffer was destroyed while the map was in flight".into(),
+            ));
+        }
+        // Under the buffer's lock, so `Buffer::destroy` cannot run between getting the range and
+        // recording that it is lent out.
         let ptr = match self.mode {
-            // SAFETY: the buffer is mapped over exactly this range.
+            // SAFETY: the buffer is mapped over exactly this range (the request succeeded and the
+            // state is still `Pending`, so nothing destroyed or unmapped it).
             MapMode::Read => unsafe {
                 sys::wgpuBufferGetConstMappedRange(self.buffer.as_raw(), self.offset as usize, self.size as usize)
             }
@@ -300,13 +367,14 @@ impl<'a> MapFuture<'a> {
         if ptr.is_null() && self.size > 0 {
             return Err(Error::Map("Dawn returned no mapped range".into()));
         }
+        *state = MapState::Mapped;
         self.claimed = false;
-        self.buffer.state.device.mapped_buffers.fetch_add(1, Ordering::AcqRel);
         Ok(BufferMapping {
             buffer: self.buffer,
             mode: self.mode,
             ptr: ptr.cast(),
             len: self.size as usize,
+            _access: access,
         })
     }
 }
@@ -330,30 +398,48 @@ impl<'a> Future for MapFuture<'a> {
 
 impl Drop for MapFuture<'_> {
     fn drop(&mut self) {
-        if self.claimed {
-            // Not turned into a mapping: cancel a pending request (or undo a finished one) and
-            // release the claim.
-            // SAFETY: a valid buffer; no slice into it exists.
+        if !self.claimed {
+            return;
+        }
+        // Not turned into a mapping: cancel a pending request (or undo a finished one) and
+        // release the claim. While the state is `Pending` this future owns the map: no one else
+        // can map, and `Buffer::destroy` needs the lock held here, so it comes wholly before (the
+        // state says `Destroyed`: nothing to undo) or after the unmap. Dawn may run the request's
+        // callback inside the unmap; it only fills the slot and wakes the waiting task.
+        let mut state = self.buffer.state.map.lock();
+        if *state == MapState::Pending {
+            // SAFETY: a valid buffer, not destroyed (the state is `Pending`); no slice into it
+            // exists (no mapping was made).
             unsafe { sys::wgpuBufferUnmap(self.buffer.as_raw()) };
-            self.buffer.state.mapped.store(false, Ordering::Release);
+            *state = MapState::Unmapped;
         }
     }
 }
 
 /// A mapped range of a buffer. Slices borrow the mapping, and the buffer is unmapped when the
 /// mapping is dropped, so no slice can be used after the unmap.
+///
+/// The memory stays valid for as long as the mapping lives: the buffer is borrowed (so alive, and
+/// it keeps its device alive), [`Buffer::destroy`] is refused while it is mapped, and so is
+/// [`Device::destroy`] while any of the device's buffers is.
 #[derive(Debug)]
 pub struct BufferMapping<'a> {
     buffer: &'a Buffer,
     mode: MapMode,
     ptr: *mut u8,
     len: usize,
+    /// Keeps `Device::destroy` from unmapping the buffer under us.
+    _access: HostAccess,
 }
 
-// SAFETY: the mapping is an exclusive view of host memory Dawn keeps valid until unmap; moving
-// it to another thread moves that exclusivity with it.
+// SAFETY: the mapping is the only view of `len` bytes of host memory that stay valid until it
+// is dropped (see the type's documentation), wherever it is dropped: unmapping from another
+// thread is fine, as Dawn's buffer calls are thread-safe on a device with implicit device
+// synchronization. Moving the mapping moves that exclusive view with it.
 unsafe impl Send for BufferMapping<'_> {}
-// SAFETY: `&BufferMapping` only gives shared (read) access to the bytes.
+// SAFETY: `&BufferMapping` gives only shared (read-only) access to the bytes, and while the
+// mapping lives nothing else writes them: the GPU cannot use a mapped buffer (Dawn rejects
+// submits that use one, a check only the unsafe `skip_validation` toggle removes).
 unsafe impl Sync for BufferMapping<'_> {}
 
 impl BufferMapping<'_> {
@@ -362,7 +448,10 @@ impl BufferMapping<'_> {
         if self.len == 0 {
             return &[];
         }
-        // SAFETY: Dawn keeps `len` bytes at `ptr` valid while mapped, i.e. while `self` lives.
+        // SAFETY: Dawn keeps `len` bytes at `ptr` valid while the buffer is mapped, and it stays
+        // mapped while `self` lives: only dropping `self` leaves `MapState::Mapped`,
+        // `Buffer::destroy` refuses that state, `_access` makes `Device::destroy` refuse, and the
+        // borrowed buffer holds a `Device`, so releasing handles cannot destroy the device either.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
@@ -412,9 +501,11 @@ impl BufferMapping<'_> {
 
 impl Drop for BufferMapping<'_> {
     fn drop(&mut self) {
-        // SAFETY: a valid, mapped buffer; every slice into it borrowed `self` and is gone.
+        // SAFETY: a valid, mapped buffer (the state is `Mapped`, which only this mapping leaves);
+        // every slice into it borrowed `self` and is gone.
         unsafe { sys::wgpuBufferUnmap(self.buffer.as_raw()) };
-        self.buffer.state.device.mapped_buffers.fetch_sub(1, Ordering::AcqRel);
-        self.buffer.state.mapped.store(false, Ordering::Release);
+        *self.buffer.state.map.lock() = MapState::Unmapped;
+        // `_access` is dropped after this, so the device can be destroyed again only once the
+        // buffer is unmapped.
     }
 }

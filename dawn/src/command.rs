@@ -6,7 +6,7 @@ use crate::binding::BindGroup;
 use crate::buffer::Buffer;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::handle::handle;
+use crate::handle::{device_child_is_thread_safe, handle};
 use crate::pipeline::ComputePipeline;
 use crate::query::QuerySet;
 use crate::strings;
@@ -19,6 +19,8 @@ handle!(
     sys::wgpuCommandBufferAddRef,
     sys::wgpuCommandBufferRelease
 );
+// Immutable once finished; only handed to `Queue::submit` (device-locked).
+device_child_is_thread_safe!(CommandBuffer);
 handle!(
     /// The raw encoder reference held by [`CommandEncoder`].
     RawCommandEncoder,
@@ -34,6 +36,14 @@ handle!(
     sys::wgpuComputePassEncoderRelease
 );
 
+// Encoding is the one thing `ImplicitDeviceSynchronization` leaves unsynchronised, so the raw
+// encoders are `Send` only: no thread affinity, but no sharing either.
+// SAFETY: Dawn's encoders may be used from any thread, one at a time; moving the only handle
+// moves that right with it. (`RawCommandEncoder` is cloned nowhere in this crate.)
+unsafe impl Send for RawCommandEncoder {}
+// SAFETY: as above.
+unsafe impl Send for RawComputePass {}
+
 /// Records commands. Checks what it can before Dawn does (ranges, usages, dispatch sizes) and
 /// returns the result of Dawn's own validation from [`CommandEncoder::finish`].
 #[derive(Debug)]
@@ -41,6 +51,11 @@ pub struct CommandEncoder {
     raw: RawCommandEncoder,
     device: Device,
 }
+
+// SAFETY: no `&self` method of `CommandEncoder` calls Dawn (recording and `finish` take `&mut
+// self` or `self`; `Debug` prints the pointer), so sharing `&CommandEncoder` between threads
+// shares nothing Dawn would need to synchronise.
+unsafe impl Sync for CommandEncoder {}
 
 /// Where a pass writes its begin and end timestamps.
 #[derive(Debug, Clone, Copy)]
@@ -219,6 +234,9 @@ pub struct ComputePass<'e> {
     limits: Limits,
     ended: bool,
 }
+
+// SAFETY: as for `CommandEncoder`: every method that calls Dawn takes `&mut self` or `self`.
+unsafe impl Sync for ComputePass<'_> {}
 
 impl ComputePass<'_> {
     /// Sets the pipeline of the following dispatches.

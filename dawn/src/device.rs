@@ -3,7 +3,6 @@
 
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dawn_sys as sys;
 use parking_lot::Mutex;
@@ -11,7 +10,7 @@ use parking_lot::Mutex;
 use crate::adapter::Adapter;
 use crate::error::{DeviceLostReason, Error, Result};
 use crate::future::{self, GpuFuture};
-use crate::handle::handle;
+use crate::handle::{device_child_is_thread_safe, handle};
 use crate::instance::Instance;
 use crate::queue::Queue;
 use crate::strings;
@@ -25,6 +24,8 @@ handle!(
     sys::wgpuDeviceAddRef,
     sys::wgpuDeviceRelease
 );
+// The device: object creation, error scopes, destroy and getters.
+device_child_is_thread_safe!(RawDevice);
 
 /// A callback receiving errors as values: uncaptured errors, or the loss of the device.
 pub type ErrorCallback = Arc<dyn Fn(Error) + Send + Sync>;
@@ -112,10 +113,50 @@ pub(crate) struct DeviceShared {
     uncaptured: Mutex<Vec<Error>>,
     on_uncaptured_error: Option<ErrorCallback>,
     on_device_lost: Option<ErrorCallback>,
-    /// Buffers currently mapped: while any is, `destroy` is refused (it would unmap them under
-    /// the slices their mappings lend out).
-    pub(crate) mapped_buffers: AtomicUsize,
+    /// Whether `destroy` was called, and how many host views of buffer memory are alive. One
+    /// lock for both, so that taking a view and destroying the device cannot interleave.
+    lifecycle: Mutex<Lifecycle>,
     error_checking: ErrorChecking,
+}
+
+#[derive(Debug, Default)]
+struct Lifecycle {
+    /// Set (for good) by the first `Device::destroy` that goes ahead.
+    destroyed: bool,
+    /// Live [`HostAccess`] tokens: buffer mappings, and buffers being filled at creation.
+    host_views: usize,
+}
+
+/// Proof that the device will not be destroyed (by [`Device::destroy`]) while this lives: held by
+/// everything that lends out host memory of a buffer, which `wgpuDeviceDestroy` would unmap.
+#[derive(Debug)]
+pub(crate) struct HostAccess {
+    shared: Arc<DeviceShared>,
+}
+
+impl DeviceShared {
+    /// Takes a [`HostAccess`] token, or fails if the device was destroyed. Checking and counting
+    /// happen under one lock, which `Device::destroy` also takes: either the token is counted
+    /// before destroy looks (and destroy is refused), or destroy has started (and this fails).
+    pub(crate) fn host_access(self: &Arc<Self>) -> Result<HostAccess> {
+        let mut lifecycle = self.lifecycle.lock();
+        if lifecycle.destroyed {
+            return Err(Error::DeviceLost {
+                reason: DeviceLostReason::Destroyed,
+                message: "the device was destroyed".into(),
+            });
+        }
+        lifecycle.host_views += 1;
+        Ok(HostAccess {
+            shared: Arc::clone(self),
+        })
+    }
+}
+
+impl Drop for HostAccess {
+    fn drop(&mut self) {
+        self.shared.lifecycle.lock().host_views -= 1;
+    }
 }
 
 impl std::fmt::Debug for DeviceShared {
@@ -171,14 +212,16 @@ impl PendingDevice {
             uncaptured: Mutex::new(Vec::new()),
             on_uncaptured_error: desc.on_uncaptured_error.clone(),
             on_device_lost: desc.on_device_lost.clone(),
-            mapped_buffers: AtomicUsize::new(0),
+            lifecycle: Mutex::new(Lifecycle::default()),
             error_checking: desc.error_checking,
         });
         Arc::new(PendingDevice { adapter, shared })
     }
 
-    pub(crate) fn prepare(&self, desc: &DeviceDescriptor) -> PreparedDevice {
-        let mut toggles = desc.toggles.to_raw();
+    /// The C descriptor of `desc`; fails for toggles given through the wrong door
+    /// ([`Toggles::check`]).
+    pub(crate) fn prepare(&self, desc: &DeviceDescriptor) -> Result<PreparedDevice> {
+        let mut toggles = desc.toggles.to_raw()?;
         let mut features: Vec<sys::WGPUFeatureName> = desc.required_features.iter().map(|f| f.0).collect();
         features.push(Feature::IMPLICIT_DEVICE_SYNCHRONIZATION.0);
         features.sort_by_key(|f| f.0);
@@ -223,13 +266,13 @@ impl PendingDevice {
                 userdata2: std::ptr::null_mut(),
             },
         });
-        PreparedDevice {
+        Ok(PreparedDevice {
             _toggles: toggles,
             _features: features,
             _limits: limits,
             _label: label,
             descriptor,
-        }
+        })
     }
 }
 
@@ -288,8 +331,10 @@ unsafe extern "C" fn on_uncaptured_error(
     _userdata2: *mut c_void,
 ) {
     future::guard(|| {
-        // SAFETY: the device-lost callback's reference keeps the shared state alive for as long
-        // as Dawn can report uncaptured errors.
+        // SAFETY: the device-lost callback's reference keeps the shared state alive until that
+        // callback runs, and Dawn reports uncaptured errors only while the device is alive (its
+        // `HandleError` checks, under the device lock), that is before the loss is delivered.
+        // Every `Device` handle holds a reference too.
         let shared = unsafe { &*userdata1.cast_const().cast::<DeviceShared>() };
         let Some(error) = error_from(kind, strings::from_view(message)) else {
             return;
@@ -412,14 +457,21 @@ impl Device {
     }
 
     /// Destroys the device now: its resources are freed and every later use fails with
-    /// [`Error::DeviceLost`]. Refused while a buffer of the device is mapped.
+    /// [`Error::DeviceLost`]. Refused while a buffer of the device is mapped (destroying would
+    /// unmap it under the mapping's slices); a map that resolves after this call fails.
     pub fn destroy(&self) -> Result<()> {
-        if self.shared.mapped_buffers.load(Ordering::Acquire) > 0 {
-            return Err(Error::InvalidArgument(
-                "cannot destroy a device while one of its buffers is mapped".into(),
-            ));
+        {
+            let mut lifecycle = self.shared.lifecycle.lock();
+            if lifecycle.host_views > 0 {
+                return Err(Error::InvalidArgument(
+                    "cannot destroy a device while one of its buffers is mapped".into(),
+                ));
+            }
+            // From here on no host view can be taken (`DeviceShared::host_access` fails), and
+            // none exists: nothing can point into memory the destroy below frees.
+            lifecycle.destroyed = true;
         }
-        // SAFETY: a valid device.
+        // SAFETY: a valid device; no host view of its buffers exists or can appear (above).
         unsafe { sys::wgpuDeviceDestroy(self.as_raw()) };
         // Destroy fires the lost callback; make sure it ran before we return.
         self.instance().process_events();

@@ -60,6 +60,11 @@ pub enum Error {
     /// The adapter lacks a feature the request needs.
     #[error("missing feature: {0}")]
     MissingFeature(String),
+    /// A toggle that removes one of WebGPU's safety guarantees was given through the safe
+    /// [`crate::Toggles::enable`] / [`crate::Toggles::disable`] rather than their `unsafe`
+    /// counterparts.
+    #[error("unsafe toggle: {0}")]
+    UnsafeToggle(String),
 }
 
 impl Error {

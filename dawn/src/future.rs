@@ -8,6 +8,7 @@
 
 use std::ffi::c_void;
 use std::future::Future;
+use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -68,10 +69,16 @@ pub(crate) unsafe fn complete<T>(userdata: *mut c_void, value: Result<T>) {
 }
 
 /// Runs a callback body so that a panic never unwinds into Dawn's C code: it is reported on
-/// standard error and swallowed.
+/// standard error and swallowed. Nothing here can panic in turn: the panic's payload is leaked
+/// rather than dropped (its `Drop` could panic), and the report ignores write errors (where
+/// `eprintln!` would panic).
 pub(crate) fn guard(body: impl FnOnce()) {
-    if catch_unwind(AssertUnwindSafe(body)).is_err() {
-        eprintln!("webgpu-dawn: a callback panicked; the panic was stopped at the FFI boundary");
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(body)) {
+        std::mem::forget(payload);
+        let _ = writeln!(
+            std::io::stderr(),
+            "webgpu-dawn: a callback panicked; the panic was stopped at the FFI boundary"
+        );
     }
 }
 

@@ -15,8 +15,9 @@ pub(crate) static LIVE: AtomicIsize = AtomicIsize::new(0);
 
 /// Defines a handle type over a raw Dawn pointer type with its AddRef/Release functions.
 ///
-/// Handles are `Send + Sync`: every device is created with `ImplicitDeviceSynchronization`,
-/// under which Dawn serialises calls on a device and its children internally.
+/// The type is neither `Send` nor `Sync` by itself (it holds a raw pointer): each use of the
+/// macro says, next to it, whether and why the Dawn object may be shared between threads.
+/// `Clone` and `Drop` are thread-safe for every type: Dawn's reference counts are atomic.
 macro_rules! handle {
     ($(#[$meta:meta])* $name:ident, $raw:ty, $add_ref:path, $release:path) => {
         $(#[$meta])*
@@ -69,12 +70,25 @@ macro_rules! handle {
                 write!(f, concat!(stringify!($name), "({:p})"), self.raw)
             }
         }
-
-        // SAFETY: see the macro's documentation: Dawn objects are reference counted atomically,
-        // and devices run with ImplicitDeviceSynchronization, making their children thread-safe.
-        unsafe impl Send for $name {}
-        // SAFETY: as above.
-        unsafe impl Sync for $name {}
     };
 }
 pub(crate) use handle;
+
+/// Declares a handle to a device child `Send + Sync`, with the one justification that holds for
+/// all of them (only for types whose every method is a device-child call other than encoding).
+macro_rules! device_child_is_thread_safe {
+    ($name:ident) => {
+        // SAFETY: every device is created with the `ImplicitDeviceSynchronization` feature
+        // (`Adapter::request_device` adds it, and refuses adapters without it). Under it, Dawn
+        // makes every call on a device and on its children thread-safe, except command encoding
+        // (docs/dawn/features/implicit_device_synchronization.md in Dawn): calls take the device
+        // lock, or (those Dawn marks "no autolock": buffer mapping, object creation, getters)
+        // synchronise internally or only read state fixed at creation. This type is not an
+        // encoder, its reference count is atomic, and it has no thread affinity, so it may be
+        // used, cloned and dropped from any thread, also concurrently.
+        unsafe impl Send for $name {}
+        // SAFETY: as for `Send`: `&self` methods make only the thread-safe calls above.
+        unsafe impl Sync for $name {}
+    };
+}
+pub(crate) use device_child_is_thread_safe;

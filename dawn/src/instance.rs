@@ -6,7 +6,7 @@ use std::thread;
 use std::time::Duration;
 
 use dawn_sys as sys;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, ReentrantMutex, ReentrantMutexGuard};
 
 use crate::adapter::{Adapter, RequestAdapterOptions};
 use crate::error::{Error, Result};
@@ -23,6 +23,16 @@ handle!(
     sys::wgpuInstanceAddRef,
     sys::wgpuInstanceRelease
 );
+
+// SAFETY: Dawn does not lock instance calls (the instance has no device; dawn.json marks it
+// "no autolock"), so each call this crate makes is accounted for: ProcessEvents and WaitAny are
+// thread-safe in Dawn (its EventManager keeps its state behind a mutex, and ProcessEvents ticks
+// each device under that device's lock); RequestAdapter is not (it connects backends lazily in
+// unsynchronised members), and every call of it goes through `Instance::dawn_calls`, a lock all
+// clones share. Creation happens before any sharing; AddRef/Release are atomic.
+unsafe impl Send for RawInstance {}
+// SAFETY: as for `Send`: `&self` reaches only the calls listed there, each thread-safe or locked.
+unsafe impl Sync for RawInstance {}
 
 /// What to create an instance with.
 #[derive(Debug, Clone, Default)]
@@ -56,6 +66,11 @@ pub struct Instance {
 struct Inner {
     raw: RawInstance,
     pump: EventPump,
+    /// Serialises the Dawn calls on the instance and its adapters that Dawn does not make
+    /// thread-safe: requesting adapters (it connects backends and discovers physical devices
+    /// lazily, in unsynchronised members of the instance) and requesting devices. Reentrant, so a
+    /// callback Dawn runs inside one of these calls may make another on the same thread.
+    dawn_calls: ReentrantMutex<()>,
 }
 
 impl Instance {
@@ -65,7 +80,7 @@ impl Instance {
         if desc.allow_unsafe_apis && !toggles.enabled.contains(&Toggle::ALLOW_UNSAFE_APIS) {
             toggles.enabled.push(Toggle::ALLOW_UNSAFE_APIS);
         }
-        let mut raw_toggles = toggles.to_raw();
+        let mut raw_toggles = toggles.to_raw()?;
         let mut features: Vec<sys::WGPUInstanceFeatureName> = vec![sys::WGPUInstanceFeatureName::TimedWaitAny];
         features.extend(desc.features.iter().map(|f| f.to_raw()));
         features.dedup();
@@ -86,6 +101,7 @@ impl Instance {
             inner: Arc::new(Inner {
                 raw: RawInstance::from_raw(raw),
                 pump: EventPump::default(),
+                dawn_calls: ReentrantMutex::new(()),
             }),
         })
     }
@@ -97,7 +113,10 @@ impl Instance {
 
     /// Requests an adapter matching `options`.
     pub fn request_adapter(&self, options: &RequestAdapterOptions) -> GpuFuture<Adapter> {
-        let mut raw_toggles = options.toggles.to_raw();
+        let mut raw_toggles = match options.toggles.to_raw() {
+            Ok(raw) => raw,
+            Err(error) => return GpuFuture::ready(self, Err(error)),
+        };
         let raw_options = sys::WGPURequestAdapterOptions {
             nextInChain: if options.toggles.is_empty() {
                 std::ptr::null_mut()
@@ -120,8 +139,10 @@ impl Instance {
             userdata1: userdata,
             userdata2: Arc::into_raw(Arc::clone(&self.inner)).cast_mut().cast(),
         };
+        let _serial = self.dawn_calls();
         // SAFETY: the options live until the call returns; the callback gets both userdata
-        // pointers back exactly once.
+        // pointers back exactly once; `_serial` keeps other threads out of the instance's
+        // unsynchronised state (its lazily connected backends) during the call.
         let id = unsafe { sys::wgpuInstanceRequestAdapter(self.as_raw(), &raw_options, callback) };
         GpuFuture::new(self, id, slot)
     }
@@ -193,6 +214,11 @@ impl Instance {
             sys::WGPUWaitStatus::TimedOut => Err(Error::Timeout(timeout)),
             other => Err(Error::Wait(format!("WaitAny returned status {}", other.0))),
         }
+    }
+
+    /// The lock that serialises the instance's and adapters' Dawn calls Dawn leaves unsynchronised.
+    pub(crate) fn dawn_calls(&self) -> ReentrantMutexGuard<'_, ()> {
+        self.inner.dawn_calls.lock()
     }
 
     /// Called by a future that starts waiting asynchronously.

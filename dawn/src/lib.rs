@@ -1,5 +1,6 @@
 //! A safe Rust API over [Dawn](https://dawn.googlesource.com/dawn), Google's WebGPU
-//! implementation, for GPU compute: no `unsafe` needed, errors as values, typed buffer data.
+//! implementation, for GPU compute: no `unsafe` needed (except to switch off Dawn's own safety
+//! checks), errors as values, typed buffer data.
 //!
 //! ```no_run
 //! use dawn::{Instance, InstanceDescriptor, RequestAdapterOptions, DeviceDescriptor};
@@ -16,11 +17,26 @@
 //! (`AddRef`), `Drop` releases one; [`live_handles`] counts the references this crate holds.
 //!
 //! # Threads
-//! Every handle is `Send + Sync`. That is sound because every device is created with Dawn's
-//! `ImplicitDeviceSynchronization` feature, which makes Dawn lock the device around each call
-//! on it or its children; [`Adapter::request_device`] adds the feature itself and fails with
-//! [`Error::MissingFeature`] on an adapter without it. Encoders and passes take `&mut self`, so
-//! one is recorded by one thread at a time.
+//! Every handle is `Send + Sync` except the encoders, which are `Send` and record only through
+//! `&mut self`. For device objects that is sound because every device is created with Dawn's
+//! `ImplicitDeviceSynchronization` feature, under which Dawn makes every call on a device and
+//! its children thread-safe except command encoding; [`Adapter::request_device`] adds the
+//! feature itself and fails with [`Error::MissingFeature`] on an adapter without it. Instances
+//! and adapters are outside that feature: their calls are either thread-safe in Dawn (waiting,
+//! processing events, reading adapter properties) or serialised by a lock of the instance
+//! (requesting adapters and devices). Each `unsafe impl Send/Sync` says which case it relies on.
+//!
+//! # Mappings and lifetimes
+//! A [`BufferMapping`] borrows its buffer, a buffer holds its device, and destroying a mapped
+//! buffer or the device of one is refused: the memory a mapping lends out stays valid while it
+//! lives, whatever other threads do. Map, unmap and destroy are transitions of one state per
+//! buffer (and one per device), taken under a lock, never checked and then acted on.
+//!
+//! # Toggles
+//! Toggles that remove a WebGPU guarantee (`skip_validation`, `disable_robustness`,
+//! `disable_workgroup_init`, …) are set only through the `unsafe` [`Toggles::enable_unsafe`]
+//! and [`Toggles::disable_unsafe`]; through the safe methods they fail with
+//! [`Error::UnsafeToggle`].
 //!
 //! # Asynchronous operations
 //! They return a [`GpuFuture`]: call [`GpuFuture::wait`] (or `wait_timeout`) from blocking code,

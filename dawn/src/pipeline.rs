@@ -8,7 +8,7 @@ use crate::binding::{BindGroupLayout, PipelineLayout};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::future::{self, GpuFuture};
-use crate::handle::handle;
+use crate::handle::{device_child_is_thread_safe, handle};
 use crate::shader::ShaderModule;
 use crate::strings;
 
@@ -19,6 +19,9 @@ handle!(
     sys::wgpuComputePipelineAddRef,
     sys::wgpuComputePipelineRelease
 );
+// Immutable once created; GetBindGroupLayout ("no autolock") only reads the layout it was
+// created with.
+device_child_is_thread_safe!(ComputePipeline);
 
 /// What to build a compute pipeline from.
 #[derive(Debug, Clone)]

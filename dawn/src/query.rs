@@ -6,7 +6,7 @@ use dawn_sys as sys;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::handle::handle;
+use crate::handle::{device_child_is_thread_safe, handle};
 use crate::strings;
 use crate::types::Feature;
 
@@ -17,6 +17,8 @@ handle!(
     sys::wgpuQuerySetAddRef,
     sys::wgpuQuerySetRelease
 );
+// Immutable once created; only named in encoder calls.
+device_child_is_thread_safe!(RawQuerySet);
 
 /// A set of timestamp queries.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use crate::command::CommandBuffer;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::future::{self, GpuFuture};
-use crate::handle::handle;
+use crate::handle::{device_child_is_thread_safe, handle};
 use crate::strings;
 use crate::types::BufferUsage;
 
@@ -20,6 +20,9 @@ handle!(
     sys::wgpuQueueAddRef,
     sys::wgpuQueueRelease
 );
+// Submit, WriteBuffer and OnSubmittedWorkDone: device-locked (the last returns a future and
+// locks inside Dawn).
+device_child_is_thread_safe!(Queue);
 
 impl Device {
     /// Submits command buffers for execution, in order. Fails if the device is lost.

@@ -7,7 +7,7 @@ use dawn_sys as sys;
 use crate::device::Device;
 use crate::error::{CompilationMessage, Error, MessageKind, Result};
 use crate::future;
-use crate::handle::handle;
+use crate::handle::{device_child_is_thread_safe, handle};
 use crate::strings;
 
 handle!(
@@ -17,6 +17,8 @@ handle!(
     sys::wgpuShaderModuleAddRef,
     sys::wgpuShaderModuleRelease
 );
+// Immutable once created; GetCompilationInfo returns a future whose callback Dawn runs once.
+device_child_is_thread_safe!(ShaderModule);
 
 impl Device {
     /// Compiles WGSL. Any compiler error is returned as [`Error::ShaderCompilation`], with every

@@ -1,10 +1,61 @@
 //! Dawn toggles as typed values, and the sets of them given to an instance, adapter or device.
+//!
+//! Most toggles are workarounds and debugging aids. A few take away a guarantee WebGPU makes
+//! (validation, bounds-checked shaders, zeroed memory): with them on (or, for some, off), a
+//! mistake in the program is no longer an error but undefined behaviour. Those can be set only
+//! through the `unsafe` [`Toggles::enable_unsafe`] and [`Toggles::disable_unsafe`]; given to
+//! [`Toggles::enable`] or [`Toggles::disable`], they make the request fail with
+//! [`Error::UnsafeToggle`].
 
 use std::borrow::Cow;
 use std::ffi::{CString, c_char};
 use std::fmt;
 
 use dawn_sys::{WGPUChainedStruct, WGPUDawnTogglesDescriptor, WGPUSType};
+
+use crate::error::{Error, Result};
+
+/// Toggles that turn a misuse into undefined behaviour when forced on.
+const UNSAFE_TO_ENABLE: &[&str] = &[
+    // Invalid calls reach the driver: out-of-range copies and bindings, submits using mapped or
+    // destroyed buffers (the GPU then writes memory the host reads, or that is freed).
+    "skip_validation",
+    // Shaders' out-of-bounds accesses are no longer clamped: they read and write other memory.
+    "disable_robustness",
+    // Tint's clamping is dropped in favour of the driver's robustness, which the adapter may not
+    // have (Dawn enables these only where it does).
+    "vulkan_use_buffer_robust_access_2",
+    "vulkan_use_cooperative_matrix_robust_access",
+    // Workgroup memory starts with whatever an earlier workgroup (or process) left there.
+    "disable_workgroup_init",
+    // Integer division or remainder by zero (and MIN / -1) become undefined in the driver.
+    "disable_polyfills_on_integer_div_and_mod",
+    // Buffers mapped at creation are not zeroed: old memory of other resources shows through.
+    "disable_lazy_clear_for_mapped_at_creation_buffer",
+    // Dawn's backend waits then run without the device lock, which only some backends support.
+    "wait_is_thread_safe",
+];
+
+/// Toggles that turn a misuse into undefined behaviour when forced off.
+const UNSAFE_TO_DISABLE: &[&str] = &[
+    // New resources are not zeroed: reading before writing sees other resources' old memory.
+    "lazy_clear_resource_on_first_use",
+];
+
+/// A toggle name as Dawn would match it, for comparing with the lists above whatever its case
+/// or separators.
+fn normalized(name: &str) -> String {
+    name.chars()
+        .filter(|c| *c != '\0')
+        .map(|c| {
+            if c == '-' || c == ' ' {
+                '_'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect()
+}
 
 /// One Dawn toggle, by name. The constants cover the ones this project relies on; any other
 /// name Dawn knows works too (`Toggle::new("dump_shaders")`). Dawn ignores unknown names, with a
@@ -19,13 +70,17 @@ impl Toggle {
     pub const VULKAN_ENABLE_F16_ON_NVIDIA: Toggle = Toggle::from_static("vulkan_enable_f16_on_nvidia");
     /// Adapter: compile for the Vulkan memory model (subgroup matrices on Vulkan need it).
     pub const USE_VULKAN_MEMORY_MODEL: Toggle = Toggle::from_static("use_vulkan_memory_model");
-    /// Device: skip WebGPU validation of API calls.
+    /// Device: skip WebGPU validation of API calls. Unsafe to enable
+    /// ([`Toggles::enable_unsafe`]).
     pub const SKIP_VALIDATION: Toggle = Toggle::from_static("skip_validation");
-    /// Device: no bounds clamping of shader memory accesses.
+    /// Device: no bounds clamping of shader memory accesses. Unsafe to enable
+    /// ([`Toggles::enable_unsafe`]).
     pub const DISABLE_ROBUSTNESS: Toggle = Toggle::from_static("disable_robustness");
-    /// Device: no zero-initialisation of workgroup memory.
+    /// Device: no zero-initialisation of workgroup memory. Unsafe to enable
+    /// ([`Toggles::enable_unsafe`]).
     pub const DISABLE_WORKGROUP_INIT: Toggle = Toggle::from_static("disable_workgroup_init");
-    /// Device: no polyfills for integer division and modulo.
+    /// Device: no polyfills for integer division and modulo. Unsafe to enable
+    /// ([`Toggles::enable_unsafe`]).
     pub const DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD: Toggle =
         Toggle::from_static("disable_polyfills_on_integer_div_and_mod");
     /// Device: round timestamps to a coarse quantum (on by default; disable for profiling).
@@ -44,6 +99,18 @@ impl Toggle {
     pub fn name(&self) -> &str {
         &self.0
     }
+
+    /// Whether forcing this toggle on removes a WebGPU guarantee (so needs
+    /// [`Toggles::enable_unsafe`]).
+    pub fn is_unsafe_to_enable(&self) -> bool {
+        UNSAFE_TO_ENABLE.contains(&normalized(self.name()).as_str())
+    }
+
+    /// Whether forcing this toggle off removes a WebGPU guarantee (so needs
+    /// [`Toggles::disable_unsafe`]).
+    pub fn is_unsafe_to_disable(&self) -> bool {
+        UNSAFE_TO_DISABLE.contains(&normalized(self.name()).as_str())
+    }
 }
 
 impl fmt::Display for Toggle {
@@ -53,12 +120,22 @@ impl fmt::Display for Toggle {
 }
 
 /// Toggles to force on and to force off.
+///
+/// The public lists take only toggles that keep WebGPU's guarantees; the others go through
+/// [`Toggles::enable_unsafe`] / [`Toggles::disable_unsafe`], whose callers promise what the
+/// toggle no longer checks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Toggles {
-    /// Toggles to force on.
+    /// Toggles to force on. One that [`Toggle::is_unsafe_to_enable`] makes the request fail with
+    /// [`Error::UnsafeToggle`].
     pub enabled: Vec<Toggle>,
-    /// Toggles to force off.
+    /// Toggles to force off. One that [`Toggle::is_unsafe_to_disable`] makes the request fail
+    /// with [`Error::UnsafeToggle`].
     pub disabled: Vec<Toggle>,
+    /// Forced on through `enable_unsafe`.
+    unsafe_enabled: Vec<Toggle>,
+    /// Forced off through `disable_unsafe`.
+    unsafe_disabled: Vec<Toggle>,
 }
 
 impl Toggles {
@@ -67,33 +144,117 @@ impl Toggles {
         Self::default()
     }
 
-    /// Adds a toggle to force on.
+    /// Adds a toggle to force on. A toggle that removes a WebGPU guarantee
+    /// ([`Toggle::is_unsafe_to_enable`]) is refused when the toggles are used, with
+    /// [`Error::UnsafeToggle`]; it needs [`Toggles::enable_unsafe`].
     pub fn enable(mut self, toggle: Toggle) -> Self {
         self.enabled.push(toggle);
         self
     }
 
-    /// Adds a toggle to force off.
+    /// Adds a toggle to force off. A toggle whose absence removes a WebGPU guarantee
+    /// ([`Toggle::is_unsafe_to_disable`]) is refused when the toggles are used, with
+    /// [`Error::UnsafeToggle`]; it needs [`Toggles::disable_unsafe`].
     pub fn disable(mut self, toggle: Toggle) -> Self {
         self.disabled.push(toggle);
         self
     }
 
+    /// Adds a toggle to force on, including one that removes a WebGPU guarantee
+    /// ([`Toggle::SKIP_VALIDATION`], [`Toggle::DISABLE_ROBUSTNESS`],
+    /// [`Toggle::DISABLE_WORKGROUP_INIT`], [`Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD`], …;
+    /// see [`Toggle::is_unsafe_to_enable`]).
+    ///
+    /// # Safety
+    /// With such a toggle, Dawn no longer turns the corresponding mistakes into errors; they
+    /// become undefined behaviour of the whole process (the GPU reading or writing memory it
+    /// does not own, including host memory a [`crate::BufferMapping`] lends out). For every
+    /// device created with these toggles, the caller promises, for as long as the device is used
+    /// (by any code that can reach it), that:
+    /// - `skip_validation`: every call would pass WebGPU's validation: copies, bindings and
+    ///   dispatches stay inside their buffers and usages, and no submitted work uses a buffer that
+    ///   is mapped or destroyed, or runs while one it uses gets mapped;
+    /// - `disable_robustness` (and the `vulkan_use_*_robust_access*` toggles on adapters without
+    ///   the matching driver robustness): no shader reads or writes outside the buffer range
+    ///   bound to it;
+    /// - `disable_workgroup_init`: no shader reads workgroup memory it has not written;
+    /// - `disable_polyfills_on_integer_div_and_mod`: no shader divides an integer by zero, or
+    ///   the most negative integer by -1;
+    /// - `disable_lazy_clear_for_mapped_at_creation_buffer`: nothing reads bytes of a buffer
+    ///   mapped at creation that were not written first;
+    /// - `wait_is_thread_safe`: the backend's waits are thread-safe without the device lock.
+    ///
+    /// Safe toggles may be given here too; they behave as with [`Toggles::enable`].
+    pub unsafe fn enable_unsafe(mut self, toggle: Toggle) -> Self {
+        self.unsafe_enabled.push(toggle);
+        self
+    }
+
+    /// Adds a toggle to force off, including one whose absence removes a WebGPU guarantee (see
+    /// [`Toggle::is_unsafe_to_disable`]).
+    ///
+    /// # Safety
+    /// - `lazy_clear_resource_on_first_use`: new buffers are no longer zeroed, so the caller
+    ///   promises that neither the GPU nor the host (through a mapping or a read-back) reads any
+    ///   byte of a buffer before it was written.
+    ///
+    /// Safe toggles may be given here too; they behave as with [`Toggles::disable`].
+    pub unsafe fn disable_unsafe(mut self, toggle: Toggle) -> Self {
+        self.unsafe_disabled.push(toggle);
+        self
+    }
+
     /// Whether no toggle is forced either way.
     pub fn is_empty(&self) -> bool {
-        self.enabled.is_empty() && self.disabled.is_empty()
+        self.enabled.is_empty()
+            && self.disabled.is_empty()
+            && self.unsafe_enabled.is_empty()
+            && self.unsafe_disabled.is_empty()
+    }
+
+    /// Fails with [`Error::UnsafeToggle`] if a toggle that removes a WebGPU guarantee was given
+    /// through the safe lists ([`Toggles::enable`], [`Toggles::disable`] or the public fields),
+    /// and with [`Error::InvalidArgument`] for a name with a NUL byte.
+    pub fn check(&self) -> Result<()> {
+        let mut all = self
+            .enabled
+            .iter()
+            .chain(&self.disabled)
+            .chain(&self.unsafe_enabled)
+            .chain(&self.unsafe_disabled);
+        if let Some(bad) = all.find(|t| t.name().contains('\0')) {
+            return Err(Error::InvalidArgument(format!(
+                "toggle name {:?} has a NUL byte",
+                bad.name()
+            )));
+        }
+        if let Some(bad) = self.enabled.iter().find(|t| t.is_unsafe_to_enable()) {
+            return Err(Error::UnsafeToggle(format!(
+                "enabling `{bad}` removes a WebGPU safety guarantee; use the unsafe `Toggles::enable_unsafe`"
+            )));
+        }
+        if let Some(bad) = self.disabled.iter().find(|t| t.is_unsafe_to_disable()) {
+            return Err(Error::UnsafeToggle(format!(
+                "disabling `{bad}` removes a WebGPU safety guarantee; use the unsafe `Toggles::disable_unsafe`"
+            )));
+        }
+        Ok(())
     }
 
     /// The C descriptor, with storage that must stay alive (and unmoved) while Dawn reads it.
-    pub(crate) fn to_raw(&self) -> RawToggles {
-        let names = |list: &[Toggle]| -> Vec<CString> {
-            // Interior NULs cannot name a real toggle; dropping them cannot enable a wrong one.
-            list.iter()
-                .map(|t| CString::new(t.name().replace('\0', "")).unwrap_or_default())
+    /// Fails as [`Toggles::check`] does.
+    pub(crate) fn to_raw(&self) -> Result<RawToggles> {
+        self.check()?;
+        let names = |lists: [&[Toggle]; 2]| -> Vec<CString> {
+            lists
+                .into_iter()
+                .flatten()
+                // `check` refused names with a NUL byte.
+                .filter_map(|t| CString::new(t.name()).ok())
                 .collect()
         };
-        let enabled = names(&self.enabled);
-        let disabled = names(&self.disabled);
+        let enabled = names([&self.enabled, &self.unsafe_enabled]);
+        let disabled = names([&self.disabled, &self.unsafe_disabled]);
         let enabled_ptrs: Vec<*const c_char> = enabled.iter().map(|s| s.as_ptr()).collect();
         let disabled_ptrs: Vec<*const c_char> = disabled.iter().map(|s| s.as_ptr()).collect();
         let descriptor = Box::new(WGPUDawnTogglesDescriptor {
@@ -106,13 +267,13 @@ impl Toggles {
             disabledToggleCount: disabled_ptrs.len(),
             disabledToggles: disabled_ptrs.as_ptr(),
         });
-        RawToggles {
+        Ok(RawToggles {
             _enabled: enabled,
             _disabled: disabled,
             _enabled_ptrs: enabled_ptrs,
             _disabled_ptrs: disabled_ptrs,
             descriptor,
-        }
+        })
     }
 }
 

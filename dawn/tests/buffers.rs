@@ -5,10 +5,11 @@ mod common;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
-use dawn::{BufferDescriptor, BufferUsage, Error, MapMode};
+use dawn::{BufferDescriptor, BufferUsage, DeviceDescriptor, Error, MapMode};
 
 fn desc(size: u64, usage: BufferUsage) -> BufferDescriptor<'static> {
     BufferDescriptor {
@@ -186,4 +187,81 @@ fn futures_can_be_awaited_without_a_runtime() {
     })
     .unwrap();
     assert_eq!(read, values);
+}
+
+#[test]
+fn a_mapping_outlives_every_device_handle() {
+    let lost = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&lost);
+    let adapter = common::adapter();
+    let device_desc = DeviceDescriptor {
+        on_device_lost: Some(Arc::new(move |_| seen.store(true, Ordering::SeqCst))),
+        ..Default::default()
+    };
+    let device = adapter.request_device(&device_desc).wait().unwrap();
+    let instance = adapter.instance().clone();
+    let values: Vec<u32> = (0..16 * 1024).map(|i| i * 7 + 3).collect();
+    let buffer = device
+        .create_buffer(&desc(64 * 1024, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    device.write_buffer(&buffer, 0, &values).unwrap();
+    let mapping = buffer.map(MapMode::Read, 0, 64 * 1024).wait().unwrap();
+
+    // Drop every handle to the device, its queue and its adapter: Dawn destroys a device (and
+    // unmaps its buffers) when the last one goes, unless the buffer holds one.
+    let queue = device.queue().clone();
+    drop(queue);
+    drop(device);
+    drop(adapter);
+    instance.process_events();
+    assert!(
+        !lost.load(Ordering::SeqCst),
+        "the device was destroyed while a mapping of one of its buffers was alive"
+    );
+    assert_eq!(mapping.as_slice::<u32>().unwrap(), values.as_slice());
+    assert!(buffer.is_mapped());
+
+    // Once the mapping and the buffer are gone, nothing keeps the device any more.
+    drop(mapping);
+    drop(buffer);
+    instance.process_events();
+    assert!(
+        lost.load(Ordering::SeqCst),
+        "the device is destroyed with its last handle"
+    );
+}
+
+#[test]
+fn destroying_a_buffer_with_a_map_in_flight_fails_the_map() {
+    let device = common::device();
+    let buffer = device
+        .create_buffer(&desc(64, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    let pending = buffer.map(MapMode::Read, 0, 64);
+    buffer.destroy().unwrap();
+    assert!(
+        pending.wait().is_err(),
+        "a map cannot resolve into memory the destroy freed"
+    );
+    assert!(!buffer.is_mapped());
+    assert!(matches!(buffer.map(MapMode::Read, 0, 64).wait(), Err(Error::Map(_))));
+    buffer.destroy().unwrap();
+}
+
+#[test]
+fn a_destroyed_device_refuses_new_mappings() {
+    let device = common::device();
+    let buffer = device
+        .create_buffer(&desc(64, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    let pending = buffer.map(MapMode::Read, 0, 64);
+    device.destroy().unwrap();
+    assert!(pending.wait().is_err());
+    assert!(buffer.map(MapMode::Read, 0, 64).wait().is_err());
+    assert!(
+        device
+            .create_buffer_init(None, BufferUsage::STORAGE, &[1u32, 2])
+            .unwrap_err()
+            .is_device_lost()
+    );
 }

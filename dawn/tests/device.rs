@@ -58,12 +58,17 @@ fn custom_limits_above_the_adapter_are_an_error() {
 
 #[test]
 fn devices_take_the_toggles_upstream_uses() {
-    let toggles = Toggles::new()
-        .enable(Toggle::SKIP_VALIDATION)
-        .enable(Toggle::DISABLE_ROBUSTNESS)
-        .enable(Toggle::DISABLE_WORKGROUP_INIT)
-        .enable(Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD)
-        .disable(Toggle::TIMESTAMP_QUANTIZATION);
+    // SAFETY: this device only runs `create_buffer_init` and `read_buffer`: validated-by-the-
+    // wrapper copies of whole buffers, no shader, no mapped buffer in a submit, nothing read
+    // before it is written.
+    let toggles = unsafe {
+        Toggles::new()
+            .enable_unsafe(Toggle::SKIP_VALIDATION)
+            .enable_unsafe(Toggle::DISABLE_ROBUSTNESS)
+            .enable_unsafe(Toggle::DISABLE_WORKGROUP_INIT)
+            .enable_unsafe(Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD)
+    }
+    .disable(Toggle::TIMESTAMP_QUANTIZATION);
     let device = common::device_with(toggles);
     let buffer = device
         .create_buffer_init(
@@ -73,6 +78,61 @@ fn devices_take_the_toggles_upstream_uses() {
         )
         .unwrap();
     assert_eq!(device.read_buffer::<u32>(&buffer, 0, 16).unwrap(), [1, 2, 3, 4]);
+}
+
+#[test]
+fn toggles_that_remove_guarantees_are_refused_through_the_safe_path() {
+    let unsafe_on = [
+        Toggle::SKIP_VALIDATION,
+        Toggle::DISABLE_ROBUSTNESS,
+        Toggle::DISABLE_WORKGROUP_INIT,
+        Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD,
+        Toggle::new("disable_lazy_clear_for_mapped_at_creation_buffer"),
+        // However it is spelt.
+        Toggle::new("SKIP_VALIDATION"),
+        Toggle::new("disable-robustness"),
+    ];
+    for toggle in unsafe_on {
+        assert!(toggle.is_unsafe_to_enable(), "{toggle}");
+        // Through the builder and through the public list alike.
+        let mut by_field = Toggles::new();
+        by_field.enabled.push(toggle.clone());
+        for toggles in [Toggles::new().enable(toggle.clone()), by_field] {
+            assert!(matches!(toggles.check(), Err(Error::UnsafeToggle(_))), "{toggle}");
+            let desc = DeviceDescriptor::default().with_toggles(toggles.clone());
+            let err = common::adapter().request_device(&desc).wait().unwrap_err();
+            assert!(matches!(err, Error::UnsafeToggle(_)), "{toggle}: {err}");
+            // Instance and adapter toggles go through the same check.
+            let instance = dawn::InstanceDescriptor {
+                toggles: toggles.clone(),
+                ..Default::default()
+            };
+            assert!(matches!(dawn::Instance::new(&instance), Err(Error::UnsafeToggle(_))));
+            let options = dawn::RequestAdapterOptions {
+                toggles,
+                ..Default::default()
+            };
+            let err = common::instance().request_adapter(&options).wait().unwrap_err();
+            assert!(matches!(err, Error::UnsafeToggle(_)), "{toggle}: {err}");
+        }
+    }
+    // Forcing off the zeroing of new resources is unsafe too.
+    let lazy_clear = Toggle::new("lazy_clear_resource_on_first_use");
+    assert!(lazy_clear.is_unsafe_to_disable() && !lazy_clear.is_unsafe_to_enable());
+    let desc = DeviceDescriptor::default().with_toggles(Toggles::new().disable(lazy_clear));
+    let err = common::adapter().request_device(&desc).wait().unwrap_err();
+    assert!(matches!(err, Error::UnsafeToggle(_)), "{err}");
+    // A NUL byte cannot smuggle a name past the check.
+    let smuggled = Toggles::new().enable(Toggle::new("skip\0_validation"));
+    assert!(smuggled.check().is_err());
+    // Everything else stays safe.
+    let fine = Toggles::new()
+        .enable(Toggle::new("dump_shaders"))
+        .disable(Toggle::TIMESTAMP_QUANTIZATION)
+        .disable(Toggle::DISABLE_ROBUSTNESS);
+    fine.check().unwrap();
+    let desc = DeviceDescriptor::default().with_toggles(fine);
+    common::adapter().request_device(&desc).wait().unwrap();
 }
 
 #[test]

@@ -47,10 +47,14 @@ struct DeviceArgs {
     /// Force a subgroup-matrix config, as MxNxK (for example 16x8x16).
     #[arg(long, global = true, value_parser = parse_config)]
     config: Option<(u32, u32, u32)>,
-    /// Force a Dawn device toggle on (repeatable), e.g. `--toggle disable_robustness`.
+    /// Force a Dawn device toggle on (repeatable), e.g. `--toggle dump_shaders`. Of the toggles
+    /// that remove WebGPU guarantees, only those the backend upholds are accepted (the ones it
+    /// sets by default, and `disable_lazy_clear_for_mapped_at_creation_buffer`).
     #[arg(long = "toggle", global = true)]
     enable_toggles: Vec<String>,
-    /// Force a Dawn device toggle off (repeatable), e.g. `--no-toggle skip_validation`.
+    /// Force a Dawn device toggle off (repeatable), e.g. `--no-toggle skip_validation`. Of the
+    /// toggles whose absence removes a WebGPU guarantee, only `lazy_clear_resource_on_first_use`
+    /// is accepted.
     #[arg(long = "no-toggle", global = true)]
     disable_toggles: Vec<String>,
 }
