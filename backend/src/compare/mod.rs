@@ -404,6 +404,12 @@ pub fn render_table(rows: &[Row], mode: Mode) -> String {
         line(row, &mut out);
     }
     out.push('\n');
+    if rows
+        .iter()
+        .any(|r| r.ours == Outcome::Missing || r.upstream == Outcome::Missing)
+    {
+        out.push_str("—: that program reported nothing for the case (not in its list, or not run)\n");
+    }
     out.push_str(&summary(rows, mode));
     out.push('\n');
     out

@@ -232,6 +232,7 @@ fn mul_mat_perf_table_and_chart() {
     assert!(table.contains("mat-vec (8-element units)"));
     assert_eq!(table.lines().filter(|l| l.starts_with("| MUL_MAT(")).count(), 16);
     assert!(table.contains("16 cases, 15 timed by both"));
+    assert!(table.contains("—: that program reported nothing for the case"));
 
     let json = render_json(&rows);
     assert_eq!(json.lines().count(), 16);
@@ -329,6 +330,26 @@ fn a_dying_upstream_is_a_crash_not_an_error() {
         &std::process::ExitStatus::from_raw(6),
     );
     assert_eq!(e.outcome, Outcome::Crash("signal 6: GGML_ASSERT(x) failed".into()));
+    // ggml's abort message, not the backtrace after it (as upstream died on lavapipe, where its
+    // perf graph outlasted its 30 s queue wait).
+    let stderr = "ggml_webgpu: adapter_info: vendor: mesa\n\
+        /opt/ggml/src/ggml-webgpu/ggml-webgpu.cpp:491: ggml_webgpu: Queue wait timed out after 30000 ms\n\n\
+        up/libggml-base.so.0(+0x17af4) [0x7f7a62593af4]\n\
+        up/libggml-base.so.0(ggml_abort+0x11d) [0x7f7a6259410d]\n\
+        up/test-backend-ops(+0x20151) [0x5625527be151]\n";
+    let e = upstream::interpret(
+        &case,
+        "Testing 2 devices\n",
+        stderr,
+        &std::process::ExitStatus::from_raw(6),
+    );
+    assert_eq!(
+        e.outcome,
+        Outcome::Crash(
+            "signal 6: /opt/ggml/src/ggml-webgpu/ggml-webgpu.cpp:491: ggml_webgpu: Queue wait timed out after 30000 ms"
+                .into()
+        )
+    );
     // Exit 1 after reporting a failure is a failure.
     let fail = format!("  {case}: \x1b[1;31mFAIL\x1b[0m\n  1/2 backends passed\n");
     let e = upstream::interpret(&case, &fail, "", &std::process::ExitStatus::from_raw(1 << 8));

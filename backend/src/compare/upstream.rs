@@ -259,7 +259,8 @@ pub fn interpret(case: &str, stdout: &str, stderr: &str, status: &std::process::
     }
 }
 
-/// `signal 6: GGML_ASSERT(…) failed` — how a process ended, with its last line of error output.
+/// `signal 6: …ggml-webgpu.cpp:491: ggml_webgpu: Queue wait timed out after 30000 ms` — how a
+/// process ended, with its last line of error output that is not a backtrace frame.
 fn exit_detail(status: &std::process::ExitStatus, stderr: &str) -> String {
     #[cfg(unix)]
     let signal = std::os::unix::process::ExitStatusExt::signal(status);
@@ -270,11 +271,13 @@ fn exit_detail(status: &std::process::ExitStatus, stderr: &str) -> String {
         (None, Some(code)) => format!("exit {code}"),
         (None, None) => "killed".to_owned(),
     };
+    // The last line that is not a frame of the backtrace ggml prints after its message.
+    let frame = |l: &str| l.contains("(+0x") || l.contains(") [0x") || l.starts_with("bash:");
     let last = strip_ansi(stderr)
         .lines()
         .map(str::trim)
-        .rfind(|l| !l.is_empty())
-        .map(|l| l.chars().take(160).collect::<String>());
+        .rfind(|l| !l.is_empty() && !frame(l))
+        .map(|l| l.chars().take(200).collect::<String>());
     match last {
         Some(l) => format!("{how}: {l}"),
         None => how,
