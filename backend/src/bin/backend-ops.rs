@@ -136,6 +136,9 @@ struct CompareArgs {
     /// bundle folder.
     #[arg(long = "upstream-arg", value_name = "ARG", allow_hyphen_values = true)]
     upstream_args: Vec<String>,
+    /// Kill upstream after this many seconds on one case (counted as a crash); 0: never.
+    #[arg(long, default_value_t = 600.0, value_name = "S")]
+    upstream_timeout: f64,
     /// Upstream's backend (its -b).
     #[arg(short = 'b', long, default_value = "WebGPU")]
     backend: String,
@@ -577,6 +580,7 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
                 pre_args: args.upstream_args.clone(),
                 backend: Some(args.backend.clone()),
                 extra_args: Vec::new(),
+                timeout: (args.upstream_timeout > 0.0).then(|| Duration::from_secs_f64(args.upstream_timeout)),
             };
             (compare_live(options, args, mode, &cases, &upstream)?, mode)
         }

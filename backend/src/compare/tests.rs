@@ -156,6 +156,7 @@ fn exact_patterns_escape_upstream_vars() {
         pre_args: vec!["gpu-bundle".into()],
         backend: Some("WebGPU".into()),
         extra_args: vec![],
+        timeout: None,
     };
     assert_eq!(
         cmd.args(Mode::Perf, case),
@@ -368,6 +369,7 @@ fn a_dying_upstream_is_a_crash_not_an_error() {
         pre_args: vec![],
         backend: None,
         extra_args: vec![],
+        timeout: None,
     };
     assert!(cmd.run_case(Mode::Test, &case).is_err());
     // A real process that dies on a signal.
@@ -376,7 +378,20 @@ fn a_dying_upstream_is_a_crash_not_an_error() {
         pre_args: vec!["-c".into(), "echo boom >&2; kill -9 $$".into()],
         backend: None,
         extra_args: vec![],
+        timeout: None,
     };
     let e = sh.run_case(Mode::Perf, &case).unwrap();
     assert_eq!(e.outcome, Outcome::Crash("signal 9: boom".into()));
+    // One that hangs is killed after its time.
+    let hang = UpstreamCommand {
+        program: PathBuf::from("/bin/sh"),
+        pre_args: vec!["-c".into(), "echo '  MUL_MAT(type_a=f16): '; exec sleep 30".into()],
+        backend: None,
+        extra_args: vec![],
+        timeout: Some(std::time::Duration::from_millis(300)),
+    };
+    let start = std::time::Instant::now();
+    let e = hang.run_case(Mode::Perf, &case).unwrap();
+    assert!(start.elapsed().as_secs() < 10);
+    assert_eq!(e.outcome, Outcome::Crash("killed after 0.3 s without finishing".into()));
 }

@@ -14,8 +14,10 @@
 //! (Releases differ in whether a failure's message comes before or after the case.) A line that
 //! stops right after `OP(…): ` is a case the program died in.
 
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use super::{Entry, Mode, Outcome};
 
@@ -203,6 +205,8 @@ pub struct UpstreamCommand {
     pub backend: Option<String>,
     /// Arguments after the selection.
     pub extra_args: Vec<String>,
+    /// How long one case may take before the process is killed and counted as a crash.
+    pub timeout: Option<Duration>,
 }
 
 impl UpstreamCommand {
@@ -224,14 +228,46 @@ impl UpstreamCommand {
     /// that exits cleanly without the case gives [`Outcome::Missing`]. Only failing to start the
     /// program is an error.
     pub fn run_case(&self, mode: Mode, case: &str) -> Result<Entry, String> {
-        let args = self.args(mode, case);
-        let output = Command::new(&self.program)
-            .args(&args)
-            .output()
+        let mut child = Command::new(&self.program)
+            .args(self.args(mode, case))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.program.display()))?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        Ok(interpret(case, &stdout, &stderr, &output.status))
+        // Both pipes are drained while the process runs, so that neither can fill and block it.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_end(&mut bytes);
+                }
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let start = Instant::now();
+        let mut timed_out = false;
+        let status = loop {
+            match child.try_wait().map_err(|e| e.to_string())? {
+                Some(status) => break status,
+                None if self.timeout.is_some_and(|t| start.elapsed() > t) => {
+                    timed_out = true;
+                    let _ = child.kill();
+                    break child.wait().map_err(|e| e.to_string())?;
+                }
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        let stdout = stdout.join().unwrap_or_default();
+        let stderr = stderr.join().unwrap_or_default();
+        let mut entry = interpret(case, &stdout, &stderr, &status);
+        if timed_out {
+            let limit = self.timeout.unwrap_or_default().as_secs_f64();
+            entry.outcome = Outcome::Crash(format!("killed after {limit} s without finishing"));
+        }
+        Ok(entry)
     }
 }
 
