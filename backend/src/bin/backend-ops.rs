@@ -556,7 +556,12 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
                 );
             }
             let ours = compare::parse_ours(&read(ours)?);
-            let mut rows = compare::match_entries(&ours, &report.entries);
+            // Output of several backends (no -b): keep the one -b names, when it is there.
+            let mut up = report.entries;
+            if up.iter().any(|e| e.backend.as_deref() == Some(args.backend.as_str())) {
+                up.retain(|e| e.backend.as_deref() == Some(args.backend.as_str()));
+            }
+            let mut rows = compare::match_entries(&ours, &up);
             filter_rows(&mut rows, &args.selection)?;
             let mode = match args.mode {
                 Some(CompareMode::Perf) => Mode::Perf,
