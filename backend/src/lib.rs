@@ -5,6 +5,7 @@
 
 pub mod case_lists;
 pub mod cases;
+pub mod compare;
 pub mod context;
 pub mod error;
 pub mod exec;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ggml_dawn::cases::Case;
+use ggml_dawn::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
 use ggml_dawn::golden::{self, Verdict};
 use ggml_dawn::harness::{self, Status};
 use ggml_dawn::{ContextOptions, GpuContext, case_lists, selfcheck};
@@ -112,6 +113,60 @@ enum Command {
         #[command(flatten)]
         selection: Selection,
     },
+    /// Compare with upstream's test-backend-ops: run both on the same cases, alternating case by
+    /// case (MODE and --upstream-bin), or read both programs' saved output (--upstream and --ours).
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CompareMode {
+    /// Timings; the table's ratio is upstream's time over ours (above 1: ours is faster).
+    Perf,
+    /// Correctness: each side's OK, FAIL, not supported or crash.
+    Test,
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// What to run on both sides (with --upstream-bin). Default: perf.
+    #[arg(value_enum)]
+    mode: Option<CompareMode>,
+    #[command(flatten)]
+    selection: Selection,
+    /// Upstream's test-backend-ops (or a wrapper such as run-upstream), run once per case.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["upstream", "ours"])]
+    upstream_bin: Option<PathBuf>,
+    /// An argument for --upstream-bin before upstream's mode (repeatable), e.g. run-upstream's
+    /// bundle folder.
+    #[arg(long = "upstream-arg", value_name = "ARG", allow_hyphen_values = true)]
+    upstream_args: Vec<String>,
+    /// Kill upstream after this many seconds on one case (counted as a crash); 0: never.
+    #[arg(long, default_value_t = 600.0, value_name = "S")]
+    upstream_timeout: f64,
+    /// Upstream's backend (its -b).
+    #[arg(short = 'b', long, default_value = "WebGPU")]
+    backend: String,
+    /// Upstream's saved console output (`test-backend-ops perf …` or `test …`).
+    #[arg(long, value_name = "FILE", requires = "ours")]
+    upstream: Option<PathBuf>,
+    /// Our saved `backend-ops --output json` output of the same mode.
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    ours: Option<PathBuf>,
+    /// Also draw the ratios per op and type into this SVG file (perf).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// The chart's title.
+    #[arg(long, default_value = "upstream test-backend-ops time / backend-ops time")]
+    title: String,
+    /// Ours: keep repeating a case's graph for at least this many seconds (perf).
+    #[arg(long, default_value_t = 1.0)]
+    min_time: f64,
+    /// Ours: cap the repetitions of the op in one graph (perf).
+    #[arg(long, default_value_t = 8192)]
+    max_repeats: u64,
+    /// Ours: seed of the random inputs (test).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 fn parse_config(text: &str) -> Result<(u32, u32, u32), String> {
@@ -157,6 +212,7 @@ fn main() -> ExitCode {
         Command::Support { selection } => {
             select(&selection, Default::Everything).and_then(|cases| support(options, &cases, cli.output))
         }
+        Command::Compare(args) => compare_cmd(options, &args, cli.output),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -256,10 +312,11 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
                     Status::Fail { reason } => ("fail", json!({ "reason": reason })),
                     Status::Unsupported { reason } => ("unsupported", json!({ "reason": reason })),
                 };
-                println!(
-                    "{}",
-                    json!({ "mode": "test", "op": case.op_name(), "case": case.to_string(), "status": name, "detail": detail })
-                );
+                let mut line = json!({ "mode": "test", "op": case.op_name(), "case": case.to_string(), "status": name, "detail": detail });
+                if let Some(path) = path {
+                    line["path"] = path.into();
+                }
+                println!("{line}");
             }
         }
     }
@@ -320,7 +377,8 @@ fn perf(
                 Output::Json => println!(
                     "{}",
                     json!({ "mode": "perf", "op": case.op_name(), "case": text, "runs": t.runs,
-                            "us_per_run": t.us_per_run, "flops_per_run": t.flops_per_run, "tflops": t.tflops() })
+                            "us_per_run": t.us_per_run, "flops_per_run": t.flops_per_run, "tflops": t.tflops(),
+                            "path": harness::describe(&ctx, case) })
                 ),
             },
             Err(ggml_dawn::error::BackendError::Unsupported(reason)) => match output {
@@ -488,4 +546,150 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
     let checked = selfcheck::saxpy(&ctx.device, n).map_err(|e| format!("the compute check failed: {e}"))?;
     println!("compute check:  y = 3x + y over {checked} elements, every element matches the CPU: OK");
     Ok(true)
+}
+
+fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> Result<bool, String> {
+    let (rows, mode) = match (&args.upstream, &args.ours, &args.upstream_bin) {
+        (Some(up), Some(ours), _) => {
+            let read = |p: &PathBuf| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+            let report = compare::upstream::parse(&read(up)?);
+            for line in &report.unrecognised {
+                eprintln!(
+                    "backend-ops: {}: a result this tool does not read: {line}",
+                    up.display()
+                );
+            }
+            let ours = compare::parse_ours(&read(ours)?);
+            // Output of several backends (no -b): keep the one -b names, when it is there.
+            let mut up = report.entries;
+            if up.iter().any(|e| e.backend.as_deref() == Some(args.backend.as_str())) {
+                up.retain(|e| e.backend.as_deref() == Some(args.backend.as_str()));
+            }
+            let mut rows = compare::match_entries(&ours, &up);
+            filter_rows(&mut rows, &args.selection)?;
+            let mode = match args.mode {
+                Some(CompareMode::Perf) => Mode::Perf,
+                Some(CompareMode::Test) => Mode::Test,
+                None => compare::mode_of(&rows),
+            };
+            (rows, mode)
+        }
+        (None, None, Some(bin)) => {
+            let mode = match args.mode.unwrap_or(CompareMode::Perf) {
+                CompareMode::Perf => Mode::Perf,
+                CompareMode::Test => Mode::Test,
+            };
+            let default = match mode {
+                Mode::Perf => Default::Perf,
+                Mode::Test => Default::Tests,
+            };
+            let cases = select(&args.selection, default)?;
+            let upstream = UpstreamCommand {
+                program: bin.clone(),
+                pre_args: args.upstream_args.clone(),
+                backend: Some(args.backend.clone()),
+                extra_args: Vec::new(),
+                timeout: (args.upstream_timeout > 0.0).then(|| Duration::from_secs_f64(args.upstream_timeout)),
+            };
+            (compare_live(options, args, mode, &cases, &upstream)?, mode)
+        }
+        _ => {
+            return Err(
+                "compare needs --upstream-bin PATH (run both), or --upstream FILE and --ours FILE (saved output)"
+                    .into(),
+            );
+        }
+    };
+    match output {
+        Output::Text => print!("{}", compare::render_table(&rows, mode)),
+        Output::Json => print!("{}", compare::render_json(&rows)),
+    }
+    if let Some(plot) = &args.plot {
+        compare::plot::plot_svg(&rows, plot, &args.title).map_err(|e| e.to_string())?;
+        eprintln!("backend-ops: wrote {}", plot.display());
+    }
+    Ok(!rows
+        .iter()
+        .any(|r| matches!(r.ours, Outcome::Fail(_) | Outcome::Crash(_))))
+}
+
+/// Keeps the rows the selection names (-o, -p, --case), for saved output.
+fn filter_rows(rows: &mut Vec<Row>, selection: &Selection) -> Result<(), String> {
+    let pattern = selection
+        .pattern
+        .as_deref()
+        .map(Regex::new)
+        .transpose()
+        .map_err(|e| format!("-p: {e}"))?;
+    let cases: Vec<String> = selection.cases.iter().map(|c| compare::normalise_case(c)).collect();
+    rows.retain(|r| {
+        selection.op.as_deref().is_none_or(|op| r.op == op)
+            && pattern.as_ref().is_none_or(|p| p.is_match(&r.case))
+            && (cases.is_empty() || cases.contains(&r.case))
+    });
+    Ok(())
+}
+
+/// Runs upstream, then ours, on each case in turn; reports each pair on stderr as it comes.
+fn compare_live(
+    options: ContextOptions,
+    args: &CompareArgs,
+    mode: Mode,
+    cases: &[Case],
+    upstream: &UpstreamCommand,
+) -> Result<Vec<Row>, String> {
+    let ctx = context(options)?;
+    let min_time = Duration::from_secs_f64(args.min_time.max(0.0));
+    let mut rows = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let text = case.to_string();
+        let up = upstream.run_case(mode, &text)?;
+        let ours = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_ours(&ctx, case, mode, args, min_time)
+        }))
+        .unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Entry::new(&text, Outcome::Crash(format!("panic: {message}")))
+        });
+        let row = compare::match_entries(std::slice::from_ref(&ours), std::slice::from_ref(&up)).remove(0);
+        let ratio = row.ratio().map_or_else(String::new, |x| format!(", ratio {x:.2}"));
+        eprintln!(
+            "[{}/{}] {}: upstream {}, ours {}{ratio}",
+            i + 1,
+            cases.len(),
+            compare::short_case(&text),
+            row.upstream.cell(),
+            row.ours.cell()
+        );
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn run_ours(ctx: &GpuContext, case: &Case, mode: Mode, args: &CompareArgs, min_time: Duration) -> Entry {
+    let text = case.to_string();
+    let outcome = match mode {
+        Mode::Perf => match harness::perf_case(ctx, case, min_time, args.max_repeats) {
+            Ok(t) => Outcome::Timed {
+                runs: t.runs,
+                us_per_run: t.us_per_run,
+            },
+            Err(ggml_dawn::error::BackendError::Unsupported(reason)) => Outcome::Unsupported(reason),
+            Err(e) => Outcome::Fail(e.to_string()),
+        },
+        Mode::Test => match harness::test_case(ctx, case, args.seed) {
+            Status::Ok { .. } => Outcome::Ok,
+            Status::Fail { reason } => Outcome::Fail(reason),
+            Status::Unsupported { reason } => Outcome::Unsupported(reason),
+        },
+    };
+    let mut entry = Entry::new(&text, outcome);
+    if !matches!(entry.outcome, Outcome::Unsupported(_)) {
+        entry.path = Some(harness::describe(ctx, case));
+    }
+    entry
 }
