@@ -7,7 +7,8 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash bench/decode-compare.sh BUNDLE_DIR UPSTREAM_DIR [TYPES]
 # BUNDLE_DIR: an unpacked `cargo xtask bundle`; UPSTREAM_DIR: a folder holding
-# ggml-d99724f-webgpu-test-backend-ops.tar.xz and run-upstream. Results also go under $OUT.
+# ggml-d99724f-webgpu-test-backend-ops.tar.xz (see bench/run-upstream.sh). Results also go
+# under $OUT.
 # UPSTREAM_N (a regex, default [1-58]) narrows upstream's n, whose n = 5 and 8 cases take its
 # slow matrix path (over 1 ms each) and most of the run's time.
 set -uo pipefail
@@ -18,7 +19,7 @@ out=${OUT:-/tmp/decode-compare}
 mkdir -p "$out"
 min_time=${MIN_TIME:-0.3}
 ours() { "$bundle/run" perf --min-time "$min_time" "$@"; }
-theirs() { sh "$upstream/run-upstream" "$bundle" perf -b WebGPU "$@"; }
+theirs() { sh "$(dirname "$0")/run-upstream.sh" "$bundle" "$upstream" perf -b WebGPU "$@"; }
 # "CASE us" per line from either program's perf output (colour codes and spacing removed).
 times() { sed -E 's/\x1b\[[0-9;]*m//g' | grep -E 'us/run' | sed -E 's/^ *([A-Z_]+\([^)]*\)): +[0-9]+ runs - +([0-9.]+) us\/run.*/\1 \2/'; }
 : >"$out/ours.txt"

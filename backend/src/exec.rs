@@ -12,6 +12,7 @@ use dawn::{BindGroup, BindGroupEntry, Buffer, BufferDescriptor, BufferUsage, Dev
 use crate::error::{BackendError, Result};
 use crate::kernel::{Kernel, PARAMS_BYTES};
 use crate::memory::Binding;
+use crate::params::KernelParams;
 
 /// Dispatches per submit at most (also the parameter buffer's slot count).
 pub const MAX_DISPATCHES: usize = 512;
@@ -85,15 +86,16 @@ impl Stream {
     }
 
     /// Records one dispatch of `kernel` over `buffers` (in the kernel's binding order) with
-    /// `params` (at most 256 bytes of `u32`s) and `workgroups`. Counts over the device's
+    /// its parameter block `params` (at most 256 bytes) and `workgroups`. Counts over the device's
     /// per-dimension limit are refused here, so callers split grids in 2-D.
     pub fn dispatch(
         &mut self,
         kernel: &Arc<Kernel>,
         buffers: &[BufferRange],
-        params: &[u32],
+        params: &impl KernelParams,
         workgroups: [u32; 3],
     ) -> Result<()> {
+        let params = params.words();
         if buffers.len() != kernel.storage.len() {
             return Err(BackendError::InvalidOperands(format!(
                 "kernel `{}` takes {} buffers, got {}",

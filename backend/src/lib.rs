@@ -17,6 +17,7 @@ pub mod harness;
 pub mod kernel;
 pub mod memory;
 pub mod ops;
+pub mod params;
 pub mod reference;
 pub mod scratch;
 pub mod selfcheck;

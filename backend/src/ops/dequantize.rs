@@ -6,6 +6,7 @@ use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::DeviceTensor;
+use crate::params::DequantizeUniforms;
 use crate::shader_lib::ShaderVariant;
 
 /// Threads per workgroup (one element each).
@@ -78,18 +79,20 @@ pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst
     let grid = grid_2d(count.div_ceil(WG_SIZE), limits.max_compute_workgroups_per_dimension);
     let l = &src.layout;
     let word = |v: usize| u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a stride of {v} bytes")));
-    let params = [
-        s.start_byte as u32,
-        (d.start_byte / 4) as u32,
+    let params = DequantizeUniforms {
+        src_start: word(s.start_byte as usize)?,
+        dst_start: word(d.start_byte as usize / 4)?,
         count,
-        grid[0] * WG_SIZE,
-        word(l.ne[0])?,
-        word(l.ne[1])?,
-        word(l.ne[2])?,
-        word(l.nb[1])?,
-        word(l.nb[2])?,
-        word(l.nb[3])?,
-    ];
+        row_stride: grid[0]
+            .checked_mul(WG_SIZE)
+            .ok_or_else(|| BackendError::Unsupported("a grid row of more than 2^32 threads".into()))?,
+        ne0: word(l.ne[0])?,
+        ne1: word(l.ne[1])?,
+        ne2: word(l.ne[2])?,
+        nb1: word(l.nb[1])?,
+        nb2: word(l.nb[2])?,
+        nb3: word(l.nb[3])?,
+    };
     stream.dispatch(
         &kernel,
         &[BufferRange::new(&src.buffer, s), BufferRange::new(&dst.buffer, d)],

@@ -11,6 +11,7 @@ use crate::ggml_type::GgmlType;
 use crate::kernel::{Access, Kernel as Compiled};
 use crate::memory::{self, Binding, DeviceTensor};
 use crate::ops::dequantize;
+use crate::params::{FlashAttnReduceUniforms, FlashAttnSimpleUniforms, FlashAttnUniforms, alibi_slopes};
 use crate::shader_lib::ShaderVariant;
 use crate::tensor::Layout;
 
@@ -96,55 +97,53 @@ fn fast(
     let stats_start = (stats_offset / 4) as usize;
     let workgroups = word(plan.workgroups(shape) as usize)?;
     let grid = grid_2d(workgroups, limits.max_compute_workgroups_per_dimension);
-    let n_head_log2 = 1u32 << (n_heads as u32).ilog2();
-    let m0 = 2f32.powf(-p.max_bias / n_head_log2 as f32);
-    let m1 = 2f32.powf(-p.max_bias / 2.0 / n_head_log2 as f32);
+    let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
     let scale = if p.logit_softcap != 0.0 {
         p.scale / p.logit_softcap
     } else {
         p.scale
     };
     let mask = ops.mask.map(|m| m.layout);
-    let params = [
-        word(bq.start_byte as usize / 4)?,
-        word(q.nb[1] / 4)?,
-        word(q.nb[2] / 4)?,
-        word(q.nb[3] / 4)?,
-        word(bk.start_byte as usize)?,
-        word(k.nb[1])?,
-        word(k.nb[2])?,
-        word(k.nb[3])?,
-        word(bv.start_byte as usize)?,
-        word(v.nb[1])?,
-        word(v.nb[2])?,
-        word(v.nb[3])?,
-        bm.map_or(Ok(0), |b| word(b.start_byte as usize))?,
-        mask.map_or(Ok(0), |m| word(m.nb[1]))?,
-        mask.map_or(Ok(0), |m| word(m.nb[3]))?,
-        mask.map_or(Ok(0), |m| word(m.ne[3]))?,
-        bs.map_or(Ok(0), |b| word(b.start_byte as usize / 4))?,
-        u32::from(ops.sinks.is_some()),
-        if split { 0 } else { word(bd.start_byte as usize / 4)? },
-        word(stats_start)?,
-        word(q.ne[1])?,
-        word(n_heads)?,
-        word(k.ne[2])?,
-        word(q.ne[3])?,
-        word(k.ne[1])?,
-        word(n_heads / k.ne[2])?,
-        plan.row_blocks,
-        plan.n_split,
-        plan.split_len,
-        scale.to_bits(),
-        p.logit_softcap.to_bits(),
-        p.max_bias.to_bits(),
+    let params = FlashAttnUniforms {
+        q_start: word(bq.start_byte as usize / 4)?,
+        q_nb1: word(q.nb[1] / 4)?,
+        q_nb2: word(q.nb[2] / 4)?,
+        q_nb3: word(q.nb[3] / 4)?,
+        k_start: word(bk.start_byte as usize)?,
+        k_nb1: word(k.nb[1])?,
+        k_nb2: word(k.nb[2])?,
+        k_nb3: word(k.nb[3])?,
+        v_start: word(bv.start_byte as usize)?,
+        v_nb1: word(v.nb[1])?,
+        v_nb2: word(v.nb[2])?,
+        v_nb3: word(v.nb[3])?,
+        mask_start: bm.map_or(Ok(0), |b| word(b.start_byte as usize))?,
+        mask_nb1: mask.map_or(Ok(0), |m| word(m.nb[1]))?,
+        mask_nb3: mask.map_or(Ok(0), |m| word(m.nb[3]))?,
+        mask_ne3: mask.map_or(Ok(0), |m| word(m.ne[3]))?,
+        sinks_start: bs.map_or(Ok(0), |b| word(b.start_byte as usize / 4))?,
+        has_sinks: u32::from(ops.sinks.is_some()),
+        out_start: if split { 0 } else { word(bd.start_byte as usize / 4)? },
+        stats_start: word(stats_start)?,
+        n_q: word(q.ne[1])?,
+        n_heads: word(n_heads)?,
+        kv_heads: word(k.ne[2])?,
+        n_seq: word(q.ne[3])?,
+        kv: word(k.ne[1])?,
+        r2: word(n_heads / k.ne[2])?,
+        row_blocks: plan.row_blocks,
+        n_split: plan.n_split,
+        split_len: plan.split_len,
+        scale,
+        softcap: p.logit_softcap,
+        max_bias: p.max_bias,
         n_head_log2,
-        m0.to_bits(),
-        m1.to_bits(),
-        grid[0],
-        word(n_rows)?,
-        plan.tau.to_bits(),
-    ];
+        m0,
+        m1,
+        groups_x: grid[0],
+        n_rows: word(n_rows)?,
+        tau: plan.tau,
+    };
     let mut shader = match variant {
         Variant::Tile(t) => tile_variant(t),
         Variant::Mma(m) => mma_variant(m),
@@ -202,15 +201,15 @@ fn fast(
         &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
     )?;
     let rgrid = grid_2d(word(n_rows)?, limits.max_compute_workgroups_per_dimension);
-    let rparams = [
-        word(n_rows)?,
-        word(n_heads)?,
-        plan.n_split,
-        word(bd.start_byte as usize / 4)?,
-        bs.map_or(Ok(0), |b| word(b.start_byte as usize / 4))?,
-        u32::from(ops.sinks.is_some()),
-        rgrid[0],
-    ];
+    let rparams = FlashAttnReduceUniforms {
+        n_rows: word(n_rows)?,
+        n_heads: word(n_heads)?,
+        n_split: plan.n_split,
+        dst_start: word(bd.start_byte as usize / 4)?,
+        sinks_start: bs.map_or(Ok(0), |b| word(b.start_byte as usize / 4))?,
+        has_sinks: u32::from(ops.sinks.is_some()),
+        groups_x: rgrid[0],
+    };
     let scratch = scratch.expect("split");
     let part = BufferRange {
         buffer: scratch.clone(),
@@ -332,9 +331,7 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
     // Absent operands are bound to Q's buffer and never read.
     let bm = ops.mask.map(|m| m.binding(align, max)).transpose()?;
     let bs = ops.sinks.map(|s| s.binding(align, max)).transpose()?;
-    let n_head_log2 = 1u32 << (n_heads as u32).ilog2();
-    let m0 = 2f32.powf(-p.max_bias / n_head_log2 as f32);
-    let m1 = 2f32.powf(-p.max_bias / 2.0 / n_head_log2 as f32);
+    let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
     let items = word(q.ne[1] * n_heads * q.ne[3])?;
     let grid = grid_2d(items, limits.max_compute_workgroups_per_dimension);
     let mask_layout = ops.mask.map(|m| m.layout);
@@ -344,35 +341,35 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
     } else {
         p.scale
     };
-    let params = [
-        (bq.start_byte / 4) as u32,
-        word(q.nb[1] / 4)?,
-        word(q.nb[2] / 4)?,
-        word(q.nb[3] / 4)?,
-        0,
-        0,
-        bm.map_or(0, |b| b.start_byte as u32),
-        mask_layout.map_or(Ok(0), |m| word(m.nb[1]))?,
-        mask_layout.map_or(Ok(0), |m| word(m.nb[3]))?,
-        mask_layout.map_or(Ok(0), |m| word(m.ne[3]))?,
-        bs.map_or(0, |b| (b.start_byte / 4) as u32),
-        u32::from(ops.sinks.is_some()),
-        (bd.start_byte / 4) as u32,
-        word(q.ne[0])?,
-        word(dst.ne[0])?,
-        word(ops.k.layout.ne[1])?,
-        word(q.ne[1])?,
-        word(n_heads)?,
-        word(ops.k.layout.ne[2])?,
-        word(q.ne[3])?,
-        scale.to_bits(),
-        p.logit_softcap.to_bits(),
-        p.max_bias.to_bits(),
+    let params = FlashAttnSimpleUniforms {
+        q_start: word(bq.start_byte as usize / 4)?,
+        q_nb1: word(q.nb[1] / 4)?,
+        q_nb2: word(q.nb[2] / 4)?,
+        q_nb3: word(q.nb[3] / 4)?,
+        k_start: 0,
+        v_start: 0,
+        mask_start: bm.map_or(Ok(0), |b| word(b.start_byte as usize))?,
+        mask_nb1: mask_layout.map_or(Ok(0), |m| word(m.nb[1]))?,
+        mask_nb3: mask_layout.map_or(Ok(0), |m| word(m.nb[3]))?,
+        mask_ne3: mask_layout.map_or(Ok(0), |m| word(m.ne[3]))?,
+        sinks_start: bs.map_or(Ok(0), |b| word(b.start_byte as usize / 4))?,
+        has_sinks: u32::from(ops.sinks.is_some()),
+        dst_start: word(bd.start_byte as usize / 4)?,
+        hsk: word(q.ne[0])?,
+        hsv: word(dst.ne[0])?,
+        kv: word(ops.k.layout.ne[1])?,
+        n_queries: word(q.ne[1])?,
+        n_heads: word(n_heads)?,
+        kv_heads: word(ops.k.layout.ne[2])?,
+        n_seq: word(q.ne[3])?,
+        scale,
+        softcap: p.logit_softcap,
+        max_bias: p.max_bias,
         n_head_log2,
-        m0.to_bits(),
-        m1.to_bits(),
-        grid[0],
-    ];
+        m0,
+        m1,
+        groups_x: grid[0],
+    };
     let variant = ShaderVariant::new("flash_attn_simple.wgsl")
         .define("WG_SIZE", format!("{SIMPLE_WG}u"))
         .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));

@@ -6,6 +6,7 @@ use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
+use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 use crate::shader_lib::ShaderVariant;
 
 use super::plan::{self, MulMatPlan, Path, Problem};
@@ -191,8 +192,8 @@ pub fn encode(
     stream.dispatch(&kernel, &buffers, &params, plan.grid)
 }
 
-/// The parameter block of the fast kernels (`struct Params` of `mul_mat_operands.wgsl`), with
-/// dst starting `dst_start` elements (or words) into its binding and grids `grid_x` wide.
+/// The parameter block of the fast kernels, with dst starting `dst_start` elements (or words)
+/// into its binding and grids `grid_x` wide.
 fn operand_params(
     a: &DeviceTensor,
     b: &DeviceTensor,
@@ -200,31 +201,31 @@ fn operand_params(
     dst_start: u64,
     grid_x: u32,
     plan: &MulMatPlan,
-) -> Result<[u32; 20]> {
+) -> Result<MulMatUniforms> {
     let (la, lb) = (&a.layout, &b.layout);
     let w = |v: usize| word(v as u64);
-    Ok([
-        word(bound.a.start_byte)?,
-        word(bound.b.start_byte)?,
-        word(dst_start)?,
-        w(la.ne[1])?,
-        w(lb.ne[1])?,
-        w(la.ne[0])?,
-        w(la.nb[1])?,
-        w(la.nb[2])?,
-        w(la.nb[3])?,
-        w(lb.nb[0])?,
-        w(lb.nb[1])?,
-        w(lb.nb[2])?,
-        w(lb.nb[3])?,
-        w(lb.ne[2] / la.ne[2])?,
-        w(lb.ne[3] / la.ne[3])?,
-        w(lb.ne[2])?,
-        plan.batches,
-        plan.tiles_m,
-        plan.tiles_n,
+    Ok(MulMatUniforms {
+        a_start: word(bound.a.start_byte)?,
+        b_start: word(bound.b.start_byte)?,
+        dst_start: word(dst_start)?,
+        m: w(la.ne[1])?,
+        n: w(lb.ne[1])?,
+        k: w(la.ne[0])?,
+        a_nb1: w(la.nb[1])?,
+        a_nb2: w(la.nb[2])?,
+        a_nb3: w(la.nb[3])?,
+        b_nb0: w(lb.nb[0])?,
+        b_nb1: w(lb.nb[1])?,
+        b_nb2: w(lb.nb[2])?,
+        b_nb3: w(lb.nb[3])?,
+        r2: w(lb.ne[2] / la.ne[2])?,
+        r3: w(lb.ne[3] / la.ne[3])?,
+        b_ne2: w(lb.ne[2])?,
+        batches: plan.batches,
+        tiles_m: plan.tiles_m,
+        tiles_n: plan.tiles_n,
         grid_x,
-    ])
+    })
 }
 
 /// The simple kernel: one thread per output element.
@@ -248,26 +249,28 @@ fn simple(
     let outputs = dst.layout.elements();
     u32::try_from(outputs).map_err(|_| BackendError::Unsupported("more than 2^32 outputs".into()))?;
     let w = |v: usize| word(v as u64);
-    let params = [
-        word(bound.a.start_byte)?,
-        word(bound.b.start_byte)?,
-        word(bound.dst.start_byte / 4)?,
-        w(la.ne[1])?,
-        w(lb.ne[1])?,
-        w(la.ne[0])?,
-        w(la.nb[1])?,
-        w(la.nb[2])?,
-        w(la.nb[3])?,
-        w(lb.nb[0])?,
-        w(lb.nb[1])?,
-        w(lb.nb[2])?,
-        w(lb.nb[3])?,
-        w(la.ne[2])?,
-        w(la.ne[3])?,
-        w(lb.ne[2])?,
-        w(lb.ne[3])?,
-        plan.grid[0] * SIMPLE_WG,
-    ];
+    let params = MulMatSimpleUniforms {
+        a_start: word(bound.a.start_byte)?,
+        b_start: word(bound.b.start_byte)?,
+        dst_start: word(bound.dst.start_byte / 4)?,
+        m: w(la.ne[1])?,
+        n: w(lb.ne[1])?,
+        k: w(la.ne[0])?,
+        a_nb1: w(la.nb[1])?,
+        a_nb2: w(la.nb[2])?,
+        a_nb3: w(la.nb[3])?,
+        b_nb0: w(lb.nb[0])?,
+        b_nb1: w(lb.nb[1])?,
+        b_nb2: w(lb.nb[2])?,
+        b_nb3: w(lb.nb[3])?,
+        a_ne2: w(la.ne[2])?,
+        a_ne3: w(la.ne[3])?,
+        b_ne2: w(lb.ne[2])?,
+        b_ne3: w(lb.ne[3])?,
+        row_stride: plan.grid[0]
+            .checked_mul(SIMPLE_WG)
+            .ok_or_else(|| BackendError::Unsupported("MUL_MAT: a grid row of more than 2^32 threads".into()))?,
+    };
     let buffers = [
         BufferRange::new(&a.buffer, bound.a),
         BufferRange::new(&b.buffer, bound.b),
