@@ -22,10 +22,10 @@ impl Scratch {
     pub fn get(&self, device: &Device, label: &'static str, bytes: u64) -> Result<Buffer> {
         let mut buffers = self.buffers.lock();
         let held = buffers.iter().position(|(l, _)| *l == label);
-        if let Some(i) = held {
-            if buffers[i].1.size() >= bytes {
-                return Ok(buffers[i].1.clone());
-            }
+        if let Some(i) = held
+            && buffers[i].1.size() >= bytes
+        {
+            return Ok(buffers[i].1.clone());
         }
         let max = device.limits().max_storage_buffer_binding_size.max(bytes);
         let size = held
