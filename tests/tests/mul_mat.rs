@@ -296,6 +296,7 @@ fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
 const VARIANTS: &[(&str, &[&str])] = &[
     ("mat-vec, subgroup reduction", &["mat-vec", "subgroup reduction"]),
     ("mat-vec, workgroup-memory reduction", &["mat-vec", "workgroup-memory"]),
+    ("integer mat-vec", &["mat-vec", "integer dot products"]),
     ("register tiles", &["register-tiled"]),
     ("subgroup matrices, narrow tile", &["subgroup-matrix", "narrow tile"]),
     ("subgroup matrices, big tile", &["subgroup-matrix", ": tile"]),
@@ -356,6 +357,51 @@ fn random_problems_pass_on_every_path() {
     for (kind, _) in VARIANTS {
         assert!(paths.contains_key(*kind), "{kind} never ran: {paths:?}");
     }
+}
+
+/// The integer mat-vec (b quantized to 8 bits, packed dot products) against the CPU for every
+/// format it reads, at every n it takes, with subgroup and workgroup-memory reductions, on
+/// offset views whose rows start at any even byte.
+#[test]
+fn integer_mat_vec_matches_the_cpu_for_every_format() {
+    let ctx = GpuContext::new(ContextOptions {
+        safe_mode: true,
+        ..Default::default()
+    })
+    .expect("an adapter");
+    let facts = mul_mat::device_facts(&ctx);
+    let bare = DeviceFacts {
+        subgroups: false,
+        subgroup_matrix: None,
+        ..facts
+    };
+    let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
+    let mut rng = Rng::new(0x5eed_0008);
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for ty in GgmlType::ALL.iter().copied().filter(|&t| mul_mat::plan::has_int_dot(t)) {
+        for (name, facts, tuning) in [("device", facts, Tuning::default()), ("no subgroups", bare, few_rows)] {
+            // Draw until the problem is a mat-vec one.
+            let problem = loop {
+                let p = random_problem(&mut rng, ty);
+                if p.dst.ne[1] <= 8 {
+                    break p;
+                }
+            };
+            runs += 1;
+            match run_random(&ctx, &problem, &facts, &tuning) {
+                Ok((_, plan)) if plan.to_string().contains("integer dot products") => {}
+                Ok((_, plan)) => failures.push(format!("[{name}] {}: took {plan}", problem.text)),
+                Err(e) => failures.push(format!("[{name}] {}: {e}", problem.text)),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Float views at odd byte offsets (not addressable as words) still take the fast paths, and

@@ -1063,6 +1063,7 @@ mod tests {
 
     #[test]
     fn mat_vec_groups_hold_whole_subgroups() {
+        // The float kernel's knobs (the integer kernel off).
         let d = nvidia((16, 16, 16));
         let vec_shape = |t: &Tuning, n: u64| {
             let plan = plan(&problem(GgmlType::Q4_K, 4096, n, 14336), &d, t);
@@ -1075,13 +1076,13 @@ mod tests {
             assert_eq!(plan.tiles_m, 4096 / (rows * groups), "{plan}");
             (wg_size, rows, groups)
         };
-        let t = Tuning::parse("vec_kernel=1,vec_rows_k=4,vec_groups_wide=4").unwrap();
+        let t = Tuning::parse("vec_int_max_n=0,vec_kernel=1,vec_rows_k=4,vec_groups_wide=4").unwrap();
         assert_eq!(vec_shape(&t, 1), (256, 4, 1));
         assert_eq!(vec_shape(&t, 8), (256, 4, 4));
         // Groups of 16 threads cannot hold a subgroup of 32: halved to groups of 32.
-        let small = Tuning::parse("vec_kernel=1,vec_rows_k=4,vec_rows_wide_k=4,vec_wg=64,vec_groups_wide=4").unwrap();
+        let small = Tuning::parse("vec_int_max_n=0,vec_kernel=1,vec_rows_k=4,vec_rows_wide_k=4,vec_wg=64,vec_groups_wide=4").unwrap();
         assert_eq!(vec_shape(&small, 8), (64, 4, 2));
-        let tiny = Tuning::parse("vec_kernel=1,vec_rows_k=4,vec_wg=16,vec_groups=8").unwrap();
+        let tiny = Tuning::parse("vec_int_max_n=0,vec_kernel=1,vec_rows_k=4,vec_wg=16,vec_groups=8").unwrap();
         assert_eq!(vec_shape(&tiny, 1), (16, 4, 1));
         // Without subgroups any power-of-two group works (the tree reduction halves it).
         let bare = DeviceFacts {
@@ -1092,9 +1093,9 @@ mod tests {
         let plan = plan(&problem(GgmlType::Q4_0, 100, 8, 256), &bare, &small);
         assert!(matches!(plan.path, Path::Vec { groups: 4, .. }), "{plan}");
         assert!(Tuning::parse("vec_groups=3").is_err());
-        assert!(Tuning::parse("vec_kernel=3").is_err());
+        assert!(Tuning::parse("vec_int_max_n=0,vec_kernel=3").is_err());
         // vec_kernel=2: the whole-word kernel for q6_K only.
-        let mixed = Tuning::parse("vec_kernel=2").unwrap();
+        let mixed = Tuning::parse("vec_int_max_n=0,vec_kernel=2").unwrap();
         for (ty, kernel) in [(GgmlType::Q6_K, 1), (GgmlType::Q4_K, 0), (GgmlType::Q4_0, 0)] {
             let plan = super::plan(&problem(ty, 4096, 1, 14336), &d, &mixed);
             assert!(
@@ -1102,7 +1103,51 @@ mod tests {
                 "{ty}: {plan}"
             );
         }
-        assert!(Tuning::parse("vec_kernel=0").is_ok());
+        assert!(Tuning::parse("vec_int_max_n=0,vec_kernel=0").is_ok());
+    }
+
+    #[test]
+    fn integer_mat_vec_takes_the_formats_it_reads_when_it_can() {
+        let int_dot =
+            |p: &Problem, d: &DeviceFacts, t: &Tuning| matches!(plan(p, d, t).path, Path::Vec { int_dot: true, .. });
+        let d = nvidia((16, 16, 16));
+        let t = Tuning::default();
+        for ty in [
+            GgmlType::Q4_0,
+            GgmlType::Q5_1,
+            GgmlType::Q8_0,
+            GgmlType::Q3_K,
+            GgmlType::Q6_K,
+        ] {
+            for n in 1..=8 {
+                assert!(int_dot(&problem(ty, 4096, n, 14336), &d, &t), "{ty} n={n}");
+            }
+            assert!(!int_dot(&problem(ty, 4096, 9, 14336), &d, &t), "{ty} n=9");
+        }
+        for ty in [GgmlType::F16, GgmlType::IQ4_NL, GgmlType::Q1_0] {
+            assert!(!int_dot(&problem(ty, 4096, 1, 14336), &d, &t), "{ty}");
+        }
+        // Odd rows, a switched-off knob and a scratch over the binding limit take the float kernel.
+        let odd = Problem {
+            a_align: 1,
+            ..problem(GgmlType::Q4_0, 64, 1, 256)
+        };
+        assert!(!int_dot(&odd, &d, &t));
+        let off = Tuning::parse("vec_int_max_n=0").unwrap();
+        assert!(!int_dot(&problem(GgmlType::Q4_0, 64, 1, 256), &d, &off));
+        let tight = DeviceFacts {
+            max_storage_binding: 1 << 20,
+            ..d
+        };
+        let big_batch = Problem {
+            batches: 4096,
+            ..problem(GgmlType::Q4_0, 64, 8, 256)
+        };
+        assert!(int_scratch_bytes(&big_batch) > tight.max_storage_binding);
+        assert!(!int_dot(&big_batch, &tight, &t));
+        // Super-block formats take their own rows and groups.
+        let k = plan(&problem(GgmlType::Q4_K, 4096, 1, 14336), &d, &t);
+        assert!(matches!(k.path, Path::Vec { rows: 1, groups: 8, .. }), "{k}");
     }
 
     #[test]
