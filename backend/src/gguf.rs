@@ -680,7 +680,7 @@ impl GgufWriter {
     /// Adds a contiguous host tensor.
     pub fn add_host_tensor(&mut self, name: &str, tensor: &HostTensor) -> Result<&mut GgufWriter> {
         let l = &tensor.layout;
-        let range = l.offset..l.offset.saturating_add(l.span_bytes());
+        let range = l.offset..l.end_bytes().unwrap_or(usize::MAX);
         match tensor.data.get(range) {
             Some(bytes) if l.is_contiguous() => self.add_tensor(name, l.ty, l.ne, bytes.to_vec()),
             _ => Err(bad_tensor(name, "not a contiguous tensor inside its buffer")),

@@ -359,7 +359,7 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
 pub fn supports(ctx: &GpuContext, case: &Case) -> std::result::Result<(), String> {
     let max_binding = ctx.capabilities.limits.max_storage_buffer_binding_size;
     let fits = |what: &str, l: &Layout| -> std::result::Result<(), String> {
-        let bytes = (l.offset + l.span_bytes()) as u64;
+        let bytes = l.end_bytes().map_err(|e| format!("{what}: {e}"))? as u64;
         if bytes > max_binding {
             return Err(format!(
                 "{what} needs {bytes} bytes, over maxStorageBufferBindingSize {max_binding}"

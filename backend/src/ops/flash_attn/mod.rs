@@ -69,12 +69,12 @@ impl FlashAttnOperands<'_> {
     /// The operands' layouts.
     pub fn layouts(&self) -> FlashAttnLayouts {
         FlashAttnLayouts {
-            q: self.q.layout,
-            k: self.k.layout,
-            v: self.v.layout,
-            mask: self.mask.map(|m| m.layout),
-            sinks: self.sinks.map(|s| s.layout),
-            dst: self.dst.layout,
+            q: *self.q.layout(),
+            k: *self.k.layout(),
+            v: *self.v.layout(),
+            mask: self.mask.map(|m| *m.layout()),
+            sinks: self.sinks.map(|s| *s.layout()),
+            dst: *self.dst.layout(),
         }
     }
 }
@@ -90,6 +90,12 @@ pub fn check(ops: &FlashAttnLayouts) -> Result<()> {
                 t.ty
             )));
         }
+    }
+    if [q, k, v].iter().any(|t| t.ne.contains(&0)) {
+        return bad(format!(
+            "degenerate shapes (a zero extent): q {:?}, k {:?}, v {:?}",
+            q.ne, k.ne, v.ne
+        ));
     }
     if q.ty != GgmlType::F32 || !q.has_contiguous_rows() {
         return bad(format!("Q must be f32 with contiguous rows, is {q:?}"));

@@ -92,12 +92,12 @@ pub fn mul_mat_with(
     facts: &DeviceFacts,
     tuning: &Tuning,
 ) -> Result<()> {
-    check(&a.layout, &b.layout, &dst.layout)?;
-    if dst.layout.elements() == 0 {
+    check(a.layout(), b.layout(), dst.layout())?;
+    if dst.layout().elements() == 0 {
         return Ok(());
     }
     let bound = encode::Bindings::new(ctx, a, b, dst)?;
-    let problem = problem(&a.layout, &b.layout, bound.a.start_byte, bound.b.start_byte);
+    let problem = problem(a.layout(), b.layout(), bound.a.start_byte, bound.b.start_byte);
     let plan = plan::plan(&problem, facts, tuning);
     encode::encode(ctx, stream, a, b, dst, &bound, &problem, &plan)
 }
