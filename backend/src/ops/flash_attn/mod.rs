@@ -331,9 +331,60 @@ pub fn env_knobs() -> Result<Knobs> {
 /// when its value is invalid).
 fn knobs_to_run() -> Result<Knobs> {
     match *OVERRIDE.read() {
-        Some(k) => Ok(k),
+        Some(k) => {
+            validate_knobs(&k).map_err(|message| BackendError::Config {
+                name: "set_knobs",
+                message,
+            })?;
+            Ok(k)
+        }
         None => env_knobs(),
     }
+}
+
+/// Checks knobs built in code (for [`set_knobs`]) against the ranges [`parse_knobs`] enforces.
+pub fn validate_knobs(k: &Knobs) -> std::result::Result<(), String> {
+    for (key, value) in [
+        ("split", k.split),
+        ("target_wg", k.target_workgroups),
+        ("min_split_tiles", k.min_split_tiles),
+        ("tile_threads", k.tile_threads),
+        ("tile_rows", k.tile_rows),
+        ("tile_kv", k.tile_kv),
+        ("tile_rq", k.tile_rq),
+        ("tile_ro", k.tile_ro),
+        ("vec_threads", k.vec_threads),
+        ("vec_lanes", k.vec_lanes),
+        ("vec_keys", k.vec_keys),
+        ("vec_rows", k.vec_rows),
+        ("mma_sg", k.mma_subgroups),
+        ("mma_rh", k.mma_rh),
+        ("mma_kv", k.mma_kv),
+        ("mma_min_rows", k.mma_min_rows),
+        ("mma_o_budget", k.mma_o_budget),
+    ] {
+        if let Some(v) = value {
+            check_knob(key, v)?;
+        }
+    }
+    if let Some(tau) = k.tau
+        && !(tau.is_finite() && tau >= 0.0)
+    {
+        return Err(format!("`tau={tau}`: must be a finite number, at least 0"));
+    }
+    Ok(())
+}
+
+fn check_knob(key: &str, v: u32) -> std::result::Result<(), String> {
+    if let Some((lo, hi, pow2)) = knob_range(key) {
+        if !(lo..=hi).contains(&v) {
+            return Err(format!("`{key}={v}`: must be in {lo}..={hi}"));
+        }
+        if pow2 && !v.is_power_of_two() {
+            return Err(format!("`{key}={v}`: must be a power of two"));
+        }
+    }
+    Ok(())
 }
 
 /// The range of each integer knob (`(low, high, power of two)`): what keeps the planner's u32
@@ -382,14 +433,7 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             let v = value
                 .parse::<u32>()
                 .map_err(|_| format!("`{key}={value}`: not a non-negative 32-bit integer"))?;
-            if let Some((lo, hi, pow2)) = knob_range(key) {
-                if !(lo..=hi).contains(&v) {
-                    return Err(format!("`{key}={v}`: must be in {lo}..={hi}"));
-                }
-                if pow2 && !v.is_power_of_two() {
-                    return Err(format!("`{key}={v}`: must be a power of two"));
-                }
-            }
+            check_knob(key, v)?;
             Ok(v)
         };
         let flag = || match value {
@@ -482,6 +526,13 @@ mod tests {
             assert!(err.contains(key), "{bad}: {err}");
         }
         assert!(parse_knobs("split=2,split=4").is_err());
+        // Knobs built in code are held to the same ranges.
+        let built = Knobs {
+            tile_threads: Some(u32::MAX),
+            ..Knobs::default()
+        };
+        assert!(validate_knobs(&built).unwrap_err().contains("tile_threads"));
+        assert!(validate_knobs(&Knobs::default()).is_ok());
         // Every key at both ends of its range plans without a panic.
         use plan::{Device, MatrixConfig, Shape};
         let device = Device {
