@@ -286,13 +286,18 @@ impl MulMatCase {
             2, self.m, self.n, self.k, self.bs[0], self.nr[0], self.bs[1], self.nr[1],
         ]
         .iter()
-        .map(|&x| x as u64)
-        .product()
+        .fold(1u64, |acc, &x| acc.saturating_mul(x as u64))
     }
 
-    /// dst's extents `[m, n, bs0·nr0, bs1·nr1]`.
+    /// dst's extents `[m, n, bs0·nr0, bs1·nr1]` (saturated at `usize::MAX`, which no layout
+    /// accepts, when a product overflows).
     pub fn dst_ne(&self) -> [usize; 4] {
-        [self.m, self.n, self.bs[0] * self.nr[0], self.bs[1] * self.nr[1]]
+        [
+            self.m,
+            self.n,
+            self.bs[0].saturating_mul(self.nr[0]),
+            self.bs[1].saturating_mul(self.nr[1]),
+        ]
     }
 
     fn from_fields(fields: &[(&str, &str)]) -> Result<MulMatCase, CaseError> {
@@ -336,9 +341,17 @@ impl MulMatCase {
         let type_a = known_type(op, "type_a", self.type_a)?;
         let type_b = known_type(op, "type_b", self.type_b)?;
         let ne_a = [self.k, self.m, self.bs[0], self.bs[1]];
-        let ne_b = [self.k, self.n, self.bs[0] * self.nr[0], self.bs[1] * self.nr[1]];
-        if ne_a.contains(&0) || ne_b.contains(&0) || self.o == 0 {
+        let ne_b = [
+            self.k,
+            self.n,
+            self.bs[0].checked_mul(self.nr[0]).unwrap_or(0),
+            self.bs[1].checked_mul(self.nr[1]).unwrap_or(0),
+        ];
+        if ne_a.contains(&0) || self.nr.contains(&0) || self.o == 0 {
             return Err(invalid("extents and o must be positive".into()));
+        }
+        if ne_b.contains(&0) {
+            return Err(invalid(format!("bs={:?} times nr={:?} overflows", self.bs, self.nr)));
         }
         let moved = (0..4).filter(|&i| self.per[i] != i).count();
         let (a, b) = if moved > 0 {
@@ -536,7 +549,10 @@ impl FlashAttnCase {
     /// `2·nh·nr2·nb·(hsk+hsv)·kv·nr3`, upstream's `op_flops` (Q·Kᵀ and P·V only).
     pub fn flops(&self) -> u64 {
         let [nr2, nr3] = self.nr23.map(|x| x as u64);
-        2 * self.nh as u64 * nr2 * self.nb as u64 * (self.hsk + self.hsv) as u64 * self.kv as u64 * nr3
+        let heads = (self.hsk as u64).saturating_add(self.hsv as u64);
+        [2, self.nh as u64, nr2, self.nb as u64, heads, self.kv as u64, nr3]
+            .iter()
+            .fold(1u64, |acc, &x| acc.saturating_mul(x))
     }
 
     /// The softmax scale upstream passes: `1/sqrt(hsk)` in f32 (the unpadded head size).
@@ -546,7 +562,7 @@ impl FlashAttnCase {
 
     /// Query heads, `nh·nr2`.
     pub fn n_heads(&self) -> usize {
-        self.nh * self.nr23[0]
+        self.nh.saturating_mul(self.nr23[0])
     }
 
     fn from_fields(fields: &[(&str, &str)]) -> Result<FlashAttnCase, CaseError> {
@@ -598,8 +614,18 @@ impl FlashAttnCase {
         if [self.hsk, self.hsv, self.nh, nr2, nr3, self.kv, self.nb].contains(&0) {
             return Err(invalid("sizes must be positive".into()));
         }
-        let hsk_p = self.hsk.next_multiple_of(type_k.block_size());
-        let hsv_p = self.hsv.next_multiple_of(type_v.block_size());
+        let too_large = || invalid("sizes overflow".into());
+        let hsk_p = self
+            .hsk
+            .checked_next_multiple_of(type_k.block_size())
+            .ok_or_else(too_large)?;
+        let hsv_p = self
+            .hsv
+            .checked_next_multiple_of(type_v.block_size())
+            .ok_or_else(too_large)?;
+        if self.nh.checked_mul(nr2).is_none() {
+            return Err(too_large());
+        }
         let identity = self.permute == [0, 1, 2, 3];
         let create = |ty, ne: [usize; 4], is_view: bool| -> Result<CaseTensor, CaseError> {
             let mut ne_p = [0; 4];
@@ -609,7 +635,8 @@ impl FlashAttnCase {
                     .ok_or_else(|| layout(LayoutError::BadPermutation(self.permute)))? = extent;
             }
             let (storage, mut view) = if is_view {
-                let storage = Layout::contiguous(ty, [ne_p[0], 2 * ne_p[1], ne_p[2], ne_p[3]]).map_err(layout)?;
+                let rows = ne_p[1].checked_mul(2).ok_or_else(too_large)?;
+                let storage = Layout::contiguous(ty, [ne_p[0], rows, ne_p[2], ne_p[3]]).map_err(layout)?;
                 (storage, Layout { ne: ne_p, ..storage })
             } else {
                 let storage = Layout::contiguous(ty, ne_p).map_err(layout)?;
@@ -1192,5 +1219,100 @@ mod tests {
         let t = c.tensors().unwrap();
         let a = t.a.host(&[1.0, 2.0, 9.0, 3.0, 4.0, 9.0]).unwrap();
         assert_eq!(a.to_f32().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn overflowing_extents_are_errors_not_panics() {
+        for spec in [
+            "MUL_MAT(type_a=f32,type_b=f32,m=1,n=1,k=32,bs=[4294967296,4294967296],nr=[4294967296,4294967296])",
+            "MUL_MAT(type_a=f32,type_b=f32,m=18446744073709551615,n=18446744073709551615,k=32)",
+            "MUL_MAT(type_a=q4_0,type_b=f32,m=1,n=1,k=18446744073709551615)",
+            "FLASH_ATTN_EXT(hsk=18446744073709551615,hsv=64,nh=1,kv=1,nb=1,type_K=q4_0)",
+            "FLASH_ATTN_EXT(hsk=64,hsv=64,nh=4294967296,nr23=[4294967296,1],kv=1,nb=1)",
+            "FLASH_ATTN_EXT(hsk=64,hsv=64,nh=1,kv=9223372036854775808,nb=1)",
+        ] {
+            let case: Case = spec.parse().unwrap();
+            let _ = case.flops();
+            let built = match &case {
+                Case::MulMat(c) => c.tensors().map(|_| ()),
+                Case::FlashAttnExt(c) => c.tensors().map(|_| ()),
+            };
+            assert!(built.is_err(), "{spec}");
+        }
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        const SEEDS: &[&str] = &[
+            "MUL_MAT(type_a=q4_K,type_b=f32,m=33,n=5,k=256,bs=[2,1],nr=[1,2],per=[0,2,1,3],k_v=0,o=1,src_overlap=0)",
+            "FLASH_ATTN_EXT(hsk=64,hsv=64,nh=2,nr23=[4,1],kv=100,nb=3,mask=1,sinks=1,type_K=q8_0,permute=[0,2,1,3])",
+        ];
+
+        fn build(case: &Case) {
+            let _ = (case.to_string(), case.flops());
+            let _ = match case {
+                Case::MulMat(c) => c.tensors().map(|_| ()),
+                Case::FlashAttnExt(c) => c.tensors().map(|_| ()),
+            };
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn random_strings_never_panic(s in "\\PC{0,120}") {
+                if let Ok(case) = s.parse::<Case>() {
+                    build(&case);
+                }
+            }
+
+            /// Valid specs with a piece replaced by another value: numbers from tiny to huge,
+            /// other words, brackets.
+            #[test]
+            fn mutated_specs_never_panic(
+                seed in 0..SEEDS.len(),
+                at in any::<prop::sample::Index>(),
+                len in 0usize..6,
+                insert in prop_oneof![
+                    Just("0".to_owned()),
+                    Just("18446744073709551615".to_owned()),
+                    Just("4294967296".to_owned()),
+                    Just("-1".to_owned()),
+                    Just("[".to_owned()),
+                    Just(",".to_owned()),
+                    Just("=".to_owned()),
+                    "[0-9]{1,20}",
+                    "[a-z_0-9=,\\[\\]()]{0,8}",
+                ],
+            ) {
+                let spec = SEEDS[seed];
+                let start = spec.char_indices().map(|(i, _)| i).nth(at.index(spec.len())).unwrap_or(0);
+                let end = (start + len).min(spec.len());
+                let mutated = format!("{}{}{}", &spec[..start], insert, &spec[end..]);
+                if let Ok(case) = mutated.parse::<Case>() {
+                    build(&case);
+                }
+            }
+
+            #[test]
+            fn any_extents_never_panic(
+                m in prop_oneof![0usize..300, any::<usize>()],
+                n in prop_oneof![0usize..300, any::<usize>()],
+                k in prop_oneof![0usize..1024, any::<usize>()],
+                bs in prop::array::uniform2(prop_oneof![0usize..4, any::<usize>()]),
+                nr in prop::array::uniform2(prop_oneof![0usize..4, any::<usize>()]),
+                k_v in prop_oneof![Just(0usize), any::<usize>()],
+            ) {
+                let mut c = MulMatCase::new(GgmlType::Q4_0, GgmlType::F32, m, n, k);
+                c.bs = bs;
+                c.nr = nr;
+                c.k_v = k_v;
+                build(&Case::MulMat(c));
+                let f = FlashAttnCase::new(k, m, n, bs[0], bs[1]);
+                build(&Case::FlashAttnExt(f));
+            }
+        }
     }
 }

@@ -33,6 +33,9 @@ pub enum BackendError {
         limit: u64,
         limit_name: &'static str,
     },
+    /// A setting (an environment variable's knobs) is invalid; `name` is the setting.
+    #[error("{name}: {message}")]
+    Config { name: &'static str, message: String },
     /// Operands do not fit together (shapes, types, strides).
     #[error("invalid operands: {0}")]
     InvalidOperands(String),

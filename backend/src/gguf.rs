@@ -680,7 +680,7 @@ impl GgufWriter {
     /// Adds a contiguous host tensor.
     pub fn add_host_tensor(&mut self, name: &str, tensor: &HostTensor) -> Result<&mut GgufWriter> {
         let l = &tensor.layout;
-        let range = l.offset..l.offset.saturating_add(l.span_bytes());
+        let range = l.offset..l.end_bytes().unwrap_or(usize::MAX);
         match tensor.data.get(range) {
             Some(bytes) if l.is_contiguous() => self.add_tensor(name, l.ty, l.ne, bytes.to_vec()),
             _ => Err(bad_tensor(name, "not a contiguous tensor inside its buffer")),
@@ -1224,6 +1224,58 @@ mod tests {
                     let _ = f.tensor(&t.name);
                 }
             });
+        }
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn check(bytes: &[u8]) {
+            if let Ok(f) = GgufFile::from_bytes(bytes) {
+                for info in f.tensors() {
+                    let _ = f.tensor_data(&info.name);
+                    if let Ok(t) = f.tensor(&info.name) {
+                        let _ = t.to_f32();
+                    }
+                }
+            }
+            let _ = GgufHeader::read(bytes);
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn random_bytes_never_panic(tail in prop::collection::vec(any::<u8>(), 0..256)) {
+                check(&tail);
+                let mut bytes = b"GGUF\x03\0\0\0".to_vec();
+                bytes.extend(&tail);
+                check(&bytes);
+            }
+
+            /// A valid file with bytes overwritten (counts, lengths, types, extents, offsets),
+            /// or cut short, never panics and never allocates past what the file holds.
+            #[test]
+            fn mutated_files_never_panic(
+                edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+                wide in prop::option::of((any::<prop::sample::Index>(), prop_oneof![Just(u64::MAX), Just(1u64 << 62), any::<u64>()])),
+                cut in prop::option::of(any::<prop::sample::Index>()),
+            ) {
+                let mut bytes = sample_writer().to_bytes().unwrap();
+                for (at, b) in edits {
+                    let i = at.index(bytes.len());
+                    bytes[i] = b;
+                }
+                if let Some((at, v)) = wide {
+                    let i = at.index(bytes.len() - 8);
+                    bytes[i..i + 8].copy_from_slice(&v.to_le_bytes());
+                }
+                if let Some(at) = cut {
+                    bytes.truncate(at.index(bytes.len()));
+                }
+                check(&bytes);
+            }
         }
     }
 }

@@ -35,13 +35,21 @@ pub struct Outcome {
     pub verdict: Verdict,
 }
 
-/// Every `.gguf` file under each path (files are taken as they are), sorted.
+/// Every `.gguf` file under each path (files are taken as they are), sorted. Folders are
+/// walked once each (by device and inode), so links that loop are followed at most once.
 pub fn collect(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    use std::collections::HashSet;
+    use std::os::unix::fs::MetadataExt;
     let mut files = Vec::new();
+    let mut seen: HashSet<(u64, u64)> = HashSet::new();
     for path in paths {
         if path.is_dir() {
             let mut stack = vec![path.clone()];
             while let Some(dir) = stack.pop() {
+                let meta = std::fs::metadata(&dir)?;
+                if !seen.insert((meta.dev(), meta.ino())) {
+                    continue;
+                }
                 for entry in std::fs::read_dir(&dir)? {
                     let p = entry?.path();
                     if p.is_dir() {
@@ -56,7 +64,34 @@ pub fn collect(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
         }
     }
     files.sort();
+    files.dedup();
     Ok(files)
+}
+
+/// The largest golden file read (the checked-in ones are a few MB).
+pub const MAX_GOLDEN_BYTES: u64 = 1 << 30;
+
+/// Reads a golden file: a regular file of at most [`MAX_GOLDEN_BYTES`] bytes, parsed with
+/// memory bounded by its size.
+pub fn load(path: &Path) -> Result<GgufFile> {
+    use std::io::Read;
+    let bad = |m: String| BackendError::InvalidOperands(format!("{}: {m}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let meta = file.metadata().map_err(|e| bad(format!("cannot read: {e}")))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    if meta.len() > MAX_GOLDEN_BYTES {
+        return Err(bad(format!("larger than {MAX_GOLDEN_BYTES} bytes")));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_GOLDEN_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| bad(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_GOLDEN_BYTES {
+        return Err(bad(format!("larger than {MAX_GOLDEN_BYTES} bytes")));
+    }
+    GgufFile::from_bytes(&bytes).map_err(|e| bad(e.to_string()))
 }
 
 fn text(file: &GgufFile, key: &str) -> Result<String> {
@@ -68,9 +103,7 @@ fn text(file: &GgufFile, key: &str) -> Result<String> {
 
 /// Checks one golden file on `ctx`'s GPU (and, for QUANT files, on the CPU too).
 pub fn check_file(ctx: &GpuContext, path: &Path) -> Outcome {
-    let loaded = std::fs::read(path)
-        .map_err(|e| BackendError::InvalidOperands(format!("cannot read {}: {e}", path.display())))
-        .and_then(|bytes| GgufFile::from_bytes(&bytes).map_err(|e| BackendError::InvalidOperands(e.to_string())));
+    let loaded = load(path);
     let (op, case, verdict) = match loaded {
         Err(e) => (String::new(), path.display().to_string(), Verdict::Fail(e.to_string())),
         Ok(file) => {
@@ -108,6 +141,13 @@ fn check_quant(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
     let ty = quantized.layout.ty;
 
     let cpu = quantized.to_f32()?;
+    if cpu.len() != expected.len() {
+        return Ok(Verdict::Fail(format!(
+            "`quantized` has {} elements, `dequantized` {}",
+            cpu.len(),
+            expected.len()
+        )));
+    }
     if let Some(i) = first_bit_difference(&cpu, &expected) {
         return Ok(Verdict::Fail(format!(
             "CPU dequantization differs at element {i}: {} vs {}",
@@ -117,6 +157,13 @@ fn check_quant(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
     let mut notes = vec!["CPU dequantization bit-exact".to_owned()];
     if format::can_quantize(ty) {
         let input = tensor("input")?.to_f32()?;
+        if input.len() != expected.len() {
+            return Ok(Verdict::Fail(format!(
+                "`input` has {} elements, `dequantized` {}",
+                input.len(),
+                expected.len()
+            )));
+        }
         if format::quantize(ty, &input)? != quantized.data {
             return Ok(Verdict::Fail("CPU quantization differs from ggml's bytes".into()));
         }
@@ -127,6 +174,13 @@ fn check_quant(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
         return Ok(Verdict::Pass(notes.join(", ")));
     }
     let gpu = gpu_dequantize(ctx, &quantized)?;
+    if gpu.len() != expected.len() {
+        return Ok(Verdict::Fail(format!(
+            "GPU dequantization gave {} elements, expected {}",
+            gpu.len(),
+            expected.len()
+        )));
+    }
     if let Some(i) = first_bit_difference(&gpu, &expected) {
         return Ok(Verdict::Fail(format!(
             "GPU dequantization differs at element {i}: {} vs {}",
@@ -139,7 +193,7 @@ fn check_quant(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
 
 /// MUL_MAT: `src0 × src1` on the GPU against the file's `dst`, by NMSE.
 fn check_mul_mat(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
-    let tensor = |name: &str| file.tensor(name).map_err(|e| BackendError::Unsupported(e.to_string()));
+    let tensor = |name: &str| file.tensor(name).map_err(tensor_error);
     let (a, b) = (tensor("src0")?, tensor("src1")?);
     let expected = tensor("dst")?.to_f32()?;
     let up = memory::upload(&ctx.device, &[&a, &b])?;
@@ -155,12 +209,21 @@ fn check_mul_mat(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
     compare(ctx, run, &dst, &expected, crate::reference::metric::MUL_MAT_MAX_NMSE)
 }
 
+/// A tensor the file lacks or holds malformed is a failure; one of a type this crate does not
+/// know is only not supported.
+fn tensor_error(e: crate::gguf::GgufError) -> BackendError {
+    match e {
+        crate::gguf::GgufError::UnknownTensorType { .. } => BackendError::Unsupported(e.to_string()),
+        e => BackendError::InvalidOperands(e.to_string()),
+    }
+}
+
 /// FLASH_ATTN_EXT: the op on the GPU against the file's `dst`, by NMSE.
 fn check_flash_attn(ctx: &GpuContext, file: &GgufFile, case: &str) -> Result<Verdict> {
     let case: crate::cases::FlashAttnCase = case
         .parse()
         .map_err(|e: crate::cases::CaseError| BackendError::InvalidOperands(e.to_string()))?;
-    let tensor = |name: &str| file.tensor(name).map_err(|e| BackendError::Unsupported(e.to_string()));
+    let tensor = |name: &str| file.tensor(name).map_err(tensor_error);
     let optional = |name: &str| {
         file.tensors()
             .iter()
@@ -243,4 +306,28 @@ fn first_bit_difference(a: &[f32], b: &[f32]) -> Option<usize> {
         return Some(a.len().min(b.len()));
     }
     a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_refuses_what_is_not_a_bounded_regular_file() {
+        // A device that never ends, a folder, a missing file: errors, not hangs.
+        for path in ["/dev/zero", "/", "/nonexistent/x.gguf"] {
+            assert!(load(Path::new(path)).is_err(), "{path}");
+        }
+        let dir = std::env::temp_dir().join(format!("golden-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let truncated = dir.join("t.gguf");
+        std::fs::write(&truncated, b"GGUF\x03\0\0\0\x01").unwrap();
+        let err = load(&truncated).unwrap_err();
+        assert!(err.to_string().contains("t.gguf"), "{err}");
+        // A link that loops back to the folder is walked once.
+        std::os::unix::fs::symlink(&dir, dir.join("loop")).unwrap();
+        let files = collect(std::slice::from_ref(&dir)).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(files.len(), 1, "{files:?}");
+    }
 }

@@ -172,9 +172,99 @@ impl Prepared {
     }
 }
 
+/// Host memory one case may take: its inputs, their f32 values, the reference and the result
+/// read back. A case past it is refused before anything is allocated.
+pub const MAX_HOST_BYTES: u64 = 32 << 30;
+
+/// What a case allocates: each input's storage, then dst.
+fn allocations(case: &Case) -> std::result::Result<Vec<(&'static str, Layout)>, crate::cases::CaseError> {
+    Ok(match case {
+        Case::MulMat(c) => {
+            let t = c.tensors()?;
+            let mut out = vec![("src0", t.a.storage)];
+            if !t.b_aliases_a {
+                out.push(("src1", t.b.storage));
+            }
+            out.push(("dst", t.dst));
+            out
+        }
+        Case::FlashAttnExt(c) => {
+            let t = c.tensors()?;
+            let mut out = vec![("q", t.q.storage), ("k", t.k.storage)];
+            if !t.v_aliases_k {
+                out.push(("v", t.v.storage));
+            }
+            out.extend(t.mask.map(|m| ("mask", m)));
+            out.extend(t.sinks.map(|s| ("sinks", s)));
+            out.push(("dst", t.dst));
+            out
+        }
+    })
+}
+
+/// Whether `case`'s tensors fit the device (each one binding, the inputs one buffer) and the
+/// host budget [`MAX_HOST_BYTES`], judged from the layouts alone: nothing is allocated. A
+/// malformed case is [`BackendError::InvalidOperands`], one too large [`BackendError::TooLarge`].
+pub fn check_sizes(ctx: &GpuContext, case: &Case) -> Result<()> {
+    let allocations = allocations(case).map_err(|e| BackendError::InvalidOperands(e.to_string()))?;
+    let limits = ctx.device.limits();
+    let align = u64::from(limits.min_storage_buffer_offset_alignment.max(4));
+    let too_large = |what: String, bytes: u64, limit: u64, limit_name: &'static str| {
+        Err(BackendError::TooLarge {
+            what,
+            bytes,
+            limit,
+            limit_name,
+        })
+    };
+    let (mut arena, mut host) = (0u64, 0u64);
+    for (what, l) in allocations {
+        let bytes = l.end_bytes()? as u64;
+        if bytes > limits.max_storage_buffer_binding_size {
+            return too_large(
+                format!("{} {what}", case.op_name()),
+                bytes,
+                limits.max_storage_buffer_binding_size,
+                "maxStorageBufferBindingSize",
+            );
+        }
+        let values = (l.elements() as u64).saturating_mul(4);
+        if what == "dst" {
+            // The reference and the read-back.
+            host = host.saturating_add(values.saturating_mul(2)).saturating_add(bytes);
+        } else {
+            arena = arena.saturating_add(bytes.max(4).next_multiple_of(align));
+            host = host.saturating_add(values).saturating_add(bytes);
+        }
+    }
+    if arena > limits.max_buffer_size {
+        return too_large(
+            format!("the inputs of {}", case.op_name()),
+            arena,
+            limits.max_buffer_size,
+            "maxBufferSize",
+        );
+    }
+    if host > MAX_HOST_BYTES {
+        return too_large(
+            format!("{} on the host", case.op_name()),
+            host,
+            MAX_HOST_BYTES,
+            "the harness's host memory budget",
+        );
+    }
+    Ok(())
+}
+
 fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Result<Prepared> {
     let mut rng = Rng::new(seed);
     let case_error = |e: crate::cases::CaseError| BackendError::Unsupported(e.to_string());
+    // Judged before any host data is allocated.
+    match check_sizes(ctx, case) {
+        Err(e @ BackendError::TooLarge { .. }) => return Err(BackendError::Unsupported(e.to_string())),
+        Err(BackendError::InvalidOperands(reason)) => return Err(BackendError::Unsupported(reason)),
+        other => other?,
+    }
     match case {
         Case::MulMat(c) => prepare_mul_mat(ctx, c, &mut rng, with_reference, case_error),
         Case::FlashAttnExt(c) => prepare_flash_attn(ctx, c, &mut rng, with_reference, case_error),
@@ -357,23 +447,11 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
 /// Whether this backend runs `case` on `ctx`'s device, judged from layouts and limits alone
 /// (nothing is allocated); the error says why not.
 pub fn supports(ctx: &GpuContext, case: &Case) -> std::result::Result<(), String> {
-    let max_binding = ctx.capabilities.limits.max_storage_buffer_binding_size;
-    let fits = |what: &str, l: &Layout| -> std::result::Result<(), String> {
-        let bytes = (l.offset + l.span_bytes()) as u64;
-        if bytes > max_binding {
-            return Err(format!(
-                "{what} needs {bytes} bytes, over maxStorageBufferBindingSize {max_binding}"
-            ));
-        }
-        Ok(())
-    };
+    check_sizes(ctx, case).map_err(|e| e.to_string())?;
     match case {
         Case::MulMat(c) => {
             let t = c.tensors().map_err(|e| e.to_string())?;
-            mul_mat::check(&t.a.view, &t.b.view, &t.dst).map_err(|e| e.to_string())?;
-            fits("src0", &t.a.storage)?;
-            fits("src1", &t.b.storage)?;
-            fits("dst", &t.dst)
+            mul_mat::check(&t.a.view, &t.b.view, &t.dst).map_err(|e| e.to_string())
         }
         Case::FlashAttnExt(c) => {
             let t = c.tensors().map_err(|e| e.to_string())?;
@@ -385,16 +463,7 @@ pub fn supports(ctx: &GpuContext, case: &Case) -> std::result::Result<(), String
                 sinks: t.sinks,
                 dst: t.dst,
             };
-            flash_attn::check(&layouts).map_err(|e| e.to_string())?;
-            for (what, l) in [
-                ("q", &t.q.storage),
-                ("k", &t.k.storage),
-                ("v", &t.v.storage),
-                ("dst", &t.dst),
-            ] {
-                fits(what, l)?;
-            }
-            Ok(())
+            flash_attn::check(&layouts).map_err(|e| e.to_string())
         }
     }
 }

@@ -8,14 +8,19 @@ use crate::error::{BackendError, Result};
 use crate::tensor::{HostTensor, Layout};
 
 /// A tensor on the device: a layout over bytes of a buffer starting at `base`.
+///
+/// Its fields are private: [`DeviceTensor::new`] and [`DeviceTensor::view`] check that the
+/// storage lies inside the buffer and the layout inside the storage, so every tensor that
+/// reaches a kernel addresses only bytes of its own buffer (Dawn's validation and robustness
+/// are off: nothing else would stop it).
 #[derive(Debug, Clone)]
 pub struct DeviceTensor {
-    pub layout: Layout,
-    pub buffer: Buffer,
+    layout: Layout,
+    buffer: Buffer,
     /// Byte offset of the tensor's storage in `buffer` (the layout's own offset comes on top).
-    pub base: u64,
+    base: u64,
     /// Bytes of storage the layout may address (from `base`).
-    pub storage_bytes: u64,
+    storage_bytes: u64,
 }
 
 /// How a shader sees a tensor: a binding range and the tensor's start inside it.
@@ -28,22 +33,71 @@ pub struct Binding {
 }
 
 impl DeviceTensor {
-    /// The same storage seen through another layout (a view, a permutation).
+    /// A tensor of `layout` over `storage_bytes` bytes of `buffer` from `base`; an error unless
+    /// those bytes lie inside the buffer and the layout (offset, extents, strides) inside them.
+    pub fn new(layout: Layout, buffer: Buffer, base: u64, storage_bytes: u64) -> Result<DeviceTensor> {
+        if base.checked_add(storage_bytes).is_none_or(|end| end > buffer.size()) {
+            return Err(BackendError::InvalidOperands(format!(
+                "storage of {storage_bytes} bytes at {base} does not fit a buffer of {} bytes",
+                buffer.size()
+            )));
+        }
+        let available = usize::try_from(storage_bytes).map_err(|_| {
+            BackendError::InvalidOperands(format!("storage of {storage_bytes} bytes is not addressable"))
+        })?;
+        layout.check_fits(available)?;
+        Ok(DeviceTensor {
+            layout,
+            buffer,
+            base,
+            storage_bytes,
+        })
+    }
+
+    /// The tensor's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The buffer holding the tensor.
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+
+    /// Byte offset of the tensor's storage in its buffer.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Bytes of storage the layout may address, from [`DeviceTensor::base`].
+    pub fn storage_bytes(&self) -> u64 {
+        self.storage_bytes
+    }
+
+    /// The same storage seen through another layout (a view, a permutation); checked like
+    /// [`DeviceTensor::new`].
     pub fn view(&self, layout: Layout) -> Result<DeviceTensor> {
-        layout.check_fits(self.storage_bytes as usize)?;
-        Ok(DeviceTensor { layout, ..self.clone() })
+        DeviceTensor::new(layout, self.buffer.clone(), self.base, self.storage_bytes)
     }
 
     /// The binding covering the tensor: it starts at the tensor's first byte rounded down to
-    /// `alignment` and is rounded up to 4 bytes, capped at the buffer's end.
+    /// `alignment` and is rounded up to 4 bytes. A binding that would pass the buffer's end or
+    /// `max_binding` is an error, never cut short.
     pub fn binding(&self, alignment: u64, max_binding: u64) -> Result<Binding> {
-        let first = self.base + self.layout.offset as u64;
+        // Re-checked here: the binding is what the kernel may touch.
+        let available = usize::try_from(self.storage_bytes)
+            .map_err(|_| BackendError::InvalidOperands("storage not addressable".into()))?;
+        self.layout.check_fits(available)?;
+        let alignment = alignment.max(4);
+        let overflow = || BackendError::InvalidOperands(format!("a binding of {:?} overflows", self.layout));
+        let first = self.base.checked_add(self.layout.offset as u64).ok_or_else(overflow)?;
         let offset = first / alignment * alignment;
         let start_byte = first - offset;
-        let span = self.layout.span_bytes() as u64;
-        let size = (start_byte + span)
-            .next_multiple_of(4)
-            .min(self.buffer.size() - offset)
+        let span = self.layout.span_bytes()? as u64;
+        let size = start_byte
+            .checked_add(span)
+            .and_then(|s| s.checked_next_multiple_of(4))
+            .ok_or_else(overflow)?
             .max(4);
         if size > max_binding {
             return Err(BackendError::TooLarge {
@@ -52,6 +106,12 @@ impl DeviceTensor {
                 limit: max_binding,
                 limit_name: "maxStorageBufferBindingSize",
             });
+        }
+        if offset.checked_add(size).is_none_or(|end| end > self.buffer.size()) {
+            return Err(BackendError::InvalidOperands(format!(
+                "a binding of {size} bytes at {offset} passes the end of its {}-byte buffer",
+                self.buffer.size()
+            )));
         }
         Ok(Binding {
             offset,
@@ -79,20 +139,28 @@ impl Arena {
     /// Reserves `bytes`; returns the offset the tensor will have.
     pub fn reserve(&mut self, bytes: u64) -> u64 {
         let offset = self.total();
-        self.sizes.push(bytes.max(4).next_multiple_of(self.alignment));
+        self.sizes.push(
+            bytes
+                .max(4)
+                .checked_next_multiple_of(self.alignment)
+                .unwrap_or(u64::MAX),
+        );
         offset
     }
 
-    /// Bytes of buffer needed so far.
+    /// Bytes of buffer needed so far (`u64::MAX` when that overflows: no device has it).
     pub fn total(&self) -> u64 {
-        self.sizes.iter().sum()
+        self.sizes
+            .iter()
+            .try_fold(0u64, |acc, &s| acc.checked_add(s))
+            .unwrap_or(u64::MAX)
     }
 }
 
 /// Creates a storage buffer of `bytes`, failing cleanly over the device's limits.
 pub fn create_storage(device: &Device, label: &str, bytes: u64) -> Result<Buffer> {
     let limits = device.limits();
-    let size = bytes.max(4).next_multiple_of(4);
+    let size = bytes.max(4).checked_next_multiple_of(4).unwrap_or(u64::MAX);
     if size > limits.max_buffer_size {
         return Err(BackendError::TooLarge {
             what: label.to_owned(),
@@ -110,23 +178,20 @@ pub fn create_storage(device: &Device, label: &str, bytes: u64) -> Result<Buffer
 
 /// Copies host tensors into one new buffer; returns them as device tensors, in order.
 pub fn upload(device: &Device, tensors: &[&HostTensor]) -> Result<Vec<DeviceTensor>> {
+    for t in tensors {
+        t.layout.check_fits(t.data.len())?;
+    }
     let alignment = u64::from(device.limits().min_storage_buffer_offset_alignment);
     let mut arena = Arena::new(alignment);
     let bases: Vec<u64> = tensors.iter().map(|t| arena.reserve(t.data.len() as u64)).collect();
     let buffer = create_storage(device, "tensors", arena.total())?;
     let mut out = Vec::with_capacity(tensors.len());
     for (t, &base) in tensors.iter().zip(&bases) {
-        t.layout.check_fits(t.data.len())?;
         // write_buffer wants whole 4-byte words.
         let mut bytes = t.data.clone();
         bytes.resize(bytes.len().next_multiple_of(4), 0);
         device.write_buffer(&buffer, base, &bytes)?;
-        out.push(DeviceTensor {
-            layout: t.layout,
-            buffer: buffer.clone(),
-            base,
-            storage_bytes: t.data.len() as u64,
-        });
+        out.push(DeviceTensor::new(t.layout, buffer.clone(), base, t.data.len() as u64)?);
     }
     Ok(out)
 }
@@ -134,16 +199,20 @@ pub fn upload(device: &Device, tensors: &[&HostTensor]) -> Result<Vec<DeviceTens
 /// A new device tensor of `layout` whose every byte is `poison`, so that elements a kernel
 /// fails to write stand out (0xFF bytes read as NaN in f32 and f16).
 pub fn poisoned(device: &Device, layout: Layout, poison: u8) -> Result<DeviceTensor> {
-    let bytes = layout.offset + layout.span_bytes();
-    let data = vec![poison; bytes.next_multiple_of(4)];
-    let buffer = create_storage(device, "output", data.len() as u64)?;
+    let bytes = layout.end_bytes()?;
+    let padded = bytes
+        .checked_next_multiple_of(4)
+        .ok_or(crate::tensor::LayoutError::Overflow {
+            ty: layout.ty,
+            ne: layout.ne,
+            nb: layout.nb,
+            offset: layout.offset,
+        })?;
+    // The device's limit is checked before any host memory is taken.
+    let buffer = create_storage(device, "output", padded as u64)?;
+    let data = vec![poison; padded];
     device.write_buffer(&buffer, 0, &data)?;
-    Ok(DeviceTensor {
-        layout,
-        buffer,
-        base: 0,
-        storage_bytes: bytes as u64,
-    })
+    DeviceTensor::new(layout, buffer, 0, bytes as u64)
 }
 
 /// Reads a device tensor's storage back (all of it, from `base`).

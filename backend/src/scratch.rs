@@ -30,7 +30,9 @@ impl Scratch {
         let max = device.limits().max_storage_buffer_binding_size.max(bytes);
         let size = held
             .map_or(bytes, |i| bytes.max(buffers[i].1.size().saturating_mul(2)))
-            .next_multiple_of(256)
+            .checked_next_multiple_of(256)
+            .unwrap_or(u64::MAX)
+            // Never below `bytes`: `max` is at least that (the growth is capped, not the request).
             .min(max);
         let buffer = memory::create_storage(device, label, size)?;
         match held {

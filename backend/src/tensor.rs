@@ -25,6 +25,15 @@ pub enum LayoutError {
     PartialBlock { ty: GgmlType, ne0: usize, block: usize },
     #[error("permutation {0:?} is not a permutation of 0..4")]
     BadPermutation([usize; 4]),
+    #[error("{ty} {ne:?} with strides {nb:?} at offset {offset}: the byte extent overflows")]
+    Overflow {
+        ty: GgmlType,
+        ne: [usize; 4],
+        nb: [usize; 4],
+        offset: usize,
+    },
+    #[error("{ty}: dimension 0 must step whole {size}-byte blocks, not {nb0} bytes")]
+    BlockStride { ty: GgmlType, nb0: usize, size: usize },
     #[error("a view of {needed} bytes at offset {offset} does not fit in {available} bytes")]
     OutOfBounds {
         needed: usize,
@@ -40,10 +49,17 @@ impl Layout {
         if !ne[0].is_multiple_of(block) {
             return Err(LayoutError::PartialBlock { ty, ne0: ne[0], block });
         }
+        let overflow = || LayoutError::Overflow {
+            ty,
+            ne,
+            nb: [0; 4],
+            offset: 0,
+        };
         let nb0 = ty.type_size();
-        let nb1 = nb0 * (ne[0] / block);
-        let nb2 = nb1 * ne[1];
-        let nb3 = nb2 * ne[2];
+        let nb1 = nb0.checked_mul(ne[0] / block).ok_or_else(overflow)?;
+        let nb2 = nb1.checked_mul(ne[1]).ok_or_else(overflow)?;
+        let nb3 = nb2.checked_mul(ne[2]).ok_or_else(overflow)?;
+        nb3.checked_mul(ne[3]).ok_or_else(overflow)?;
         Ok(Layout {
             ty,
             ne,
@@ -52,27 +68,68 @@ impl Layout {
         })
     }
 
-    /// Number of elements.
+    /// Number of elements (`usize::MAX` when the product overflows: such a layout never passes
+    /// [`Layout::check_fits`]).
     pub fn elements(&self) -> usize {
-        self.ne.iter().product()
+        self.checked_elements().unwrap_or(usize::MAX)
     }
 
-    /// Number of rows (`ne[1] * ne[2] * ne[3]`).
+    /// Number of elements, `None` when the product overflows.
+    pub fn checked_elements(&self) -> Option<usize> {
+        if self.ne.contains(&0) {
+            return Some(0);
+        }
+        self.ne.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n))
+    }
+
+    /// Number of rows (`ne[1] * ne[2] * ne[3]`; `usize::MAX` when that overflows).
     pub fn rows(&self) -> usize {
-        self.ne[1] * self.ne[2] * self.ne[3]
-    }
-
-    /// Bytes spanned from the first to past the last element, as ggml's `ggml_nbytes` counts.
-    pub fn span_bytes(&self) -> usize {
-        if self.elements() == 0 {
+        if self.ne[1..].contains(&0) {
             return 0;
         }
-        let block = self.ty.block_size();
-        let mut bytes = self.ne[0] / block * self.nb[0];
-        if block == 1 {
-            bytes = self.ty.type_size() + (self.ne[0] - 1) * self.nb[0];
+        self.ne[1..]
+            .iter()
+            .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+            .unwrap_or(usize::MAX)
+    }
+
+    fn overflow(&self) -> LayoutError {
+        LayoutError::Overflow {
+            ty: self.ty,
+            ne: self.ne,
+            nb: self.nb,
+            offset: self.offset,
         }
-        bytes + (1..4).map(|i| (self.ne[i] - 1) * self.nb[i]).sum::<usize>()
+    }
+
+    /// Bytes spanned from the first to past the last element, as ggml's `ggml_nbytes` counts;
+    /// an error when that does not fit `usize`.
+    pub fn span_bytes(&self) -> Result<usize, LayoutError> {
+        if self.ne.contains(&0) {
+            return Ok(0);
+        }
+        let block = self.ty.block_size();
+        let of = || self.overflow();
+        let mut bytes = if block == 1 {
+            (self.ne[0] - 1)
+                .checked_mul(self.nb[0])
+                .and_then(|b| b.checked_add(self.ty.type_size()))
+                .ok_or_else(of)?
+        } else {
+            (self.ne[0] / block).checked_mul(self.nb[0]).ok_or_else(of)?
+        };
+        for i in 1..4 {
+            let step = (self.ne[i] - 1).checked_mul(self.nb[i]).ok_or_else(of)?;
+            bytes = bytes.checked_add(step).ok_or_else(of)?;
+        }
+        Ok(bytes)
+    }
+
+    /// `offset + span_bytes()`: the bytes of storage the view needs; an error on overflow.
+    pub fn end_bytes(&self) -> Result<usize, LayoutError> {
+        self.offset
+            .checked_add(self.span_bytes()?)
+            .ok_or_else(|| self.overflow())
     }
 
     /// Whether the elements are densely packed in the natural order.
@@ -104,17 +161,37 @@ impl Layout {
         Ok(Layout { ne, nb, ..*self })
     }
 
-    /// Byte offset of the row `(i1, i2, i3)` from the start of the storage.
-    pub fn row_offset(&self, i1: usize, i2: usize, i3: usize) -> usize {
-        self.offset + i1 * self.nb[1] + i2 * self.nb[2] + i3 * self.nb[3]
+    /// Byte offset of the row `(i1, i2, i3)` from the start of the storage; an error on
+    /// overflow.
+    pub fn row_offset(&self, i1: usize, i2: usize, i3: usize) -> Result<usize, LayoutError> {
+        [(i1, self.nb[1]), (i2, self.nb[2]), (i3, self.nb[3])]
+            .iter()
+            .try_fold(self.offset, |acc, &(i, nb)| acc.checked_add(i.checked_mul(nb)?))
+            .ok_or_else(|| self.overflow())
     }
 
-    /// Checks that the view lies inside `available` bytes of storage.
+    /// Checks that the view is well formed (whole blocks in dimension 0, block-sized steps for
+    /// quantized types, no overflow) and lies inside `available` bytes of storage.
     pub fn check_fits(&self, available: usize) -> Result<(), LayoutError> {
-        let needed = self.span_bytes();
-        if self.offset.checked_add(needed).is_none_or(|end| end > available) {
+        let block = self.ty.block_size();
+        if !self.ne[0].is_multiple_of(block) {
+            return Err(LayoutError::PartialBlock {
+                ty: self.ty,
+                ne0: self.ne[0],
+                block,
+            });
+        }
+        if block > 1 && self.nb[0] != self.ty.type_size() && self.ne[0] > block {
+            return Err(LayoutError::BlockStride {
+                ty: self.ty,
+                nb0: self.nb[0],
+                size: self.ty.type_size(),
+            });
+        }
+        let end = self.end_bytes()?;
+        if end > available {
             return Err(LayoutError::OutOfBounds {
-                needed,
+                needed: self.span_bytes()?,
                 offset: self.offset,
                 available,
             });
@@ -150,12 +227,18 @@ impl HostTensor {
         if !l.has_contiguous_rows() {
             return self.strided_row_f32(i1, i2, i3);
         }
-        let start = l.row_offset(i1, i2, i3);
+        let start = l
+            .row_offset(i1, i2, i3)
+            .map_err(|e| FormatError::Layout(e.to_string()))?;
         let bytes =
             l.ty.row_bytes(l.ne[0])
                 .ok_or_else(|| FormatError::Layout("partial block".into()))?;
-        let src = self.data.get(start..start + bytes).ok_or(FormatError::Length {
-            expected: start + bytes,
+        let end = start.checked_add(bytes).ok_or(FormatError::Length {
+            expected: usize::MAX,
+            got: self.data.len(),
+        })?;
+        let src = self.data.get(start..end).ok_or(FormatError::Length {
+            expected: end,
             got: self.data.len(),
         })?;
         let mut out = vec![0.0; l.ne[0]];
@@ -170,10 +253,19 @@ impl HostTensor {
             return Err(FormatError::Layout(format!("{} rows must be contiguous", l.ty)));
         }
         let size = l.ty.type_size();
-        let base = l.row_offset(i1, i2, i3);
+        let base = l
+            .row_offset(i1, i2, i3)
+            .map_err(|e| FormatError::Layout(e.to_string()))?;
         (0..l.ne[0])
             .map(|i0| {
-                let at = base + i0 * l.nb[0];
+                let at = i0
+                    .checked_mul(l.nb[0])
+                    .and_then(|x| x.checked_add(base))
+                    .filter(|at| at.checked_add(size).is_some())
+                    .ok_or(FormatError::Length {
+                        expected: usize::MAX,
+                        got: self.data.len(),
+                    })?;
                 let src = self.data.get(at..at + size).ok_or(FormatError::Length {
                     expected: at + size,
                     got: self.data.len(),
@@ -187,8 +279,16 @@ impl HostTensor {
 
     /// All elements as f32, in logical order (`i0` fastest).
     pub fn to_f32(&self) -> Result<Vec<f32>, FormatError> {
+        self.layout
+            .check_fits(self.data.len())
+            .map_err(|e| FormatError::Layout(e.to_string()))?;
         let ne = self.layout.ne;
-        let mut out = Vec::with_capacity(self.layout.elements());
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.layout.elements())
+            .map_err(|_| FormatError::Length {
+                expected: self.layout.elements(),
+                got: self.data.len(),
+            })?;
         for i3 in 0..ne[3] {
             for i2 in 0..ne[2] {
                 for i1 in 0..ne[1] {
@@ -208,7 +308,7 @@ mod tests {
     fn contiguous_strides_and_size() {
         let l = Layout::contiguous(GgmlType::Q4_0, [64, 3, 2, 1]).unwrap();
         assert_eq!(l.nb, [18, 36, 108, 216]);
-        assert_eq!(l.span_bytes(), 216);
+        assert_eq!(l.span_bytes().unwrap(), 216);
         assert!(l.is_contiguous());
         assert!(Layout::contiguous(GgmlType::Q4_0, [48, 1, 1, 1]).is_err());
     }
@@ -221,6 +321,147 @@ mod tests {
         assert_eq!(p.nb, [4, 48, 16, 96]);
         assert!(!p.is_contiguous());
         assert_eq!(p.span_bytes(), l.span_bytes());
+        assert!(p.check_fits(216).is_ok());
         assert!(l.permute([0, 0, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn layout_arithmetic_overflow_is_an_error() {
+        let huge = usize::MAX / 2;
+        assert!(matches!(
+            Layout::contiguous(GgmlType::F32, [huge, 4, 1, 1]),
+            Err(LayoutError::Overflow { .. })
+        ));
+        assert!(matches!(
+            Layout::contiguous(GgmlType::F32, [1 << 20, 1 << 20, 1 << 20, 1 << 20]),
+            Err(LayoutError::Overflow { .. })
+        ));
+        let l = Layout {
+            nb: [4, huge + 1, 4, 4],
+            ..Layout::contiguous(GgmlType::F32, [2, 3, 1, 1]).unwrap()
+        };
+        assert!(matches!(l.span_bytes(), Err(LayoutError::Overflow { .. })));
+        assert!(matches!(l.check_fits(usize::MAX), Err(LayoutError::Overflow { .. })));
+        assert!(l.row_offset(2, 0, 0).is_err());
+        let at_end = Layout {
+            offset: usize::MAX - 4,
+            ..Layout::contiguous(GgmlType::F32, [2, 1, 1, 1]).unwrap()
+        };
+        assert!(matches!(
+            at_end.check_fits(usize::MAX),
+            Err(LayoutError::Overflow { .. })
+        ));
+        assert_eq!(
+            Layout {
+                ne: [usize::MAX, 2, 1, 1],
+                ..l
+            }
+            .elements(),
+            usize::MAX
+        );
+    }
+
+    #[test]
+    fn malformed_views_do_not_fit() {
+        let l = Layout::contiguous(GgmlType::Q4_0, [64, 2, 1, 1]).unwrap();
+        assert!(l.check_fits(72).is_ok());
+        assert!(matches!(l.check_fits(71), Err(LayoutError::OutOfBounds { .. })));
+        assert!(matches!(
+            Layout { offset: 1, ..l }.check_fits(72),
+            Err(LayoutError::OutOfBounds { .. })
+        ));
+        // A partial block, or a quantized row that does not step whole blocks.
+        assert!(matches!(
+            Layout { ne: [48, 2, 1, 1], ..l }.check_fits(1000),
+            Err(LayoutError::PartialBlock { .. })
+        ));
+        assert!(matches!(
+            Layout {
+                nb: [4, 36, 72, 72],
+                ..l
+            }
+            .check_fits(1000),
+            Err(LayoutError::BlockStride { .. })
+        ));
+        // Host tensors with layouts past their data are errors, not panics.
+        let t = HostTensor {
+            layout: Layout::contiguous(GgmlType::F32, [4, 4, 1, 1]).unwrap(),
+            data: vec![0; 60],
+        };
+        assert!(t.to_f32().is_err());
+        let t = HostTensor {
+            layout: Layout {
+                nb: [4, usize::MAX / 2, 4, 4],
+                ..Layout::contiguous(GgmlType::F32, [4, 4, 1, 1]).unwrap()
+            },
+            data: vec![0; 64],
+        };
+        assert!(t.to_f32().is_err());
+        assert!(t.row_f32(3, 0, 0).is_err());
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn any_type() -> impl Strategy<Value = GgmlType> {
+            prop::sample::select(vec![
+                GgmlType::F32,
+                GgmlType::F16,
+                GgmlType::Q4_0,
+                GgmlType::Q8_0,
+                GgmlType::Q4_K,
+            ])
+        }
+
+        /// Extents and strides from small to huge, so products both fit and overflow.
+        fn any_size() -> impl Strategy<Value = usize> {
+            prop_oneof![
+                0usize..8,
+                0usize..100_000,
+                Just(usize::MAX),
+                any::<usize>(),
+                (0u32..64).prop_map(|s| 1usize << s)
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn layout_arithmetic_never_panics(
+                ty in any_type(),
+                ne in prop::array::uniform4(any_size()),
+                nb in prop::array::uniform4(any_size()),
+                offset in any_size(),
+                available in any_size(),
+            ) {
+                let _ = Layout::contiguous(ty, ne);
+                let l = Layout { ty, ne, nb, offset };
+                let _ = (l.elements(), l.rows(), l.span_bytes(), l.end_bytes(), l.is_contiguous());
+                let _ = l.row_offset(ne[1].saturating_sub(1), ne[2].saturating_sub(1), ne[3].saturating_sub(1));
+                if l.check_fits(available).is_ok() && l.elements() > 0 {
+                    // The last element's bytes lie inside the storage.
+                    let last = l.row_offset(ne[1] - 1, ne[2] - 1, ne[3] - 1).unwrap();
+                    let row = if ty.block_size() == 1 {
+                        (ne[0] - 1) * nb[0] + ty.type_size()
+                    } else {
+                        ne[0] / ty.block_size() * nb[0]
+                    };
+                    prop_assert!(last + row <= available);
+                }
+            }
+
+            #[test]
+            fn contiguous_layouts_fit_their_span(ty in any_type(), ne in prop::array::uniform4(0usize..300)) {
+                if let Ok(l) = Layout::contiguous(ty, ne) {
+                    let bytes = l.span_bytes().unwrap();
+                    prop_assert!(l.check_fits(bytes).is_ok());
+                    if bytes > 0 {
+                        prop_assert!(l.check_fits(bytes - 1).is_err());
+                    }
+                }
+            }
+        }
     }
 }

@@ -136,3 +136,107 @@ fn golden_mode_checks_files_and_folders() {
     let missing = backend_ops(&["golden", "/nonexistent/file.gguf"]);
     assert!(!missing.status.success());
 }
+
+/// Malformed or invalid input is exit 2 with a message naming it, before any GPU work.
+#[test]
+fn bad_values_are_exit_2_with_a_message() {
+    let q4 = "MUL_MAT(type_a=q4_0,type_b=f32,m=4,n=1,k=48)";
+    let zero = "MUL_MAT(type_a=f32,type_b=f32,m=0,n=1,k=32)";
+    let huge = "MUL_MAT(type_a=f32,type_b=f32,m=1,n=1,k=32,bs=[4294967296,4294967296],nr=[4294967296,4294967296])";
+    let fa = "FLASH_ATTN_EXT(hsk=18446744073709551615,hsv=64,nh=1,kv=1,nb=1)";
+    for (args, needle) in [
+        (vec!["test", "--case", q4], "48"),
+        (vec!["test", "--case", zero], "positive"),
+        (vec!["test", "--case", huge], "overflow"),
+        (vec!["test", "--case", fa], "overflow"),
+        (
+            vec!["support", "--case", "MUL_MAT(type_a=f32,type_b=f32,m=-1,n=1,k=32)"],
+            "m",
+        ),
+        (vec!["perf", "--min-time", "nan"], "nan"),
+        (vec!["perf", "--min-time", "inf"], "inf"),
+        (vec!["perf", "--min-time", "-1"], "-1"),
+        (vec!["perf", "--min-time", "1e300"], "1e300"),
+        (vec!["perf", "--max-repeats", "0"], "0"),
+        (vec!["test", "--cases-file", "/dev/zero"], "regular file"),
+        (vec!["test", "--cases-file", "/nonexistent/cases.txt"], "cases.txt"),
+        (
+            vec!["compare", "--upstream-bin", "/bin/true", "--upstream-timeout", "inf"],
+            "inf",
+        ),
+    ] {
+        let out = backend_ops(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // A cases file over the size limit.
+    let big = std::env::temp_dir().join(format!("backend-ops-big-{}.txt", std::process::id()));
+    std::fs::write(&big, vec![b'#'; (16 << 20) + 1]).unwrap();
+    let out = backend_ops(&["test", "--cases-file", big.to_str().unwrap()]);
+    std::fs::remove_file(&big).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Invalid tuning knobs in the environment are exit 2, naming the variable and the knob.
+#[test]
+fn bad_knobs_in_the_environment_are_exit_2() {
+    for (var, value, needle) in [
+        ("GGML_DAWN_MUL_MAT", "tiled_wg_m=4294967295", "tiled_wg_m"),
+        ("GGML_DAWN_MUL_MAT", "bogus=1", "bogus"),
+        ("GGML_DAWN_FA", "tile_kv=7", "tile_kv"),
+        ("GGML_DAWN_FA", "tau=nan", "tau"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_backend-ops"))
+            .args(["test", "--case", MM])
+            .env(var, value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value}: {err}");
+        assert!(err.contains(var) && err.contains(needle), "{var}={value}: {err}");
+    }
+}
+
+/// A case too large for the device is judged before any host memory is taken, reported, and
+/// the rest of the list goes on.
+#[test]
+fn a_case_too_large_does_not_end_the_run() {
+    let out = backend_ops(&[
+        "test",
+        "--case",
+        "MUL_MAT(type_a=f32,type_b=f32,m=1000000,n=1000000,k=4096)",
+        "--case",
+        "MUL_MAT(type_a=f32,type_b=f32,m=16,n=3,k=32)",
+    ]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("m=1000000,n=1000000,k=4096,") && text.contains("not supported"),
+        "{text}"
+    );
+    assert!(text.contains("1 passed, 0 failed, 1 not supported"), "{text}");
+}
+
+/// Golden folders with links that loop are walked once; a corrupt file is one failure among
+/// the others.
+#[test]
+fn golden_folders_with_loops_and_corrupt_files() {
+    let dir = std::env::temp_dir().join(format!("backend-ops-golden-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&dir, dir.join("sub/loop")).unwrap();
+    std::fs::write(dir.join("corrupt.gguf"), b"GGUF\x03\0\0\0\xff\xff").unwrap();
+    let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/golden/mul_mat");
+    let one = std::fs::read_dir(golden)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "gguf"))
+        .unwrap();
+    std::fs::copy(&one, dir.join("sub/good.gguf")).unwrap();
+    let out = backend_ops(&["golden", dir.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("1 passed, 1 failed"), "{text}");
+}

@@ -7,14 +7,9 @@ use ggml_dawn::{ContextOptions, GgmlType, GpuContext, Layout};
 
 fn tensor(ctx: &GpuContext, ty: GgmlType, ne: [usize; 4]) -> DeviceTensor {
     let layout = Layout::contiguous(ty, ne).unwrap();
-    let bytes = layout.span_bytes() as u64;
+    let bytes = layout.span_bytes().unwrap() as u64;
     let buffer = memory::create_storage(&ctx.device, "test", bytes).unwrap();
-    DeviceTensor {
-        layout,
-        buffer,
-        base: 0,
-        storage_bytes: bytes,
-    }
+    DeviceTensor::new(layout, buffer, 0, bytes).unwrap()
 }
 
 #[test]
@@ -74,5 +69,69 @@ fn mismatched_operands_are_errors() {
     let dst = tensor(&ctx, GgmlType::F32, [8, 2, 3, 1]);
     assert!(ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).is_err());
     // Nothing was recorded for the refused calls.
+    assert_eq!(stream.pending(), 0);
+}
+
+#[test]
+fn device_tensors_are_checked_against_their_buffer() {
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let buffer = memory::create_storage(&ctx.device, "t", 64).unwrap();
+    let l = Layout::contiguous(GgmlType::F32, [4, 4, 1, 1]).unwrap();
+    let t = DeviceTensor::new(l, buffer.clone(), 0, 64).unwrap();
+    assert_eq!((t.base(), t.storage_bytes(), *t.layout()), (0, 64, l));
+    // Storage past the buffer's end, or whose end overflows.
+    assert!(DeviceTensor::new(l, buffer.clone(), 4, 64).is_err());
+    assert!(DeviceTensor::new(l, buffer.clone(), u64::MAX, 2).is_err());
+    // A layout past its storage: too short, an offset, strides that overflow.
+    assert!(DeviceTensor::new(l, buffer.clone(), 0, 60).is_err());
+    assert!(t.view(Layout { offset: 4, ..l }).is_err());
+    assert!(
+        t.view(Layout {
+            nb: [4, usize::MAX / 2, 4, 4],
+            ..l
+        })
+        .is_err()
+    );
+    assert!(t.view(l.permute([1, 0, 2, 3]).unwrap()).is_ok());
+    // A binding is never cut short at the buffer's end: an f16 [3] fills a 6-byte buffer, and
+    // its binding would need 8 bytes.
+    let odd = ctx
+        .device
+        .create_buffer(&dawn::BufferDescriptor {
+            label: None,
+            size: 6,
+            usage: dawn::BufferUsage::STORAGE | dawn::BufferUsage::COPY_DST,
+        })
+        .unwrap();
+    let f16 = DeviceTensor::new(Layout::contiguous(GgmlType::F16, [3, 1, 1, 1]).unwrap(), odd, 0, 6).unwrap();
+    let err = f16.binding(256, u64::from(u32::MAX)).unwrap_err();
+    assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
+}
+
+#[test]
+fn degenerate_attention_shapes_are_errors() {
+    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    // Zero query heads over one KV head.
+    let q = tensor(&ctx, GgmlType::F32, [64, 1, 0, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [64, 32, 1, 1]);
+    let v = tensor(&ctx, GgmlType::F16, [64, 32, 1, 1]);
+    let dst = tensor(&ctx, GgmlType::F32, [64, 0, 1, 1]);
+    let ops = FlashAttnOperands {
+        q: &q,
+        k: &k,
+        v: &v,
+        mask: None,
+        sinks: None,
+        dst: &dst,
+    };
+    let params = FlashAttnParams {
+        scale: 0.125,
+        max_bias: 0.0,
+        logit_softcap: 0.0,
+    };
+    let mut stream = Stream::new(&ctx.device).unwrap();
+    let err = flash_attn::flash_attn_ext(&ctx, &mut stream, &ops, params).unwrap_err();
+    assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
     assert_eq!(stream.pending(), 0);
 }

@@ -214,7 +214,7 @@ fn random_problem(rng: &mut Rng, ty: GgmlType) -> Random {
     assert_eq!(b_layout.ne, ne);
     let b = HostTensor {
         layout: b_layout,
-        data: skewed(b_skew, random_storage(rng, b_type, b_base + big.span_bytes())),
+        data: skewed(b_skew, random_storage(rng, b_type, b_base + big.span_bytes().unwrap())),
     };
     let b_offset = b_layout.offset;
     let dst = Layout {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ggml_dawn::cases::Case;
+use ggml_dawn::cases::{Case, CaseError};
 use ggml_dawn::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
 use ggml_dawn::golden::{self, Verdict};
 use ggml_dawn::harness::{self, Status};
@@ -96,11 +96,11 @@ enum Command {
     Perf {
         #[command(flatten)]
         selection: Selection,
-        /// Keep repeating a case's graph for at least this many seconds.
-        #[arg(long, default_value_t = 1.0)]
+        /// Keep repeating a case's graph for at least this many seconds (0 to 3600).
+        #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
         min_time: f64,
-        /// Cap the repetitions of the op in one graph (upstream: up to 8192).
-        #[arg(long, default_value_t = 8192)]
+        /// Cap the repetitions of the op in one graph (1 to 8192; upstream: up to 8192).
+        #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=8192))]
         max_repeats: u64,
     },
     /// Check against ggml's results stored as GGUF files (files, or folders searched for .gguf).
@@ -141,7 +141,7 @@ struct CompareArgs {
     #[arg(long = "upstream-arg", value_name = "ARG", allow_hyphen_values = true)]
     upstream_args: Vec<String>,
     /// Kill upstream after this many seconds on one case (counted as a crash); 0: never.
-    #[arg(long, default_value_t = 600.0, value_name = "S")]
+    #[arg(long, default_value_t = 600.0, value_name = "S", value_parser = parse_timeout)]
     upstream_timeout: f64,
     /// Upstream's backend (its -b).
     #[arg(short = 'b', long, default_value = "WebGPU")]
@@ -158,15 +158,87 @@ struct CompareArgs {
     /// The chart's title.
     #[arg(long, default_value = "upstream test-backend-ops time / backend-ops time")]
     title: String,
-    /// Ours: keep repeating a case's graph for at least this many seconds (perf).
-    #[arg(long, default_value_t = 1.0)]
+    /// Ours: keep repeating a case's graph for at least this many seconds (perf; 0 to 3600).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
     min_time: f64,
-    /// Ours: cap the repetitions of the op in one graph (perf).
-    #[arg(long, default_value_t = 8192)]
+    /// Ours: cap the repetitions of the op in one graph (perf; 1 to 8192).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=8192))]
     max_repeats: u64,
     /// Ours: seed of the random inputs (test).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+}
+
+/// Seconds in `0..=max`: finite, not negative, not absurd (Duration::from_secs_f64 panics on
+/// NaN, infinity and overflow).
+fn parse_seconds(text: &str, max: f64) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if !value.is_finite() || !(0.0..=max).contains(&value) {
+        return Err(format!("`{text}` must be a number of seconds from 0 to {max}"));
+    }
+    Ok(value)
+}
+
+fn parse_min_time(text: &str) -> Result<f64, String> {
+    parse_seconds(text, 3600.0)
+}
+
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    parse_seconds(text, 86400.0)
+}
+
+/// The largest `--cases-file` read (a case line is about 200 bytes).
+const MAX_CASES_FILE: u64 = 16 << 20;
+
+/// The largest saved output `compare --upstream/--ours` reads.
+const MAX_SAVED_OUTPUT: u64 = 256 << 20;
+
+/// Reads a text file given as `flag`: a regular file (not a pipe or a device that never
+/// ends) of at most `max` bytes of UTF-8.
+fn read_text(flag: &str, path: &std::path::Path, max: u64) -> Result<String, String> {
+    use std::io::Read;
+    let name = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("{flag} {name}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("{flag} {name}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{flag} {name}: not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{flag} {name}: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("{flag} {name}: larger than {max} bytes; split it"));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("{flag} {name}: not UTF-8 text"))
+}
+
+/// A case given on the command line must make sense for its types (whole blocks, positive
+/// extents, no overflow); one of an upstream type this crate lacks is only not supported.
+fn check_given_case(origin: &str, case: &Case) -> Result<(), String> {
+    let result = match case {
+        Case::MulMat(c) => c.tensors().map(|_| ()),
+        Case::FlashAttnExt(c) => c.tensors().map(|_| ()),
+    };
+    match result {
+        Ok(()) | Err(CaseError::UnsupportedType { .. }) => Ok(()),
+        Err(e) => Err(format!("{origin} `{case}`: {e}")),
+    }
+}
+
+/// Runs one case's work, turning a panic into a failure so that the rest of the list goes on.
+fn guarded<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        format!("panic: {message}")
+    })
 }
 
 fn parse_config(text: &str) -> Result<(u32, u32, u32), String> {
@@ -192,6 +264,16 @@ fn main() -> ExitCode {
         enable_toggles: cli.device.enable_toggles,
         disable_toggles: cli.device.disable_toggles,
     };
+    // Invalid knobs in the environment are malformed input, like a malformed case.
+    if !matches!(cli.command, Command::Info) {
+        let knobs = ggml_dawn::ops::mul_mat::env_tuning()
+            .map(|_| ())
+            .and_then(|()| ggml_dawn::ops::flash_attn::env_knobs().map(|_| ()));
+        if let Err(e) = knobs {
+            eprintln!("backend-ops: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let result = match cli.command {
         Command::Info => info(options, cli.output),
         Command::Test { selection, seed } => {
@@ -204,7 +286,7 @@ fn main() -> ExitCode {
             max_repeats,
         } => {
             let verbose = selection.verbose;
-            let min_time = Duration::from_secs_f64(min_time.max(0.0));
+            let min_time = Duration::from_secs_f64(min_time);
             select(&selection, Default::Perf)
                 .and_then(|cases| perf(options, &cases, min_time, max_repeats, verbose, cli.output))
         }
@@ -235,11 +317,18 @@ enum Default {
 fn select(selection: &Selection, default: Default) -> Result<Vec<Case>, String> {
     let mut cases: Vec<Case> = Vec::new();
     for spec in &selection.cases {
-        cases.push(spec.parse().map_err(|e| format!("--case `{spec}`: {e}"))?);
+        let case: Case = spec.parse().map_err(|e| format!("--case `{spec}`: {e}"))?;
+        check_given_case("--case", &case)?;
+        cases.push(case);
     }
     for file in &selection.files {
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        cases.extend(case_lists::parse_list(&text).map_err(|e| format!("{}: {e}", file.display()))?);
+        let text = read_text("--cases-file", file, MAX_CASES_FILE)?;
+        let origin = format!("--cases-file {}", file.display());
+        let list = case_lists::parse_list(&text).map_err(|e| format!("{origin}: {e}"))?;
+        for case in &list {
+            check_given_case(&origin, case)?;
+        }
+        cases.extend(list);
     }
     if selection.cases.is_empty() && selection.files.is_empty() {
         cases = match default {
@@ -285,7 +374,7 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
     let ctx = context(options)?;
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
     for case in cases {
-        let status = harness::test_case(&ctx, case, seed);
+        let status = guarded(|| harness::test_case(&ctx, case, seed)).unwrap_or_else(|reason| Status::Fail { reason });
         match &status {
             Status::Ok { .. } => passed += 1,
             Status::Fail { .. } => failed += 1,
@@ -366,7 +455,9 @@ fn perf(
     let mut ok = true;
     for case in cases {
         let text = case.to_string();
-        match harness::perf_case(&ctx, case, min_time, max_repeats) {
+        let timed = guarded(|| harness::perf_case(&ctx, case, min_time, max_repeats))
+            .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
+        match timed {
             Ok(t) => match output {
                 Output::Text => {
                     println!("{}", perf_line(&text, &t));
@@ -411,7 +502,12 @@ fn golden_files(options: ContextOptions, paths: &[PathBuf], output: Output) -> R
     let ctx = context(options)?;
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
     for file in &files {
-        let outcome = golden::check_file(&ctx, file);
+        let outcome = guarded(|| golden::check_file(&ctx, file)).unwrap_or_else(|reason| golden::Outcome {
+            path: file.clone(),
+            op: String::new(),
+            case: file.display().to_string(),
+            verdict: Verdict::Fail(reason),
+        });
         let (name, detail) = match &outcome.verdict {
             Verdict::Pass(d) => {
                 passed += 1;
@@ -551,15 +647,14 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
 fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> Result<bool, String> {
     let (rows, mode) = match (&args.upstream, &args.ours, &args.upstream_bin) {
         (Some(up), Some(ours), _) => {
-            let read = |p: &PathBuf| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
-            let report = compare::upstream::parse(&read(up)?);
+            let report = compare::upstream::parse(&read_text("--upstream", up, MAX_SAVED_OUTPUT)?);
             for line in &report.unrecognised {
                 eprintln!(
                     "backend-ops: {}: a result this tool does not read: {line}",
                     up.display()
                 );
             }
-            let ours = compare::parse_ours(&read(ours)?);
+            let ours = compare::parse_ours(&read_text("--ours", ours, MAX_SAVED_OUTPUT)?);
             // Output of several backends (no -b): keep the one -b names, when it is there.
             let mut up = report.entries;
             if up.iter().any(|e| e.backend.as_deref() == Some(args.backend.as_str())) {
@@ -639,7 +734,7 @@ fn compare_live(
     upstream: &UpstreamCommand,
 ) -> Result<Vec<Row>, String> {
     let ctx = context(options)?;
-    let min_time = Duration::from_secs_f64(args.min_time.max(0.0));
+    let min_time = Duration::from_secs_f64(args.min_time);
     let mut rows = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let text = case.to_string();

@@ -49,20 +49,20 @@ pub fn supports(ty: GgmlType) -> bool {
 /// Records `dst = f32(src)`: `src` any view whose rows are contiguous, `dst` a contiguous f32
 /// tensor with the same number of elements (in `src`'s logical order).
 pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst: &DeviceTensor) -> Result<()> {
-    let ty = src.layout.ty;
+    let ty = src.layout().ty;
     if !supports(ty) {
         return Err(BackendError::Unsupported(format!("dequantizing {ty} on the GPU")));
     }
-    if !src.layout.has_contiguous_rows() || !dst.layout.is_contiguous() || dst.layout.ty != GgmlType::F32 {
+    if !src.layout().has_contiguous_rows() || !dst.layout().is_contiguous() || dst.layout().ty != GgmlType::F32 {
         return Err(BackendError::InvalidOperands(
             "dequantize needs a source with contiguous rows and a contiguous f32 destination".into(),
         ));
     }
-    let count = src.layout.elements();
-    if dst.layout.elements() != count {
+    let count = src.layout().elements();
+    if dst.layout().elements() != count {
         return Err(BackendError::InvalidOperands(format!(
             "dequantize: {count} source elements, {} destination elements",
-            dst.layout.elements()
+            dst.layout().elements()
         )));
     }
     let count = u32::try_from(count).map_err(|_| BackendError::Unsupported("more than 2^32 elements".into()))?;
@@ -77,7 +77,7 @@ pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst
         .kernels
         .get(&ctx.device, &variant, &[Access::Read, Access::ReadWrite])?;
     let grid = grid_2d(count.div_ceil(WG_SIZE), limits.max_compute_workgroups_per_dimension);
-    let l = &src.layout;
+    let l = &src.layout();
     let word = |v: usize| u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a stride of {v} bytes")));
     let params = DequantizeUniforms {
         src_start: word(s.start_byte as usize)?,
@@ -95,7 +95,7 @@ pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst
     };
     stream.dispatch(
         &kernel,
-        &[BufferRange::new(&src.buffer, s), BufferRange::new(&dst.buffer, d)],
+        &[BufferRange::new(src.buffer(), s), BufferRange::new(dst.buffer(), d)],
         &params,
         grid,
     )

@@ -46,12 +46,12 @@ fn word(v: usize) -> Result<u32> {
 /// aligned (the binding then covers whole vectors), else plain words.
 fn kv_binding(t: &DeviceTensor, align: u64, max: u64) -> Result<(Binding, bool)> {
     let b = t.binding(align, max)?;
-    let l = &t.layout;
+    let l = t.layout();
     let float = matches!(l.ty, GgmlType::F16 | GgmlType::BF16 | GgmlType::F32);
     let strides_ok = (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(16));
     if float && strides_ok && b.start_byte % 16 == 0 {
         let size = b.size.next_multiple_of(16);
-        if b.offset + size <= t.buffer.size() && size <= max {
+        if b.offset + size <= t.buffer().size() && size <= max {
             return Ok((Binding { size, ..b }, true));
         }
     }
@@ -71,7 +71,7 @@ fn fast(
     let limits = device.limits();
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
-    let (q, k, v) = (&ops.q.layout, &ops.k.layout, &ops.v.layout);
+    let (q, k, v) = (ops.q.layout(), ops.k.layout(), ops.v.layout());
     let bq = ops.q.binding(align, max)?;
     let (bk, k_vec) = kv_binding(ops.k, align, max)?;
     let (bv, v_vec) = kv_binding(ops.v, align, max)?;
@@ -103,7 +103,7 @@ fn fast(
     } else {
         p.scale
     };
-    let mask = ops.mask.map(|m| m.layout);
+    let mask = ops.mask.map(|m| *m.layout());
     let params = FlashAttnUniforms {
         q_start: word(bq.start_byte as usize / 4)?,
         q_nb1: word(q.nb[1] / 4)?,
@@ -167,26 +167,26 @@ fn fast(
         Access::ReadWrite,
     ];
     let kernel: Arc<Compiled> = ctx.kernels.get(device, &shader, &storage)?;
-    let q_range = BufferRange::new(&ops.q.buffer, bq);
+    let q_range = BufferRange::new(ops.q.buffer(), bq);
     let out = match &scratch {
         Some(buffer) => BufferRange {
             buffer: buffer.clone(),
             offset: 0,
             size: scratch_bytes.next_multiple_of(4),
         },
-        None => BufferRange::new(&ops.dst.buffer, bd),
+        None => BufferRange::new(ops.dst.buffer(), bd),
     };
     let sinks_range = ops
         .sinks
         .zip(bs)
-        .map_or_else(|| q_range.clone(), |(s, b)| BufferRange::new(&s.buffer, b));
+        .map_or_else(|| q_range.clone(), |(s, b)| BufferRange::new(s.buffer(), b));
     let buffers = [
         q_range.clone(),
-        BufferRange::new(&ops.k.buffer, bk),
-        BufferRange::new(&ops.v.buffer, bv),
+        BufferRange::new(ops.k.buffer(), bk),
+        BufferRange::new(ops.v.buffer(), bv),
         ops.mask
             .zip(bm)
-            .map_or_else(|| q_range.clone(), |(m, b)| BufferRange::new(&m.buffer, b)),
+            .map_or_else(|| q_range.clone(), |(m, b)| BufferRange::new(m.buffer(), b)),
         sinks_range.clone(),
         out.clone(),
     ];
@@ -223,7 +223,7 @@ fn fast(
     };
     stream.dispatch(
         &kernel,
-        &[part, stats, sinks_range, BufferRange::new(&ops.dst.buffer, bd)],
+        &[part, stats, sinks_range, BufferRange::new(ops.dst.buffer(), bd)],
         &rparams,
         rgrid,
     )
@@ -307,20 +307,16 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
     let f32_copy = |t: &DeviceTensor, stream: &mut Stream| -> Result<DeviceTensor> {
-        let layout = Layout::contiguous(GgmlType::F32, t.layout.ne)?;
-        let buffer = memory::create_storage(device, "f32 copy", layout.span_bytes() as u64)?;
-        let out = DeviceTensor {
-            layout,
-            buffer,
-            base: 0,
-            storage_bytes: layout.span_bytes() as u64,
-        };
+        let layout = Layout::contiguous(GgmlType::F32, t.layout().ne)?;
+        let bytes = layout.span_bytes()? as u64;
+        let buffer = memory::create_storage(device, "f32 copy", bytes)?;
+        let out = DeviceTensor::new(layout, buffer, 0, bytes)?;
         dequantize::dequantize(ctx, stream, t, &out)?;
         Ok(out)
     };
     let k = f32_copy(ops.k, stream)?;
     let v = f32_copy(ops.v, stream)?;
-    let (q, dst) = (&ops.q.layout, &ops.dst.layout);
+    let (q, dst) = (ops.q.layout(), ops.dst.layout());
     let n_heads = q.ne[2];
     let (bq, bk, bv, bd) = (
         ops.q.binding(align, max)?,
@@ -334,7 +330,7 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
     let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
     let items = word(q.ne[1] * n_heads * q.ne[3])?;
     let grid = grid_2d(items, limits.max_compute_workgroups_per_dimension);
-    let mask_layout = ops.mask.map(|m| m.layout);
+    let mask_layout = ops.mask.map(|m| *m.layout());
     // The kernel applies the softcap as cap·tanh(s) to s = q·k·scale, so scale is divided here.
     let scale = if p.logit_softcap != 0.0 {
         p.scale / p.logit_softcap
@@ -357,10 +353,10 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
         dst_start: word(bd.start_byte as usize / 4)?,
         hsk: word(q.ne[0])?,
         hsv: word(dst.ne[0])?,
-        kv: word(ops.k.layout.ne[1])?,
+        kv: word(ops.k.layout().ne[1])?,
         n_queries: word(q.ne[1])?,
         n_heads: word(n_heads)?,
-        kv_heads: word(ops.k.layout.ne[2])?,
+        kv_heads: word(ops.k.layout().ne[2])?,
         n_seq: word(q.ne[3])?,
         scale,
         softcap: p.logit_softcap,
@@ -383,18 +379,18 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
     ];
     let kernel = ctx.kernels.get(device, &variant, &storage)?;
     let buffers = [
-        BufferRange::new(&ops.q.buffer, bq),
-        BufferRange::new(&k.buffer, bk),
-        BufferRange::new(&v.buffer, bv),
+        BufferRange::new(ops.q.buffer(), bq),
+        BufferRange::new(k.buffer(), bk),
+        BufferRange::new(v.buffer(), bv),
         ops.mask.zip(bm).map_or_else(
-            || BufferRange::new(&ops.q.buffer, bq),
-            |(m, b)| BufferRange::new(&m.buffer, b),
+            || BufferRange::new(ops.q.buffer(), bq),
+            |(m, b)| BufferRange::new(m.buffer(), b),
         ),
         ops.sinks.zip(bs).map_or_else(
-            || BufferRange::new(&ops.q.buffer, bq),
-            |(s, b)| BufferRange::new(&s.buffer, b),
+            || BufferRange::new(ops.q.buffer(), bq),
+            |(s, b)| BufferRange::new(s.buffer(), b),
         ),
-        BufferRange::new(&ops.dst.buffer, bd),
+        BufferRange::new(ops.dst.buffer(), bd),
     ];
     stream.dispatch(&kernel, &buffers, &params, grid)
 }

@@ -69,12 +69,12 @@ impl FlashAttnOperands<'_> {
     /// The operands' layouts.
     pub fn layouts(&self) -> FlashAttnLayouts {
         FlashAttnLayouts {
-            q: self.q.layout,
-            k: self.k.layout,
-            v: self.v.layout,
-            mask: self.mask.map(|m| m.layout),
-            sinks: self.sinks.map(|s| s.layout),
-            dst: self.dst.layout,
+            q: *self.q.layout(),
+            k: *self.k.layout(),
+            v: *self.v.layout(),
+            mask: self.mask.map(|m| *m.layout()),
+            sinks: self.sinks.map(|s| *s.layout()),
+            dst: *self.dst.layout(),
         }
     }
 }
@@ -90,6 +90,18 @@ pub fn check(ops: &FlashAttnLayouts) -> Result<()> {
                 t.ty
             )));
         }
+    }
+    if [q, k, v].iter().any(|t| t.ne.contains(&0)) {
+        return bad(format!(
+            "degenerate shapes (a zero extent): q {:?}, k {:?}, v {:?}",
+            q.ne, k.ne, v.ne
+        ));
+    }
+    if [q, k, v, d].iter().any(|t| t.ne.iter().any(|&n| n > i32::MAX as usize)) {
+        return Err(BackendError::Unsupported(format!(
+            "FLASH_ATTN_EXT with an extent past 2^31: q {:?}, k {:?}, v {:?}",
+            q.ne, k.ne, v.ne
+        )));
     }
     if q.ty != GgmlType::F32 || !q.has_contiguous_rows() {
         return bad(format!("Q must be f32 with contiguous rows, is {q:?}"));
@@ -136,7 +148,8 @@ pub fn flash_attn_ext(
 ) -> Result<()> {
     let layouts = ops.layouts();
     check(&layouts)?;
-    let plan = plan_for(ctx, &layouts);
+    let knobs = knobs_to_run()?;
+    let plan = plan::plan(&shape(&layouts), &device(ctx), &knobs);
     encode::record(ctx, stream, ops, p, &shape(&layouts), &plan)
 }
 
@@ -286,36 +299,147 @@ pub fn set_knobs(knobs: Option<Knobs>) {
     *OVERRIDE.write() = knobs;
 }
 
-/// The knobs in effect: [`set_knobs`]'s, else those of `GGML_DAWN_FA` (read once).
+/// The environment variable with knob overrides.
+pub const KNOBS_ENV: &str = "GGML_DAWN_FA";
+
+/// The knobs in effect: [`set_knobs`]'s, else those of `GGML_DAWN_FA` (read once; the
+/// defaults when its value is invalid: [`env_knobs`] says why, and [`flash_attn_ext`] refuses
+/// to run then).
 pub fn knobs() -> Knobs {
     if let Some(k) = *OVERRIDE.read() {
         return k;
     }
-    static ENV: OnceLock<Knobs> = OnceLock::new();
-    *ENV.get_or_init(|| match std::env::var("GGML_DAWN_FA") {
-        Ok(text) => parse_knobs(&text).unwrap_or_else(|e| {
-            eprintln!("GGML_DAWN_FA ignored: {e}");
-            Knobs::default()
-        }),
-        Err(_) => Knobs::default(),
+    env_knobs().unwrap_or_default()
+}
+
+/// The knobs of `GGML_DAWN_FA` (read once per process), or why its value is invalid.
+pub fn env_knobs() -> Result<Knobs> {
+    static ENV: OnceLock<std::result::Result<Knobs, String>> = OnceLock::new();
+    ENV.get_or_init(|| match std::env::var(KNOBS_ENV) {
+        Ok(text) => parse_knobs(&text),
+        Err(std::env::VarError::NotPresent) => Ok(Knobs::default()),
+        Err(std::env::VarError::NotUnicode(_)) => Err("the value is not UTF-8".into()),
+    })
+    .clone()
+    .map_err(|message| BackendError::Config {
+        name: KNOBS_ENV,
+        message,
+    })
+}
+
+/// The knobs [`flash_attn_ext`] runs with: [`set_knobs`]'s, else the environment's (an error
+/// when its value is invalid).
+fn knobs_to_run() -> Result<Knobs> {
+    match *OVERRIDE.read() {
+        Some(k) => {
+            validate_knobs(&k).map_err(|message| BackendError::Config {
+                name: "set_knobs",
+                message,
+            })?;
+            Ok(k)
+        }
+        None => env_knobs(),
+    }
+}
+
+/// Checks knobs built in code (for [`set_knobs`]) against the ranges [`parse_knobs`] enforces.
+pub fn validate_knobs(k: &Knobs) -> std::result::Result<(), String> {
+    for (key, value) in [
+        ("split", k.split),
+        ("target_wg", k.target_workgroups),
+        ("min_split_tiles", k.min_split_tiles),
+        ("tile_threads", k.tile_threads),
+        ("tile_rows", k.tile_rows),
+        ("tile_kv", k.tile_kv),
+        ("tile_rq", k.tile_rq),
+        ("tile_ro", k.tile_ro),
+        ("vec_threads", k.vec_threads),
+        ("vec_lanes", k.vec_lanes),
+        ("vec_keys", k.vec_keys),
+        ("vec_rows", k.vec_rows),
+        ("mma_sg", k.mma_subgroups),
+        ("mma_rh", k.mma_rh),
+        ("mma_kv", k.mma_kv),
+        ("mma_min_rows", k.mma_min_rows),
+        ("mma_o_budget", k.mma_o_budget),
+    ] {
+        if let Some(v) = value {
+            check_knob(key, v)?;
+        }
+    }
+    if let Some(tau) = k.tau
+        && !(tau.is_finite() && tau >= 0.0)
+    {
+        return Err(format!("`tau={tau}`: must be a finite number, at least 0"));
+    }
+    Ok(())
+}
+
+fn check_knob(key: &str, v: u32) -> std::result::Result<(), String> {
+    if let Some((lo, hi, pow2)) = knob_range(key) {
+        if !(lo..=hi).contains(&v) {
+            return Err(format!("`{key}={v}`: must be in {lo}..={hi}"));
+        }
+        if pow2 && !v.is_power_of_two() {
+            return Err(format!("`{key}={v}`: must be a power of two"));
+        }
+    }
+    Ok(())
+}
+
+/// The range of each integer knob (`(low, high, power of two)`): what keeps the planner's u32
+/// arithmetic from overflowing and the kernels' per-thread arrays, workgroups and workgroup
+/// memory within what devices have.
+fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
+    Some(match key {
+        "split" => (1, plan::MAX_SPLIT, false),
+        "target_wg" => (1, 1 << 20, false),
+        "min_split_tiles" => (1, 1 << 16, false),
+        "tile_threads" => (1, 1024, true),
+        "tile_rows" => (1, 256, false),
+        "tile_kv" => (8, 1024, true),
+        "tile_rq" | "tile_ro" => (1, 32, false),
+        "vec_threads" => (1, 1024, true),
+        "vec_lanes" => (1, 32, true),
+        "vec_keys" => (1, 16, false),
+        "vec_rows" => (1, 64, false),
+        "mma_sg" => (1, 32, false),
+        "mma_rh" => (1, 4, false),
+        "mma_kv" => (8, 1024, true),
+        "mma_min_rows" => (0, 1 << 16, false),
+        "mma_o_budget" => (1, 1024, false),
+        _ => return None,
     })
 }
 
 /// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
 /// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
 /// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
-/// `mma_min_rows`, `mma_q_regs` (0/1), `mma_o_budget`, `prefetch` (0/1), `mask_skip` (0/1), `tau`.
+/// `mma_min_rows`, `mma_q_regs` (0/1), `mma_o_budget`, `prefetch` (0/1), `mask_skip` (0/1), `tau`
+/// (finite, at least 0). A value out of its key's range is an error naming the key.
 pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
     let mut k = Knobs::default();
+    let mut seen: Vec<&str> = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (key, value) = item
             .split_once('=')
             .ok_or_else(|| format!("`{item}` is not key=value"))?;
         let (key, value) = (key.trim(), value.trim());
-        let int = || {
-            value
+        if seen.contains(&key) {
+            return Err(format!("`{key}` is given twice"));
+        }
+        seen.push(key);
+        let int = || -> std::result::Result<u32, String> {
+            let v = value
                 .parse::<u32>()
-                .map_err(|_| format!("`{key}={value}`: not a number"))
+                .map_err(|_| format!("`{key}={value}`: not a non-negative 32-bit integer"))?;
+            check_knob(key, v)?;
+            Ok(v)
+        };
+        let flag = || match value {
+            "0" => Ok(false),
+            "1" => Ok(true),
+            _ => Err(format!("`{key}={value}`: must be 0 or 1")),
         };
         match key {
             "path" => {
@@ -339,21 +463,22 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             "vec_lanes" => k.vec_lanes = Some(int()?),
             "vec_keys" => k.vec_keys = Some(int()?),
             "vec_rows" => k.vec_rows = Some(int()?),
-            "vec_prefetch" => k.vec_prefetch = Some(int()? != 0),
+            "vec_prefetch" => k.vec_prefetch = Some(flag()?),
             "mma_sg" => k.mma_subgroups = Some(int()?),
             "mma_kv" => k.mma_kv = Some(int()?),
             "mma_rh" => k.mma_rh = Some(int()?),
             "mma_min_rows" => k.mma_min_rows = Some(int()?),
-            "mma_q_regs" => k.mma_q_regs = Some(int()? != 0),
+            "mma_q_regs" => k.mma_q_regs = Some(flag()?),
             "mma_o_budget" => k.mma_o_budget = Some(int()?),
-            "prefetch" => k.prefetch = Some(int()? != 0),
-            "mask_skip" => k.mask_skip = Some(int()? != 0),
+            "prefetch" => k.prefetch = Some(flag()?),
+            "mask_skip" => k.mask_skip = Some(flag()?),
             "tau" => {
-                k.tau = Some(
-                    value
-                        .parse::<f32>()
-                        .map_err(|_| format!("`tau={value}`: not a number"))?,
-                )
+                let tau = value
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|t| t.is_finite() && *t >= 0.0)
+                    .ok_or_else(|| format!("`tau={value}`: must be a finite number, at least 0"))?;
+                k.tau = Some(tau)
             }
             _ => return Err(format!("unknown key `{key}`")),
         }
@@ -376,5 +501,107 @@ mod tests {
         assert!(parse_knobs("bogus=1").is_err());
         assert!(parse_knobs("split").is_err());
         assert_eq!(parse_knobs("").unwrap(), Knobs::default());
+    }
+
+    #[test]
+    fn out_of_range_knobs_are_errors_naming_the_key() {
+        for bad in [
+            "split=0",
+            "split=4294967295",
+            "tile_threads=4294967295",
+            "tile_kv=7",
+            "tile_kv=4294967295",
+            "mma_kv=4294967295",
+            "mma_sg=0",
+            "vec_lanes=3",
+            "vec_keys=0",
+            "tile_rq=1000",
+            "mask_skip=2",
+            "tau=nan",
+            "tau=-1",
+            "tau=inf",
+        ] {
+            let err = parse_knobs(bad).unwrap_err();
+            let key = bad.split('=').next().unwrap();
+            assert!(err.contains(key), "{bad}: {err}");
+        }
+        assert!(parse_knobs("split=2,split=4").is_err());
+        // Knobs built in code are held to the same ranges.
+        let built = Knobs {
+            tile_threads: Some(u32::MAX),
+            ..Knobs::default()
+        };
+        assert!(validate_knobs(&built).unwrap_err().contains("tile_threads"));
+        assert!(validate_knobs(&Knobs::default()).is_ok());
+        // Every key at both ends of its range plans without a panic.
+        use plan::{Device, MatrixConfig, Shape};
+        let device = Device {
+            subgroups: true,
+            shader_f16: true,
+            subgroup_min: 8,
+            subgroup_max: 32,
+            workgroup_memory: 32768,
+            max_invocations: 256,
+            max_binding: 1 << 27,
+            matrix: Some(MatrixConfig {
+                m: 8,
+                n: 8,
+                k: 8,
+                f32_result: true,
+            }),
+            cpu: false,
+        };
+        for end in [0, 1] {
+            let mut text = Vec::new();
+            for key in [
+                "split",
+                "target_wg",
+                "min_split_tiles",
+                "tile_threads",
+                "tile_rows",
+                "tile_kv",
+                "tile_rq",
+                "tile_ro",
+                "vec_threads",
+                "vec_lanes",
+                "vec_keys",
+                "vec_rows",
+                "mma_sg",
+                "mma_rh",
+                "mma_kv",
+                "mma_min_rows",
+                "mma_o_budget",
+            ] {
+                let (lo, hi, pow2) = knob_range(key).unwrap();
+                let v = if end == 0 { lo } else { hi };
+                let v = if pow2 { v.next_power_of_two().min(hi) } else { v };
+                text.push(format!("{key}={v}"));
+            }
+            let base = parse_knobs(&text.join(",")).unwrap();
+            for force in [
+                None,
+                Some(Force::Tile),
+                Some(Force::Mma),
+                Some(Force::Vec),
+                Some(Force::Simple),
+            ] {
+                let knobs = Knobs { force, ..base };
+                for (n_q, kv) in [(1, 1), (1, 4096), (7, 300), (64, 1000)] {
+                    let shape = Shape {
+                        hsk: 128,
+                        hsv: 128,
+                        n_q,
+                        n_heads: 8,
+                        kv_heads: 2,
+                        kv,
+                        n_seq: 1,
+                        k_type: GgmlType::F16,
+                        v_type: GgmlType::F16,
+                        has_mask: true,
+                    };
+                    let _ = plan::plan(&shape, &device, &knobs);
+                }
+            }
+        }
     }
 }

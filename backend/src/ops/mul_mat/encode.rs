@@ -74,7 +74,7 @@ pub fn encode(
     if matches!(plan.path, Path::Simple { .. }) {
         return simple(ctx, stream, a, b, dst, bound, plan);
     }
-    let (la, lb) = (&a.layout, &b.layout);
+    let (la, lb) = (&a.layout(), &b.layout());
     let operands = |file: &'static str| {
         ShaderVariant::new(file)
             .define("A_TYPE", la.ty.gguf_id())
@@ -159,12 +159,12 @@ pub fn encode(
     let kernel = ctx.kernels.get(&ctx.device, &variant, access)?;
     let params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan)?;
     let mut buffers = vec![
-        BufferRange::new(&a.buffer, bound.a),
-        BufferRange::new(&b.buffer, bound.b),
-        BufferRange::new(&dst.buffer, bound.dst),
+        BufferRange::new(a.buffer(), bound.a),
+        BufferRange::new(b.buffer(), bound.b),
+        BufferRange::new(dst.buffer(), bound.dst),
     ];
     if a_as_vec4 {
-        buffers.push(BufferRange::new(&a.buffer, bound.a));
+        buffers.push(BufferRange::new(a.buffer(), bound.a));
     }
     if int_dot {
         // b's 8-bit blocks go to scratch first; the mat-vec reads them in b's place.
@@ -202,7 +202,7 @@ fn operand_params(
     grid_x: u32,
     plan: &MulMatPlan,
 ) -> Result<MulMatUniforms> {
-    let (la, lb) = (&a.layout, &b.layout);
+    let (la, lb) = (a.layout(), b.layout());
     let w = |v: usize| word(v as u64);
     Ok(MulMatUniforms {
         a_start: word(bound.a.start_byte)?,
@@ -238,7 +238,7 @@ fn simple(
     bound: &Bindings,
     plan: &MulMatPlan,
 ) -> Result<()> {
-    let (la, lb) = (&a.layout, &b.layout);
+    let (la, lb) = (&a.layout(), &b.layout());
     let variant = ShaderVariant::new("mul_mat_simple.wgsl")
         .define("A_TYPE", la.ty.gguf_id())
         .flag("B_F16", lb.ty == GgmlType::F16)
@@ -246,7 +246,7 @@ fn simple(
     let kernel = ctx
         .kernels
         .get(&ctx.device, &variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
-    let outputs = dst.layout.elements();
+    let outputs = dst.layout().elements();
     u32::try_from(outputs).map_err(|_| BackendError::Unsupported("more than 2^32 outputs".into()))?;
     let w = |v: usize| word(v as u64);
     let params = MulMatSimpleUniforms {
@@ -272,9 +272,9 @@ fn simple(
             .ok_or_else(|| BackendError::Unsupported("MUL_MAT: a grid row of more than 2^32 threads".into()))?,
     };
     let buffers = [
-        BufferRange::new(&a.buffer, bound.a),
-        BufferRange::new(&b.buffer, bound.b),
-        BufferRange::new(&dst.buffer, bound.dst),
+        BufferRange::new(a.buffer(), bound.a),
+        BufferRange::new(b.buffer(), bound.b),
+        BufferRange::new(dst.buffer(), bound.dst),
     ];
     stream.dispatch(&kernel, &buffers, &params, plan.grid)
 }

@@ -77,7 +77,8 @@ pub fn mul_mat(
     b: &DeviceTensor,
     dst: &DeviceTensor,
 ) -> Result<()> {
-    mul_mat_with(ctx, stream, a, b, dst, &device_facts(ctx), tuning())
+    let tuning = env_tuning()?;
+    mul_mat_with(ctx, stream, a, b, dst, &device_facts(ctx), tuning)
 }
 
 /// [`mul_mat`] planned for other device facts or knobs than `ctx`'s own: a device with fewer
@@ -92,12 +93,12 @@ pub fn mul_mat_with(
     facts: &DeviceFacts,
     tuning: &Tuning,
 ) -> Result<()> {
-    check(&a.layout, &b.layout, &dst.layout)?;
-    if dst.layout.elements() == 0 {
+    check(a.layout(), b.layout(), dst.layout())?;
+    if dst.layout().elements() == 0 {
         return Ok(());
     }
     let bound = encode::Bindings::new(ctx, a, b, dst)?;
-    let problem = problem(&a.layout, &b.layout, bound.a.start_byte, bound.b.start_byte);
+    let problem = problem(a.layout(), b.layout(), bound.a.start_byte, bound.b.start_byte);
     let plan = plan::plan(&problem, facts, tuning);
     encode::encode(ctx, stream, a, b, dst, &bound, &problem, &plan)
 }
@@ -151,17 +152,27 @@ pub fn device_facts(ctx: &GpuContext) -> DeviceFacts {
     }
 }
 
-/// The knobs: defaults, with the overrides of [`TUNING_ENV`] (a bad value is reported once and
-/// ignored).
+/// The knobs: defaults, with the overrides of [`TUNING_ENV`]; the defaults when its value is
+/// invalid ([`env_tuning`] says why, and [`mul_mat`] refuses to run then).
 pub fn tuning() -> &'static Tuning {
-    static TUNING: OnceLock<Tuning> = OnceLock::new();
-    TUNING.get_or_init(|| match std::env::var(TUNING_ENV) {
-        Ok(text) => Tuning::parse(&text).unwrap_or_else(|e| {
-            eprintln!("{TUNING_ENV}: {e}; using the defaults");
-            Tuning::default()
-        }),
-        Err(_) => Tuning::default(),
-    })
+    static DEFAULT: OnceLock<Tuning> = OnceLock::new();
+    env_tuning().unwrap_or_else(|_| DEFAULT.get_or_init(Tuning::default))
+}
+
+/// The knobs of [`TUNING_ENV`] (read once per process), or why its value is invalid.
+pub fn env_tuning() -> Result<&'static Tuning> {
+    static TUNING: OnceLock<std::result::Result<Tuning, String>> = OnceLock::new();
+    TUNING
+        .get_or_init(|| match std::env::var(TUNING_ENV) {
+            Ok(text) => Tuning::parse(&text),
+            Err(std::env::VarError::NotPresent) => Ok(Tuning::default()),
+            Err(std::env::VarError::NotUnicode(_)) => Err("the value is not UTF-8".into()),
+        })
+        .as_ref()
+        .map_err(|message| BackendError::Config {
+            name: TUNING_ENV,
+            message: message.clone(),
+        })
 }
 
 /// The planner's view of one MUL_MAT whose operands start `a_start` and `b_start` bytes into
@@ -185,7 +196,7 @@ pub fn problem(la: &Layout, lb: &Layout, a_start: u64, b_start: u64) -> Problem 
         m: la.ne[1] as u64,
         n: lb.ne[1] as u64,
         k: la.ne[0] as u64,
-        batches: (lb.ne[2] * lb.ne[3]) as u64,
+        batches: (lb.ne[2] as u64).saturating_mul(lb.ne[3] as u64),
         a_align: align(a_start, &la.nb[1..]),
         b_align: align(b_start, &lb.nb),
         b_contiguous: lb.nb[0] == lb.ty.type_size(),

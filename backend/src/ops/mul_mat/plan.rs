@@ -242,9 +242,11 @@ knobs!(
 
 impl Tuning {
     /// The defaults with `name=value` overrides (comma- or space-separated). Values that would
-    /// break a kernel (zero, a non-power-of-two workgroup) are refused.
+    /// break a kernel or the planner's arithmetic (out of [`Tuning::range`], a non-power-of-two
+    /// workgroup) are refused, naming the knob.
     pub fn parse(text: &str) -> Result<Tuning, String> {
         let mut t = Tuning::default();
+        let mut seen: Vec<&str> = Vec::new();
         for item in text.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()) {
             let (name, value) = item
                 .split_once('=')
@@ -252,9 +254,14 @@ impl Tuning {
             let value: u32 = value
                 .trim()
                 .parse()
-                .map_err(|_| format!("`{item}`: the value is not a number"))?;
+                .map_err(|_| format!("`{item}`: the value is not a non-negative 32-bit integer"))?;
+            let name = name.trim();
+            if seen.contains(&name) {
+                return Err(format!("`{name}` is given twice"));
+            }
+            seen.push(name);
             let slot = t
-                .knob(name.trim())
+                .knob(name)
                 .ok_or_else(|| format!("unknown knob `{name}` (known: {})", Tuning::NAMES.join(", ")))?;
             *slot = value;
         }
@@ -262,22 +269,42 @@ impl Tuning {
         Ok(t)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// The range each knob must lie in: what keeps the planner's u32 arithmetic from
+    /// overflowing and the kernels' per-thread arrays, workgroups and workgroup memory within
+    /// what devices have (the planner shrinks tiles to the device's limits from there).
+    pub fn range(name: &str) -> Option<(u32, u32)> {
+        Some(match name {
+            "vec_max_n" | "vec_int_max_n" => (0, 64),
+            "vec_wg" => (1, 1024),
+            "vec_rows" | "vec_rows_wide" | "vec_rows_k" | "vec_rows_wide_k" | "vec_int_rows" | "vec_int_rows_k" => {
+                (1, 64)
+            }
+            "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k" => (1, 1024),
+            "vec_kernel" => (0, 2),
+            "small_n_max" => (0, 1024),
+            "sg_count_m" | "sg_count_n" | "sg_small_count_m" | "sg_small_frag_m" => (1, 64),
+            "sg_tile_m" | "sg_tile_n" => (1, 1024),
+            "sg_tk" => (1, 512),
+            "sg_pad" | "tiled_pad" => (0, 64),
+            "sg_stages" => (1, 2),
+            "sg_acc_regs" => (1, 1024),
+            "sg_min_workgroups" => (0, 1 << 20),
+            "sg_acc_f16" => (0, 1),
+            "sg_scratch_max" => (0, 1024),
+            "tiled_wg_m" | "tiled_wg_n" => (1, 1024),
+            "tiled_thread_m" | "tiled_thread_n" => (1, 16),
+            "tiled_tk" => (8, 256),
+            _ => return None,
+        })
+    }
+
+    /// Checks every knob against [`Tuning::range`] and the kernels' other assumptions; the
+    /// error names the knob.
+    pub fn validate(&self) -> Result<(), String> {
         for (name, value) in self.values() {
-            let may_be_zero = matches!(
-                name,
-                "vec_max_n"
-                    | "vec_kernel"
-                    | "vec_int_max_n"
-                    | "small_n_max"
-                    | "sg_pad"
-                    | "tiled_pad"
-                    | "sg_min_workgroups"
-                    | "sg_acc_f16"
-                    | "sg_scratch_max"
-            );
-            if value == 0 && !may_be_zero {
-                return Err(format!("{name} must be positive"));
+            let (lo, hi) = Tuning::range(name).ok_or_else(|| format!("{name}: no range known"))?;
+            if !(lo..=hi).contains(&value) {
+                return Err(format!("{name}={value}: must be in {lo}..={hi}"));
             }
         }
         for (name, value) in [
@@ -289,20 +316,14 @@ impl Tuning {
             ("tiled_tk", self.tiled_tk),
         ] {
             if !value.is_power_of_two() {
-                return Err(format!("{name} must be a power of two"));
+                return Err(format!("{name}={value}: must be a power of two"));
             }
         }
-        if self.vec_kernel > 2 {
-            return Err("vec_kernel must be 0, 1 or 2".into());
-        }
         if !self.sg_pad.is_multiple_of(8) {
-            return Err("sg_pad must be a multiple of 8 (halves)".into());
-        }
-        if !matches!(self.sg_stages, 1 | 2) {
-            return Err("sg_stages must be 1 or 2".into());
+            return Err(format!("sg_pad={}: must be a multiple of 8 (halves)", self.sg_pad));
         }
         if !self.tiled_tk.is_multiple_of(8) {
-            return Err("tiled_tk must be a multiple of 8".into());
+            return Err(format!("tiled_tk={}: must be a multiple of 8", self.tiled_tk));
         }
         Ok(())
     }
@@ -1080,7 +1101,9 @@ mod tests {
         assert_eq!(vec_shape(&t, 1), (256, 4, 1));
         assert_eq!(vec_shape(&t, 8), (256, 4, 4));
         // Groups of 16 threads cannot hold a subgroup of 32: halved to groups of 32.
-        let small = Tuning::parse("vec_int_max_n=0,vec_kernel=1,vec_rows_k=4,vec_rows_wide_k=4,vec_wg=64,vec_groups_wide=4").unwrap();
+        let small =
+            Tuning::parse("vec_int_max_n=0,vec_kernel=1,vec_rows_k=4,vec_rows_wide_k=4,vec_wg=64,vec_groups_wide=4")
+                .unwrap();
         assert_eq!(vec_shape(&small, 8), (64, 4, 2));
         let tiny = Tuning::parse("vec_int_max_n=0,vec_kernel=1,vec_rows_k=4,vec_wg=16,vec_groups=8").unwrap();
         assert_eq!(vec_shape(&tiny, 1), (16, 4, 1));
@@ -1190,5 +1213,67 @@ mod tests {
         assert!(Tuning::parse("sg_stages=3").is_err());
         let round = Tuning::parse(&Tuning::default().to_string()).unwrap();
         assert_eq!(round, Tuning::default());
+    }
+
+    /// Values that would wrap the planner's u32 products, divide by zero or make a kernel's
+    /// per-thread arrays absurd are errors naming the knob; every valid extreme plans without
+    /// overflow.
+    #[test]
+    fn out_of_range_knobs_are_errors_naming_the_knob() {
+        for bad in [
+            "tiled_wg_m=4294967295",
+            "tiled_wg_m=65536,tiled_wg_n=65536",
+            "vec_rows=100000",
+            "vec_max_n=100000",
+            "sg_count_m=100000",
+            "sg_tk=4294967295",
+            "sg_acc_f16=2",
+            "tiled_thread_m=1000",
+            "tiled_tk=1024",
+            "vec_groups=2048",
+            "sg_pad=4",
+        ] {
+            let err = Tuning::parse(bad).unwrap_err();
+            let name = bad.split('=').next().unwrap();
+            assert!(err.contains(name), "{bad}: {err}");
+        }
+        assert!(Tuning::parse("vec_rows=1,vec_rows=2").is_err());
+        assert!(Tuning::parse("vec_rows=-1").is_err());
+        assert!(Tuning::parse("vec_rows=99999999999").is_err());
+        for name in Tuning::NAMES {
+            assert!(Tuning::range(name).is_some(), "{name}");
+        }
+        // Every knob at its extremes plans without a panic, on every kind of device.
+        let extremes = [
+            |n: &str| Tuning::range(n).unwrap().0,
+            |n: &str| Tuning::range(n).unwrap().1,
+        ];
+        for pick in extremes {
+            let mut t = Tuning::default();
+            for name in Tuning::NAMES {
+                let v = pick(name);
+                let v = match *name {
+                    "vec_wg" | "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k"
+                    | "tiled_tk" => 1 << (31 - v.leading_zeros()),
+                    "sg_pad" => v / 8 * 8,
+                    _ => v,
+                };
+                *t.knob(name).unwrap() = v;
+            }
+            t.validate().unwrap();
+            for d in [
+                nvidia((16, 16, 16)),
+                lavapipe(),
+                DeviceFacts {
+                    subgroup_matrix: None,
+                    ..lavapipe()
+                },
+            ] {
+                for n in [1, 8, 64, 300] {
+                    let _ = plan(&problem(GgmlType::Q4_K, 4096, n, 4096), &d, &t);
+                    let _ = plan(&problem(GgmlType::F16, 1000, n, 999), &d, &t);
+                }
+            }
+        }
     }
 }
