@@ -39,6 +39,10 @@ pub enum BackendError {
     /// Operands do not fit together (shapes, types, strides).
     #[error("invalid operands: {0}")]
     InvalidOperands(String),
+
+    /// A wait on this stream timed out or its device was lost; the stream takes no more work.
+    #[error("the stream stopped after an earlier failure ({0}); make a new context and stream")]
+    StreamFailed(String),
 }
 
 impl From<crate::reference::ReferenceError> for BackendError {

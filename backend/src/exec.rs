@@ -18,6 +18,8 @@ use crate::params::KernelParams;
 pub const MAX_DISPATCHES: usize = 512;
 /// Submits that may be in flight before the next one waits for the oldest.
 pub const MAX_IN_FLIGHT: usize = 8;
+/// How long a stream waits for an earlier submit at most, unless told otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// One storage binding of a dispatch.
 #[derive(Debug, Clone)]
@@ -56,6 +58,11 @@ pub struct Stream {
     recorded: Vec<Recorded>,
     groups: HashMap<GroupKey, BindGroup>,
     in_flight: VecDeque<GpuFuture<()>>,
+    /// The longest wait for an earlier submit.
+    timeout: Duration,
+    /// Why the stream stopped: set by a wait that timed out or failed (a lost device), after
+    /// which every call fails fast instead of waiting again.
+    failed: Option<String>,
 }
 
 impl std::fmt::Debug for Stream {
@@ -67,7 +74,13 @@ impl std::fmt::Debug for Stream {
 }
 
 impl Stream {
+    /// A stream whose waits for earlier submits take at most [`DEFAULT_TIMEOUT`].
     pub fn new(device: &Device) -> Result<Stream> {
+        Stream::with_timeout(device, DEFAULT_TIMEOUT)
+    }
+
+    /// A stream whose waits for earlier submits take at most `timeout`.
+    pub fn with_timeout(device: &Device, timeout: Duration) -> Result<Stream> {
         let slot_bytes = PARAMS_BYTES.next_multiple_of(u64::from(device.limits().min_uniform_buffer_offset_alignment));
         let params = device.create_buffer(&BufferDescriptor {
             label: Some("dispatch parameters"),
@@ -82,6 +95,8 @@ impl Stream {
             recorded: Vec::new(),
             groups: HashMap::new(),
             in_flight: VecDeque::new(),
+            timeout,
+            failed: None,
         })
     }
 
@@ -95,6 +110,7 @@ impl Stream {
         params: &impl KernelParams,
         workgroups: [u32; 3],
     ) -> Result<()> {
+        self.check()?;
         let params = params.words();
         if buffers.len() != kernel.storage.len() {
             return Err(BackendError::InvalidOperands(format!(
@@ -176,8 +192,32 @@ impl Stream {
         Ok(group)
     }
 
-    /// Encodes and submits everything recorded, without waiting for it.
+    /// The failure that stopped the stream, as an error.
+    fn check(&self) -> Result<()> {
+        match &self.failed {
+            Some(why) => Err(BackendError::StreamFailed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Records `error` as the reason the stream stopped and returns it.
+    fn stop(&mut self, error: BackendError) -> BackendError {
+        self.recorded.clear();
+        self.arena.clear();
+        self.in_flight.clear();
+        self.failed = Some(error.to_string());
+        error
+    }
+
+    /// Whether a timeout or a lost device stopped the stream (it then refuses all work).
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Encodes and submits everything recorded, without waiting for it (beyond the oldest of
+    /// more than [`MAX_IN_FLIGHT`] submits, at most the stream's timeout).
     pub fn flush(&mut self) -> Result<()> {
+        self.check()?;
         if self.recorded.is_empty() {
             return Ok(());
         }
@@ -201,8 +241,10 @@ impl Stream {
         self.arena.clear();
         self.in_flight.push_back(self.device.on_submitted_work_done());
         while self.in_flight.len() > MAX_IN_FLIGHT {
-            if let Some(oldest) = self.in_flight.pop_front() {
-                oldest.wait()?;
+            if let Some(oldest) = self.in_flight.pop_front()
+                && let Err(e) = oldest.wait_timeout(self.timeout)
+            {
+                return Err(self.stop(e.into()));
             }
         }
         Ok(())
@@ -213,13 +255,20 @@ impl Stream {
     pub fn synchronize(&mut self, timeout: Duration) -> Result<()> {
         self.flush()?;
         self.in_flight.clear();
-        self.device.synchronize(timeout)?;
+        if let Err(e) = self.device.synchronize(timeout) {
+            return Err(self.stop(e.into()));
+        }
         Ok(())
     }
 
     /// Dispatches recorded and not yet submitted.
     pub fn pending(&self) -> usize {
         self.recorded.len()
+    }
+
+    /// Bind groups the stream keeps for reuse (each keeps its buffers alive).
+    pub fn cached_bind_groups(&self) -> usize {
+        self.groups.len()
     }
 }
 

@@ -215,12 +215,21 @@ pub fn poisoned(device: &Device, layout: Layout, poison: u8) -> Result<DeviceTen
     DeviceTensor::new(layout, buffer, 0, bytes as u64)
 }
 
-/// Reads a device tensor's storage back (all of it, from `base`).
+/// How long [`download`] waits for the device at most.
+pub const DOWNLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Reads a device tensor's storage back (all of it, from `base`), waiting at most
+/// [`DOWNLOAD_TIMEOUT`].
 pub fn download(device: &Device, tensor: &DeviceTensor) -> Result<HostTensor> {
+    download_timeout(device, tensor, DOWNLOAD_TIMEOUT)
+}
+
+/// [`download`], waiting at most `timeout` for the device.
+pub fn download_timeout(device: &Device, tensor: &DeviceTensor, timeout: std::time::Duration) -> Result<HostTensor> {
     let start = tensor.base / 8 * 8;
     let skip = (tensor.base - start) as usize;
     let len = (skip as u64 + tensor.storage_bytes).next_multiple_of(4);
-    let bytes: Vec<u8> = device.read_buffer(&tensor.buffer, start, len)?;
+    let bytes: Vec<u8> = device.read_buffer_timeout(&tensor.buffer, start, len, timeout)?;
     Ok(HostTensor {
         layout: tensor.layout,
         data: bytes[skip..skip + tensor.storage_bytes as usize].to_vec(),

@@ -146,6 +146,18 @@ impl Device {
     /// Copies `size` bytes of `buffer` from `offset` back to the host and returns them as `T`s
     /// (through a staging buffer; `buffer` needs `COPY_SRC`). Blocks until the copy is done.
     pub fn read_buffer<T: bytemuck::AnyBitPattern>(&self, buffer: &Buffer, offset: u64, size: u64) -> Result<Vec<T>> {
+        self.read_buffer_timeout(buffer, offset, size, std::time::Duration::MAX)
+    }
+
+    /// [`Device::read_buffer`], waiting at most `timeout` for the copy ([`Error::Timeout`]
+    /// after it; the device may still finish the copy later).
+    pub fn read_buffer_timeout<T: bytemuck::AnyBitPattern>(
+        &self,
+        buffer: &Buffer,
+        offset: u64,
+        size: u64,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<T>> {
         if !buffer.usage().contains(BufferUsage::COPY_SRC) {
             return Err(Error::InvalidArgument(
                 "read_buffer needs a buffer with COPY_SRC usage".into(),
@@ -159,7 +171,7 @@ impl Device {
         let mut encoder = self.create_command_encoder(Some("readback"))?;
         encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size)?;
         self.submit([encoder.finish()?])?;
-        let mapping = staging.map(MapMode::Read, 0, size).wait()?;
+        let mapping = staging.map(MapMode::Read, 0, size).wait_timeout(timeout)?;
         mapping.to_vec()
     }
 }

@@ -135,3 +135,61 @@ fn degenerate_attention_shapes_are_errors() {
     assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
     assert_eq!(stream.pending(), 0);
 }
+
+/// A wait that times out stops the stream: it reports why and refuses later work at once
+/// instead of waiting again.
+#[test]
+fn a_stream_stops_after_a_timeout_and_fails_fast() {
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    // About a second of work on lavapipe, waited for with no time at all.
+    let a = tensor(&ctx, GgmlType::F32, [1024, 1024, 1, 1]);
+    let b = tensor(&ctx, GgmlType::F32, [1024, 512, 1, 1]);
+    let dst = tensor(&ctx, GgmlType::F32, [1024, 512, 1, 1]);
+    let mut stream = Stream::new(&ctx.device).unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap();
+    let err = stream.synchronize(std::time::Duration::ZERO).unwrap_err();
+    assert!(stream.failure().is_some(), "{err}");
+    let again = ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap_err();
+    assert!(matches!(again, BackendError::StreamFailed(_)), "{again}");
+    assert!(matches!(stream.flush(), Err(BackendError::StreamFailed(_))));
+    // A fresh stream on the same context still works once the device is done.
+    let mut fresh = Stream::new(&ctx.device).unwrap();
+    fresh.synchronize(std::time::Duration::from_secs(600)).unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut fresh, &a, &b, &dst).unwrap();
+    fresh.synchronize(std::time::Duration::from_secs(600)).unwrap();
+}
+
+/// The simple attention path's f32 copies of K and V live in the context's scratch, so repeated
+/// calls reuse their buffers and bind groups instead of keeping each call's copies alive.
+#[test]
+fn repeated_attention_reuses_its_buffers() {
+    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let q = tensor(&ctx, GgmlType::F32, [64, 1, 4, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [64, 32, 2, 1]);
+    let v = tensor(&ctx, GgmlType::F16, [64, 32, 2, 1]);
+    let dst = tensor(&ctx, GgmlType::F32, [64, 4, 1, 1]);
+    let ops = FlashAttnOperands {
+        q: &q,
+        k: &k,
+        v: &v,
+        mask: None,
+        sinks: None,
+        dst: &dst,
+    };
+    let params = FlashAttnParams {
+        scale: 0.125,
+        max_bias: 0.0,
+        logit_softcap: 0.0,
+    };
+    flash_attn::set_knobs(Some(flash_attn::parse_knobs("path=simple").unwrap()));
+    let mut stream = Stream::new(&ctx.device).unwrap();
+    let mut counts = Vec::new();
+    for _ in 0..6 {
+        flash_attn::flash_attn_ext(&ctx, &mut stream, &ops, params).unwrap();
+        counts.push(stream.cached_bind_groups());
+    }
+    flash_attn::set_knobs(None);
+    stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
+    assert!(counts.windows(2).all(|w| w[0] == w[1]), "bind groups grew: {counts:?}");
+}

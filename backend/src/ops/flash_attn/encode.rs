@@ -9,7 +9,7 @@ use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
 use crate::kernel::{Access, Kernel as Compiled};
-use crate::memory::{self, Binding, DeviceTensor};
+use crate::memory::{Binding, DeviceTensor};
 use crate::ops::dequantize;
 use crate::params::{FlashAttnReduceUniforms, FlashAttnSimpleUniforms, FlashAttnUniforms, alibi_slopes};
 use crate::shader_lib::ShaderVariant;
@@ -309,7 +309,14 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
     let f32_copy = |t: &DeviceTensor, stream: &mut Stream| -> Result<DeviceTensor> {
         let layout = Layout::contiguous(GgmlType::F32, t.layout().ne)?;
         let bytes = layout.span_bytes()? as u64;
-        let buffer = memory::create_storage(device, "f32 copy", bytes)?;
+        // Scratch of the context, not a buffer per call: the bind-group cache would keep every
+        // call's copies alive.
+        let label = if std::ptr::eq(t, ops.k) {
+            "FLASH_ATTN_EXT f32 K"
+        } else {
+            "FLASH_ATTN_EXT f32 V"
+        };
+        let buffer = ctx.scratch.get(device, label, bytes)?;
         let out = DeviceTensor::new(layout, buffer, 0, bytes)?;
         dequantize::dequantize(ctx, stream, t, &out)?;
         Ok(out)
