@@ -6,9 +6,9 @@
 #
 # Usage (on the GPU machine, from the repository root):
 #   bash bench/decode-compare.sh BUNDLE_DIR UPSTREAM_DIR [TYPES]
-# BUNDLE_DIR: an unpacked `cargo xtask bundle`; UPSTREAM_DIR: a folder holding
-# ggml-d99724f-webgpu-test-backend-ops.tar.xz (see bench/run-upstream.sh). Results also go
-# under $OUT.
+# BUNDLE_DIR: an unpacked `cargo xtask bundle`; UPSTREAM_DIR: a folder holding a
+# ggml-<rev>-webgpu-test-backend-ops.tar.xz that `cargo xtask upstream` packed, or that tarball
+# (see bench/run-upstream.sh). Results also go under $OUT.
 # UPSTREAM_N (a regex, default [1-58]) narrows upstream's n, whose n = 5 and 8 cases take its
 # slow matrix path (over 1 ms each) and most of the run's time.
 set -uo pipefail

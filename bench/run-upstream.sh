@@ -1,13 +1,20 @@
 #!/bin/sh
 # Runs upstream ggml's test-backend-ops with the dynamic loader, C library and Dawn of a bundle
 # (`cargo xtask bundle`), on the machine's NVIDIA Vulkan driver when it has one.
-#   sh bench/run-upstream.sh BUNDLE_DIR UPSTREAM_DIR ARGS...
-# UPSTREAM_DIR holds ggml-d99724f-webgpu-test-backend-ops.tar.xz (test-backend-ops and its ggml
-# libraries under up/); it is unpacked once into $UPSTREAM_UNPACKED (default /tmp/ggml-upstream).
+#   sh bench/run-upstream.sh BUNDLE_DIR UPSTREAM ARGS...
+# UPSTREAM is a tarball that `cargo xtask upstream` packed (ggml-<rev>-webgpu-test-backend-ops.tar.xz:
+# test-backend-ops and its libraries under up/), or a folder holding one; it is unpacked once into
+# $UPSTREAM_UNPACKED (default /tmp/ggml-upstream/<its name>). A bundle made after
+# `cargo xtask upstream` carries the program itself: run it as BUNDLE_DIR/run-upstream ARGS instead.
 bundle=$(cd "$1" && pwd) || exit 2
-tarball=$2/ggml-d99724f-webgpu-test-backend-ops.tar.xz
+if [ -f "$2" ]; then
+    tarball=$2
+else
+    tarball=$(ls "$2"/ggml-*-webgpu-test-backend-ops.tar.xz 2>/dev/null | tail -n 1)
+    [ -n "$tarball" ] || { echo "no ggml-*-webgpu-test-backend-ops.tar.xz in $2" >&2; exit 2; }
+fi
 shift 2
-dir=${UPSTREAM_UNPACKED:-/tmp/ggml-upstream}
+dir=${UPSTREAM_UNPACKED:-/tmp/ggml-upstream/$(basename "$tarball" .tar.xz)}
 if [ ! -x "$dir/up/test-backend-ops" ]; then
     mkdir -p "$dir" && tar -xJf "$tarball" -C "$dir" || exit 2
 fi

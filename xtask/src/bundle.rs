@@ -8,12 +8,15 @@ use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use crate::host;
 use crate::owned;
 use crate::sandbox;
+use crate::upstream;
 
 /// Libraries the NVIDIA Vulkan driver loads at run time (glvnd and X11), which `ldd` of our
 /// program cannot see.
@@ -46,6 +49,10 @@ pub struct BundleArgs {
     /// folder with other files in it is refused.
     #[arg(long, default_value = "gpu-bundle")]
     out: PathBuf,
+    /// Leave out upstream's `test-backend-ops`, which is otherwise included (as `up/` and the
+    /// `run-upstream` launcher) when `cargo xtask upstream` has packed it.
+    #[arg(long)]
+    no_upstream: bool,
 }
 
 /// Fails on a `--bin` that is not a plain file name: it names a folder under the target folder.
@@ -161,12 +168,45 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
         args.out.display(),
         args.out.display()
     );
+    if args.no_upstream {
+        return Ok(());
+    }
+    match upstream::latest_tarball() {
+        Some(tarball) => add_upstream(&args.out, &tarball),
+        None => {
+            eprintln!(
+                "xtask: no upstream test-backend-ops in the bundle (`cargo xtask upstream --ggml DIR` builds one)"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Unpacks upstream's packed `test-backend-ops` (its `up/` folder) into the bundle and writes the
+/// `run-upstream` launcher beside `run`.
+fn add_upstream(out: &Path, tarball: &Path) -> Result<()> {
+    let mut tar = Command::new("tar");
+    tar.arg("-xJf").arg(tarball).arg("-C").arg(out).arg(upstream::PACK_DIR);
+    host::run_checked(
+        &mut tar,
+        "Unpacking upstream's program failed; re-run `cargo xtask upstream --ggml DIR`.",
+    )?;
+    let launcher = out.join("run-upstream");
+    fs::write(&launcher, upstream_launcher_script()).with_context(|| format!("writing {}", launcher.display()))?;
+    fs::set_permissions(&launcher, fs::Permissions::from_mode(0o755))?;
+    eprintln!(
+        "xtask: added upstream's test-backend-ops from {} as {}/{}/; run it there as `{}/run-upstream ARGS`",
+        tarball.display(),
+        out.display(),
+        upstream::PACK_DIR,
+        out.display()
+    );
     Ok(())
 }
 
 /// The resolved path on one `ldd` line (`libfoo.so => /usr/lib/.../libfoo.so (0x…)`, or the
 /// loader's own `/lib64/ld-linux-x86-64.so.2 (0x…)`).
-fn resolved_path(line: &str) -> Option<String> {
+pub fn resolved_path(line: &str) -> Option<String> {
     let line = line.trim();
     let path = match line.split_once("=>") {
         Some((_, right)) => right.split_whitespace().next()?,
@@ -194,6 +234,24 @@ exec "$here/ld-linux-x86-64.so.2" --library-path "$here:$nvidia/lib64:$nvidia/li
     )
 }
 
+/// The launcher of upstream's `test-backend-ops` (`up/`): the bundle's loader and libraries, with
+/// ggml's own (and any it needs that the bundle lacks) first.
+fn upstream_launcher_script() -> String {
+    let up = upstream::PACK_DIR;
+    format!(
+        r#"#!/bin/sh
+# Runs upstream ggml's test-backend-ops ({up}/, built by `cargo xtask upstream`) with the C library
+# and Dawn bundled beside it, whatever the machine's own are.
+here=$(cd "$(dirname "$0")" && pwd)
+nvidia=/usr/local/nvidia
+if [ -z "${{VK_DRIVER_FILES:-}}" ] && [ -f "$nvidia/share/vulkan/icd.d/nvidia_icd.json" ]; then
+    export VK_DRIVER_FILES="$nvidia/share/vulkan/icd.d/nvidia_icd.json"
+fi
+exec "$here/ld-linux-x86-64.so.2" --library-path "$here/{up}:$here:$nvidia/lib64:$nvidia/lib" "$here/{up}/test-backend-ops" "$@"
+"#
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +262,7 @@ mod tests {
             package: "ggml-dawn".into(),
             bin: bin.into(),
             out: out.to_owned(),
+            no_upstream: false,
         }
     }
 
@@ -293,6 +352,17 @@ mod tests {
             assert!(check(&args(out, bad)).is_err(), "{bad:?} accepted");
         }
         check(&args(out, "backend-ops")).unwrap();
+    }
+
+    #[test]
+    fn the_upstream_launcher_runs_up_through_the_bundles_loader() {
+        let script = upstream_launcher_script();
+        assert!(script.starts_with("#!/bin/sh\n"));
+        assert!(
+            script.contains(r#"exec "$here/ld-linux-x86-64.so.2" --library-path "$here/up:$here:"#),
+            "{script}"
+        );
+        assert!(script.contains(r#""$here/up/test-backend-ops" "$@""#), "{script}");
     }
 
     #[test]

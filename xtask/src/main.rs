@@ -8,6 +8,7 @@ mod host;
 mod owned;
 mod sandbox;
 mod sysroot;
+mod upstream;
 
 use std::ffi::OsString;
 
@@ -44,6 +45,10 @@ enum Command {
     /// Build a release binary in the root and gather it with the sid libraries it needs into a
     /// folder that runs on another Linux machine (for example one with an NVIDIA GPU).
     Bundle(bundle::BundleArgs),
+    /// Build upstream ggml's `test-backend-ops` (CPU and WebGPU backends) in the root against the
+    /// same Dawn, from a ggml checkout, and pack it for `bundle` (edits needed for that Dawn are
+    /// made in copies and printed).
+    Upstream(upstream::UpstreamArgs),
 }
 
 fn main() {
@@ -76,6 +81,12 @@ fn run(cli: Cli) -> Result<()> {
             bundle::check(&args)?;
             let root = sysroot::provision()?;
             bundle::bundle(&root, &args)
+        }
+        Command::Upstream(args) => {
+            let checkout = upstream::check(&args)?;
+            let root = sysroot::provision()?;
+            upstream::build(&root, &args, &checkout)?;
+            Ok(())
         }
     }
 }
@@ -219,8 +230,45 @@ mod tests {
         };
         assert_eq!(
             format!("{args:?}"),
-            r#"BundleArgs { package: "ggml-dawn", bin: "x", out: "/tmp/b" }"#
+            r#"BundleArgs { package: "ggml-dawn", bin: "x", out: "/tmp/b", no_upstream: false }"#
         );
         assert!(parse(&["bundle", "--frob"]).is_err());
+        let Command::Bundle(args) = parse(&["bundle", "--no-upstream"]).unwrap().command else {
+            panic!("not bundle");
+        };
+        assert!(format!("{args:?}").contains("no_upstream: true"));
+    }
+
+    #[test]
+    fn upstream_needs_a_ggml_folder() {
+        let err = parse(&["upstream"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+        assert!(err.to_string().contains("--ggml <DIR>"), "{err}");
+        assert!(parse(&["upstream", "--ggml"]).is_err());
+        assert!(parse(&["upstream", "--ggml", "/src/ggml", "-j", "0"]).is_err());
+        assert!(parse(&["upstream", "--ggml", "/src/ggml", "extra"]).is_err());
+
+        let Command::Upstream(args) = parse(&["upstream", "--ggml", "/src/ggml", "-j", "2"]).unwrap().command else {
+            panic!("not upstream");
+        };
+        assert_eq!(args.ggml, std::path::PathBuf::from("/src/ggml"));
+        assert_eq!(args.jobs, Some(2));
+    }
+
+    #[test]
+    fn upstream_refuses_a_folder_that_is_not_a_ggml_checkout_before_anything_else() {
+        let tmp = owned::TempDir::new("upstream-args");
+        let Command::Upstream(args) = parse(&["upstream", "--ggml", tmp.path().to_str().unwrap()])
+            .unwrap()
+            .command
+        else {
+            panic!("not upstream");
+        };
+        let err = run(Cli {
+            command: Command::Upstream(args),
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("is not a ggml checkout"), "{err}");
     }
 }

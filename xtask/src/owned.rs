@@ -24,6 +24,8 @@ pub enum Kind {
     Bundle,
     /// Where `cargo xtask bundle` gathers files first (under `DAWN_COMPUTE_TARGET_DIR`).
     BundleStaging,
+    /// Where `cargo xtask upstream` builds upstream ggml (`<cache>/upstream-build`).
+    UpstreamBuild,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
             Kind::SidRoot => "sid-root",
             Kind::Bundle => "bundle",
             Kind::BundleStaging => "bundle-staging",
+            Kind::UpstreamBuild => "upstream-build",
         }
     }
 
@@ -41,6 +44,7 @@ impl Kind {
             Kind::SidRoot => "sid root",
             Kind::Bundle => "bundle",
             Kind::BundleStaging => "bundle staging folder",
+            Kind::UpstreamBuild => "build folder of upstream ggml",
         }
     }
 
@@ -50,6 +54,7 @@ impl Kind {
             Kind::SidRoot => "set DAWN_COMPUTE_SYSROOT to a folder that does not exist yet",
             Kind::Bundle => "pass `--out` a folder that does not exist yet or is empty",
             Kind::BundleStaging => "set DAWN_COMPUTE_TARGET_DIR to a folder of its own",
+            Kind::UpstreamBuild => "set DAWN_COMPUTE_CACHE to a folder of its own",
         }
     }
 }

@@ -24,6 +24,15 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| sysroot::cache_dir().join("target"))
 }
 
+/// A bind mount that one command gets on top of the usual ones: `source` (a folder or a file on
+/// the host) appears at `inside` (an absolute path inside the root), read-only if asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    pub source: PathBuf,
+    pub inside: PathBuf,
+    pub read_only: bool,
+}
+
 /// Replaces this process with `command` running inside the root. Returns only on failure.
 pub fn exec_in_root(root: &Path, command: &[OsString]) -> anyhow::Error {
     match build(root, command) {
@@ -42,6 +51,16 @@ pub fn command_in_root(root: &Path, command: &[&str]) -> Result<Command> {
     build(root, &to_os(command))
 }
 
+/// Like [`run_in_root`], with `mounts` made (in their order) after the usual ones.
+pub fn run_in_root_with(root: &Path, command: &[&str], mounts: &[Mount], fix: &str) -> Result<()> {
+    host::run_checked(&mut build_with(root, &to_os(command), mounts)?, fix)
+}
+
+/// Like [`output_in_root`], with `mounts` made (in their order) after the usual ones.
+pub fn output_in_root_with(root: &Path, command: &[&str], mounts: &[Mount], fix: &str) -> Result<String> {
+    host::output_checked(&mut build_with(root, &to_os(command), mounts)?, fix)
+}
+
 /// Runs `command` inside the root and returns what it printed.
 pub fn output_in_root(root: &Path, command: &[&str], fix: &str) -> Result<String> {
     host::output_checked(&mut build(root, &to_os(command))?, fix)
@@ -53,6 +72,11 @@ fn to_os(command: &[&str]) -> Vec<OsString> {
 
 /// The `unshare … sh -c SCRIPT` command that mounts what the root needs, then chroots and runs.
 fn build(root: &Path, command: &[OsString]) -> Result<Command> {
+    build_with(root, command, &[])
+}
+
+/// [`build`] with extra mounts.
+fn build_with(root: &Path, command: &[OsString], mounts: &[Mount]) -> Result<Command> {
     host::require_root("shell")?;
     let workdir = std::env::current_dir().context("reading the current directory")?;
     let repo = repository_root(&workdir);
@@ -88,6 +112,7 @@ fn build(root: &Path, command: &[OsString]) -> Result<Command> {
         let inside = sh_quote(&format!("{}{}", root.display(), dir.display()));
         script += &format!("mkdir -p {inside}; mount --rbind {outside} {inside}\n");
     }
+    script += &extra_mounts(root, mounts);
     // `$1` is the working directory; the rest is the command.
     script += &format!("exec chroot {r} /bin/sh -c 'cd \"$1\" && shift && exec \"$@\"' sh \"$@\"\n");
 
@@ -110,6 +135,26 @@ fn build(root: &Path, command: &[OsString]) -> Result<Command> {
         .env_remove("PKG_CONFIG_PATH")
         .env_remove("LIBCLANG_PATH");
     Ok(cmd)
+}
+
+/// The script lines that make `mounts`: the mount point is created when missing (a folder for a
+/// folder, an empty file for a file), and a read-only mount is remounted read-only.
+fn extra_mounts(root: &Path, mounts: &[Mount]) -> String {
+    let mut script = String::new();
+    for mount in mounts {
+        let outside = sh_quote(&mount.source.display().to_string());
+        let inside = sh_quote(&format!("{}{}", root.display(), mount.inside.display()));
+        if mount.source.is_dir() {
+            script += &format!("mkdir -p {inside}\n");
+        } else {
+            script += &format!("[ -e {inside} ] || {{ mkdir -p \"$(dirname {inside})\"; : > {inside}; }}\n");
+        }
+        script += &format!("mount --bind {outside} {inside}\n");
+        if mount.read_only {
+            script += &format!("mount -o remount,bind,ro {inside}\n");
+        }
+    }
+    script
 }
 
 /// The top of the git work tree holding `dir` (the folder itself if it is in none).
