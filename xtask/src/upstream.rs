@@ -113,7 +113,10 @@ pub fn check_checkout(dir: &Path) -> Result<PathBuf> {
 /// tree and git is there to ask.
 fn revision(dir: &Path) -> Option<String> {
     let git = |args: &[&str]| {
+        // Only read; a checkout of another user is fine (git would otherwise refuse it).
         Command::new("git")
+            .arg("-c")
+            .arg("safe.directory=*")
             .arg("-C")
             .arg(dir)
             .args(args)
@@ -389,7 +392,7 @@ pub fn build(root: &Path, args: &UpstreamArgs, checkout: &Checkout) -> Result<Pa
          this command makes may no longer match upstream's source (see the `xtask: … edit` lines).",
     )?;
     println!(
-        "xtask: upstream's {PROGRAM} built in {:.0} s",
+        "xtask: upstream's {PROGRAM} is built ({:.0} s)",
         started.elapsed().as_secs_f64()
     );
 
@@ -511,9 +514,7 @@ fn pack(root: &Path, checkout: &Checkout, work: &Path, build_dir: &Path, mounts:
     let packed = work.join("packed");
     let unchanged = tarball.is_file()
         && fs::read_to_string(&packed).is_ok_and(|p| p == format!("{}\n{fingerprint}", tarball.display()));
-    if unchanged {
-        println!("xtask: {} is up to date", tarball.display());
-    } else {
+    if !unchanged {
         let stage = work.join("pack");
         if stage.exists() {
             fs::remove_dir_all(&stage).with_context(|| format!("removing {}", stage.display()))?;
@@ -553,9 +554,11 @@ fn pack(root: &Path, checkout: &Checkout, work: &Path, build_dir: &Path, mounts:
     let latest = out.join("latest");
     write_if_changed(&latest, &format!("{}\n", tarball_name(&checkout.rev)))?;
     println!(
-        "xtask: packed upstream's {PROGRAM} (ggml {}) with {} libraries into {}",
+        "xtask: {} upstream's {PROGRAM} (ggml {}) with {} libraries {} {}",
+        if unchanged { "already packed" } else { "packed" },
         checkout.rev,
         entries.len() - 1,
+        if unchanged { "in" } else { "into" },
         tarball.display()
     );
     println!("xtask: `cargo xtask bundle` now puts it into the bundle, run there as `gpu-bundle/run-upstream ARGS`");
