@@ -301,6 +301,14 @@ pub fn build(root: &Path, args: &UpstreamArgs, checkout: &Checkout) -> Result<Pa
             root.display()
         );
     }
+    let cache = sysroot::cache_dir();
+    fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    // One build at a time: two would share the build folder.
+    let lock_path = cache.join(".upstream-build.lock");
+    let lock = host::open_own_file(&lock_path)?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
+
     println!("xtask: upstream ggml {} from {}", checkout.rev, checkout.dir.display());
     let work = work_dir();
 
