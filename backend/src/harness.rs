@@ -56,12 +56,26 @@ impl Rng {
     }
 }
 
+/// Elements quantized at a time for a timing-only input: a whole number of every format's blocks.
+const TIMING_CHUNK: usize = 1 << 16;
+
 /// Inputs uniform in [-1, 1] for a case tensor's whole storage, converted to its type. Types
 /// the CPU cannot quantize to (the grid i-quants) get random blocks instead, with sane scales.
-fn input(rng: &mut Rng, t: &CaseTensor) -> Result<HostTensor> {
+/// When only timed (`exact` false), a large quantized tensor repeats one quantized chunk: the
+/// kernels' speed does not depend on the values, and quantizing 58M elements of a K-quant on
+/// the CPU takes seconds per case.
+fn input(rng: &mut Rng, t: &CaseTensor, exact: bool) -> Result<HostTensor> {
     let ty = t.storage.ty;
+    let elements = t.storage.elements();
     if crate::format::can_quantize(ty) {
-        return Ok(t.host(&rng.fill(t.storage.elements(), -1.0, 1.0))?);
+        let quantized = ty.block_size() > 1;
+        if exact || !quantized || elements <= TIMING_CHUNK || elements % TIMING_CHUNK != 0 {
+            return Ok(t.host(&rng.fill(elements, -1.0, 1.0))?);
+        }
+        let chunk = HostTensor::from_f32(ty, [TIMING_CHUNK, 1, 1, 1], &rng.fill(TIMING_CHUNK, -1.0, 1.0))?;
+        let bytes = elements / ty.block_size() * ty.type_size();
+        let data: Vec<u8> = chunk.data.iter().copied().cycle().take(bytes).collect();
+        return Ok(HostTensor { layout: t.view, data });
     }
     let blocks = t.storage.elements() / ty.block_size();
     let mut data: Vec<u8> = (0..blocks * ty.type_size()).map(|_| rng.next_u64() as u8).collect();
@@ -279,14 +293,14 @@ fn prepare_mul_mat(
     case_error: impl Fn(crate::cases::CaseError) -> BackendError,
 ) -> Result<Prepared> {
     let t = c.tensors().map_err(case_error)?;
-    let a = input(rng, &t.a)?;
+    let a = input(rng, &t.a, with_reference)?;
     let b = if t.b_aliases_a {
         HostTensor {
             layout: t.b.view,
             data: a.data.clone(),
         }
     } else {
-        input(rng, &t.b)?
+        input(rng, &t.b, with_reference)?
     };
     let reference = if with_reference {
         reference::mul_mat::mul_mat(&a, &b)?
@@ -318,15 +332,15 @@ fn prepare_flash_attn(
     case_error: impl Fn(crate::cases::CaseError) -> BackendError,
 ) -> Result<Prepared> {
     let t = c.tensors().map_err(case_error)?;
-    let q = input(rng, &t.q)?;
-    let k = input(rng, &t.k)?;
+    let q = input(rng, &t.q, with_reference)?;
+    let k = input(rng, &t.k, with_reference)?;
     let v = if t.v_aliases_k {
         HostTensor {
             layout: t.v.view,
             data: k.data.clone(),
         }
     } else {
-        input(rng, &t.v)?
+        input(rng, &t.v, with_reference)?
     };
     let mask = t.mask.map(|l| mask(rng, l)).transpose()?;
     let sinks = t
