@@ -147,8 +147,8 @@ fn FMT##_chunk(row_byte: u32, e0: u32) -> vec4<u32> {
     for (var p = 0u; p < 4u; p += 1u) {
         let word = w[p / 2u];
         let b0 = (p % 2u) * 16u;
-        let a = f32(KVALUES_IQ4NL[(word >> (b0 + s)) & 15u]);
-        let b = f32(KVALUES_IQ4NL[(word >> (b0 + 8u + s)) & 15u]);
+        let a = f32(fmt_kv(KVALUES_IQ4NL, (word >> (b0 + s)) & 15u));
+        let b = f32(fmt_kv(KVALUES_IQ4NL, (word >> (b0 + 8u + s)) & 15u));
         out[p] = pack2x16float(vec2<f32>(a, b) * d);
     }
     return vec4<u32>(out[0], out[1], out[2], out[3]);

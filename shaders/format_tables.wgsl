@@ -4,31 +4,37 @@
 // GENERATED from the CPU tables by backend/src/format/wgsl_tables.rs: do not edit. To
 // regenerate: UPDATE_WGSL_TABLES=1 cargo test -p ggml-dawn --lib wgsl_tables
 //
-// Each table is compiled only into the variants whose FMT_TYPE reads it, once. The 8-byte grids
-// are 2-bit codes into a levels table: byte j of entry e is LEVELS[code], code the 2 bits
-// at bit 16 * (e % 2) + 2 * j of word e / 2. Byte j of an entry of the 4-byte iq3 grids is
-// byte j of its word.
+// Each table is compiled only into the variants whose FMT_TYPE reads it, once. Tables of at
+// most 16 bytes are packed in a vec4<u32>, read with fmt_kv; longer ones are var<private>
+// (a const array indexed at run time would be copied at every index). The 8-byte grids
+// are 2-bit codes into a levels table: byte j of entry e is fmt_kv(LEVELS, code), code the
+// 2 bits at bit 16 * (e % 2) + 2 * j of word e / 2. Byte j of an entry of the 4-byte iq3
+// grids is byte j of its word.
+
+#ifndef HAVE_FMT_KV
+#define HAVE_FMT_KV 1
+// Signed byte i of a table of packed bytes.
+fn fmt_kv(table: vec4<u32>, i: u32) -> i32 {
+    return bitcast<i32>(table[i >> 2u] << (24u - 8u * (i & 3u))) >> 24u;
+}
+#endif
 
 #if (FMT_TYPE == TYPE_IQ4_NL || FMT_TYPE == TYPE_IQ4_XS) && !defined(HAVE_KVALUES_IQ4NL)
 #define HAVE_KVALUES_IQ4NL 1
 // kvalues_iq4nl: the 16 levels of iq4_nl and iq4_xs.
-const KVALUES_IQ4NL: array<i32, 16> = array<i32, 16>(
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
-);
+const KVALUES_IQ4NL: vec4<u32> = vec4<u32>(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
 #endif
 
 #if (FMT_TYPE == TYPE_MXFP4 || FMT_TYPE == TYPE_NVFP4) && !defined(HAVE_KVALUES_MXFP4)
 #define HAVE_KVALUES_MXFP4 1
 // kvalues_mxfp4: the E2M1 levels doubled, by 4-bit code (bit 3 = sign).
-const KVALUES_MXFP4: array<i32, 16> = array<i32, 16>(
-    0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
-);
+const KVALUES_MXFP4: vec4<u32> = vec4<u32>(0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu);
 #endif
 
 #if (FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ3_XXS) && !defined(HAVE_KSIGNS_IQ2XS)
 #define HAVE_KSIGNS_IQ2XS 1
 // ksigns_iq2xs: a 7-bit index to 8 sign bits.
-const KSIGNS_IQ2XS: array<u32, 128> = array<u32, 128>(
+var<private> KSIGNS_IQ2XS: array<u32, 128> = array<u32, 128>(
     0u, 129u, 130u, 3u, 132u, 5u, 6u, 135u, 136u, 9u, 10u, 139u, 12u, 141u, 142u, 15u,
     144u, 17u, 18u, 147u, 20u, 149u, 150u, 23u, 24u, 153u, 154u, 27u, 156u, 29u, 30u, 159u,
     160u, 33u, 34u, 163u, 36u, 165u, 166u, 39u, 40u, 169u, 170u, 43u, 172u, 45u, 46u, 175u,
@@ -43,15 +49,13 @@ const KSIGNS_IQ2XS: array<u32, 128> = array<u32, 128>(
 #if (FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ2_S) && !defined(HAVE_IQ2_GRID_LEVELS)
 #define HAVE_IQ2_GRID_LEVELS 1
 // The byte values of the iq2 grids, by 2-bit code.
-const IQ2_GRID_LEVELS: array<u32, 3> = array<u32, 3>(
-    8u, 25u, 43u
-);
+const IQ2_GRID_LEVELS: vec4<u32> = vec4<u32>(0x002b1908u, 0x00000000u, 0x00000000u, 0x00000000u);
 #endif
 
 #if (FMT_TYPE == TYPE_IQ2_XXS) && !defined(HAVE_IQ2XXS_GRID)
 #define HAVE_IQ2XXS_GRID 1
 // iq2xxs_grid: 256 entries of 8 bytes, as codes into IQ2_GRID_LEVELS.
-const IQ2XXS_GRID: array<u32, 128> = array<u32, 128>(
+var<private> IQ2XXS_GRID: array<u32, 128> = array<u32, 128>(
     0x00020000u, 0x00080005u, 0x0011000au, 0x00200014u, 0x00280022u, 0x0041002au, 0x00500044u, 0x00610058u,
     0x00800064u, 0x008a0082u, 0x010100a2u, 0x01100104u, 0x01400115u, 0x01980184u, 0x02020200u, 0x02820222u,
     0x04040401u, 0x04210410u, 0x04400424u, 0x04480442u, 0x04810460u, 0x04900484u, 0x050004a4u, 0x05080502u,
@@ -74,7 +78,7 @@ const IQ2XXS_GRID: array<u32, 128> = array<u32, 128>(
 #if (FMT_TYPE == TYPE_IQ2_XS) && !defined(HAVE_IQ2XS_GRID)
 #define HAVE_IQ2XS_GRID 1
 // iq2xs_grid: 512 entries of 8 bytes, as codes into IQ2_GRID_LEVELS.
-const IQ2XS_GRID: array<u32, 256> = array<u32, 256>(
+var<private> IQ2XS_GRID: array<u32, 256> = array<u32, 256>(
     0x00020000u, 0x00080005u, 0x0011000au, 0x00160014u, 0x00200019u, 0x00250022u, 0x00410028u, 0x00460044u,
     0x00500049u, 0x00550052u, 0x00610058u, 0x00800064u, 0x00850082u, 0x00910088u, 0x00990094u, 0x010100a0u,
     0x01060104u, 0x01100109u, 0x01150112u, 0x011a0118u, 0x01240121u, 0x01420140u, 0x01480145u, 0x01540151u,
@@ -113,7 +117,7 @@ const IQ2XS_GRID: array<u32, 256> = array<u32, 256>(
 #if (FMT_TYPE == TYPE_IQ2_S) && !defined(HAVE_IQ2S_GRID)
 #define HAVE_IQ2S_GRID 1
 // iq2s_grid: 1024 entries of 8 bytes, as codes into IQ2_GRID_LEVELS.
-const IQ2S_GRID: array<u32, 512> = array<u32, 512>(
+var<private> IQ2S_GRID: array<u32, 512> = array<u32, 512>(
     0x00020000u, 0x00080005u, 0x0011000au, 0x00160014u, 0x00200019u, 0x00250022u, 0x00410028u, 0x00460044u,
     0x00500049u, 0x00550052u, 0x00610058u, 0x00660064u, 0x00800069u, 0x00850082u, 0x00910088u, 0x00a00094u,
     0x00aa00a5u, 0x01040101u, 0x01090106u, 0x01120110u, 0x01180115u, 0x01240121u, 0x01420140u, 0x01480145u,
@@ -184,7 +188,7 @@ const IQ2S_GRID: array<u32, 512> = array<u32, 512>(
 #if (FMT_TYPE == TYPE_IQ3_XXS) && !defined(HAVE_IQ3XXS_GRID)
 #define HAVE_IQ3XXS_GRID 1
 // iq3xxs_grid: 256 entries of 4 bytes.
-const IQ3XXS_GRID: array<u32, 256> = array<u32, 256>(
+var<private> IQ3XXS_GRID: array<u32, 256> = array<u32, 256>(
     0x04040404u, 0x04040414u, 0x04040424u, 0x04040c0cu, 0x04040c1cu, 0x04040c3eu, 0x04041404u, 0x04041414u,
     0x04041c0cu, 0x04042414u, 0x04043e1cu, 0x04043e2cu, 0x040c040cu, 0x040c041cu, 0x040c0c04u, 0x040c0c14u,
     0x040c140cu, 0x040c142cu, 0x040c1c04u, 0x040c1c14u, 0x040c240cu, 0x040c2c24u, 0x040c3e04u, 0x04140404u,
@@ -223,7 +227,7 @@ const IQ3XXS_GRID: array<u32, 256> = array<u32, 256>(
 #if (FMT_TYPE == TYPE_IQ3_S) && !defined(HAVE_IQ3S_GRID)
 #define HAVE_IQ3S_GRID 1
 // iq3s_grid: 512 entries of 4 bytes.
-const IQ3S_GRID: array<u32, 512> = array<u32, 512>(
+var<private> IQ3S_GRID: array<u32, 512> = array<u32, 512>(
     0x01010101u, 0x01010103u, 0x01010105u, 0x0101010bu, 0x0101010fu, 0x01010301u, 0x01010303u, 0x01010305u,
     0x01010309u, 0x0101030du, 0x01010501u, 0x01010503u, 0x0101050bu, 0x01010707u, 0x01010901u, 0x01010905u,
     0x0101090bu, 0x0101090fu, 0x01010b03u, 0x01010b07u, 0x01010d01u, 0x01010d05u, 0x01010f03u, 0x01010f09u,
@@ -294,15 +298,13 @@ const IQ3S_GRID: array<u32, 512> = array<u32, 512>(
 #if (FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M) && !defined(HAVE_IQ1S_GRID_LEVELS)
 #define HAVE_IQ1S_GRID_LEVELS 1
 // The values of the int8 bytes of iq1s_grid, by 2-bit code.
-const IQ1S_GRID_LEVELS: array<i32, 3> = array<i32, 3>(
-    -1, 0, 1
-);
+const IQ1S_GRID_LEVELS: vec4<u32> = vec4<u32>(0x000100ffu, 0x00000000u, 0x00000000u, 0x00000000u);
 #endif
 
 #if (FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M) && !defined(HAVE_IQ1S_GRID)
 #define HAVE_IQ1S_GRID 1
 // iq1s_grid: 2048 entries of 8 int8 bytes, as codes into IQ1S_GRID_LEVELS.
-const IQ1S_GRID: array<u32, 1024> = array<u32, 1024>(
+var<private> IQ1S_GRID: array<u32, 1024> = array<u32, 1024>(
     0x00020000u, 0x00080005u, 0x0011000au, 0x00200015u, 0x00280022u, 0x0045002au, 0x00540051u, 0x00650056u,
     0x00820080u, 0x008a0088u, 0x00a00095u, 0x00a800a2u, 0x010400aau, 0x01110105u, 0x01160114u, 0x011a0119u,
     0x01410125u, 0x01490146u, 0x01550152u, 0x0161015au, 0x01660164u, 0x01850168u, 0x01940191u, 0x01a50196u,

@@ -187,7 +187,7 @@ const FMT##_block_bytes: u32 = 18u;
 fn FMT##_value(block_byte: u32, i: u32) -> f32 {
     let q = FMT##_u8(block_byte + 2u + (i & 15u));
     let nibble = select(q & 15u, q >> 4u, i >= 16u);
-    return FMT##_f16(block_byte) * f32(KVALUES_IQ4NL[nibble]);
+    return FMT##_f16(block_byte) * f32(fmt_kv(KVALUES_IQ4NL, nibble));
 }
 #elif FMT_TYPE == TYPE_IQ4_XS
 const FMT##_block: u32 = 256u;
@@ -203,7 +203,7 @@ fn FMT##_value(block_byte: u32, i: u32) -> f32 {
     let dl = FMT##_f16(block_byte) * f32(ls - 32);
     let q = FMT##_u8(block_byte + 8u + 16u * ib + (j & 15u));
     let nibble = select(q & 15u, q >> 4u, j >= 16u);
-    return dl * f32(KVALUES_IQ4NL[nibble]);
+    return dl * f32(fmt_kv(KVALUES_IQ4NL, nibble));
 }
 #elif FMT_TYPE == TYPE_MXFP4
 const FMT##_block: u32 = 32u;
@@ -214,7 +214,7 @@ fn FMT##_value(block_byte: u32, i: u32) -> f32 {
     let e = FMT##_u8(block_byte);
     let q = FMT##_u8(block_byte + 1u + (i & 15u));
     let nibble = select(q & 15u, q >> 4u, i >= 16u);
-    let kv = f32(KVALUES_MXFP4[nibble]);
+    let kv = f32(fmt_kv(KVALUES_MXFP4, nibble));
     if (e < 2u) {
         // ggml's scale 2^(e - 128) (ggml_e8m0_to_fp32_half) is subnormal here, and GPUs may
         // flush subnormal operands and results to zero (WGSL allows it; lavapipe does). The
@@ -257,7 +257,7 @@ fn FMT##_value(block_byte: u32, i: u32) -> f32 {
     let j = i % 16u;
     let q = FMT##_u8(block_byte + 4u + 8u * s + (j & 7u));
     let nibble = select(q & 15u, q >> 4u, j >= 8u);
-    return f32(KVALUES_MXFP4[nibble]) * FMT##_ue4m3_half(FMT##_u8(block_byte + s));
+    return f32(fmt_kv(KVALUES_MXFP4, nibble)) * FMT##_ue4m3_half(FMT##_u8(block_byte + s));
 }
 #elif FMT_TYPE == TYPE_Q1_0
 const FMT##_block: u32 = 128u;
@@ -440,11 +440,11 @@ fn FMT##_value(block_byte: u32, i: u32) -> f32 {
 #if FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ2_S
 // Byte j of entry `index` of the type's grid (FMT_IQ2_GRID).
 fn FMT##_iq2_grid(index: u32, j: u32) -> u32 {
-    return IQ2_GRID_LEVELS[(FMT_IQ2_GRID[index / 2u] >> (16u * (index % 2u) + 2u * j)) & 3u];
+    return u32(fmt_kv(IQ2_GRID_LEVELS, (FMT_IQ2_GRID[index / 2u] >> (16u * (index % 2u) + 2u * j)) & 3u));
 }
 #elif FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M
 // The int8 byte j of entry `index` of iq1s_grid.
 fn FMT##_iq1_grid(index: u32, j: u32) -> i32 {
-    return IQ1S_GRID_LEVELS[(IQ1S_GRID[index / 2u] >> (16u * (index % 2u) + 2u * j)) & 3u];
+    return fmt_kv(IQ1S_GRID_LEVELS, (IQ1S_GRID[index / 2u] >> (16u * (index % 2u) + 2u * j)) & 3u);
 }
 #endif

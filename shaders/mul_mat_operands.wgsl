@@ -251,8 +251,8 @@ fn a_elem(row: u32, e: u32) -> f32 {
 
 #if A_TYPE == TYPE_MXFP4 || A_TYPE == TYPE_NVFP4
 fn a_mx(q: u32) -> vec4<f32> {
-    return vec4<f32>(f32(KVALUES_MXFP4[q & 15u]), f32(KVALUES_MXFP4[(q >> 8u) & 15u]),
-                     f32(KVALUES_MXFP4[(q >> 16u) & 15u]), f32(KVALUES_MXFP4[(q >> 24u) & 15u]));
+    return vec4<f32>(f32(fmt_kv(KVALUES_MXFP4, q & 15u)), f32(fmt_kv(KVALUES_MXFP4, (q >> 8u) & 15u)),
+                     f32(fmt_kv(KVALUES_MXFP4, (q >> 16u) & 15u)), f32(fmt_kv(KVALUES_MXFP4, (q >> 24u) & 15u)));
 }
 #endif
 
@@ -364,8 +364,8 @@ fn a_block8(bb: u32, i: u32) -> array<vec4<f32>, 2> {
 }
 #elif A_TYPE == TYPE_IQ4_NL || A_TYPE == TYPE_IQ4_XS
 fn a_iq4(q: u32, d: f32) -> vec4<f32> {
-    return vec4<f32>(f32(KVALUES_IQ4NL[q & 15u]), f32(KVALUES_IQ4NL[(q >> 8u) & 15u]),
-                     f32(KVALUES_IQ4NL[(q >> 16u) & 15u]), f32(KVALUES_IQ4NL[(q >> 24u) & 15u])) * d;
+    return vec4<f32>(f32(fmt_kv(KVALUES_IQ4NL, q & 15u)), f32(fmt_kv(KVALUES_IQ4NL, (q >> 8u) & 15u)),
+                     f32(fmt_kv(KVALUES_IQ4NL, (q >> 16u) & 15u)), f32(fmt_kv(KVALUES_IQ4NL, (q >> 24u) & 15u))) * d;
 }
 #if A_TYPE == TYPE_IQ4_NL
 // d, qs[16] (nibbles as q4_0's).

@@ -2,7 +2,9 @@
 // once per MUL_MAT instead of once per workgroup. Block (batch, column, i) is three 16-byte
 // words at word 12 · ((batch · n + column) · k / 32 + i) of dst: the 32 values as signed bytes
 // (round(x / d), d = max|x| / 127), then d, d·Σq over the first 16 and over the last 16 (f32
-// bits) and a zero. One thread per block; k is a multiple of 32.
+// bits) and a zero. With B_Q8K (the K-quant mat-vec), the blocks of each 128 elements are
+// interleaved instead (see below) and only d is kept; k is then a multiple of 128. One thread
+// per block; k is a multiple of 32.
 //
 // Defines: the operand defines of mul_mat_operands.wgsl (b's), WG_SIZE.
 #define WG_SIZE 64u
@@ -41,6 +43,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endfor
     let lo = sum4(q[0] + q[1] + q[2] + q[3]);
     let hi = sum4(q[4] + q[5] + q[6] + q[7]);
+#ifdef B_Q8K
+    // Interleaved for the K-quant mat-vec: per 128 elements of a column, nine 16-byte words;
+    // word c holds bytes [4c, 4c + 4) of its four blocks, word 8 their scales.
+    let o = p.dst_start + ((id / blocks) * (blocks / 4u) + (id % blocks) / 4u) * 36u + (id % 4u);
+#for C in 0..8
+    dst[o + 4u * C##u] = pack4xI8(q[C##u]);
+#endfor
+    dst[o + 32u] = bitcast<u32>(d);
+#else
     let o = p.dst_start + 12u * id;
 #for C in 0..8
     dst[o + C##u] = pack4xI8(q[C##u]);
@@ -49,4 +60,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     dst[o + 9u] = bitcast<u32>(d * f32(lo));
     dst[o + 10u] = bitcast<u32>(d * f32(hi));
     dst[o + 11u] = 0u;
+#endif
 }

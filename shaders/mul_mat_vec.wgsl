@@ -15,10 +15,11 @@
 //
 // With B_Q8 (the integer kernel), b arrives as 8-bit blocks (mul_mat_quantize_b.wgsl) and a
 // step takes one 32-element unit of each row and multiplies with packed 4x8-bit dot products
-// (mul_mat_vec_q8.wgsl).
+// (mul_mat_vec_q8.wgsl). With B_Q8K as well (K-quants), b's bytes are interleaved so that a
+// lane reads 16 elements of a block from one or two words of a row (mul_mat_vec_kq.wgsl).
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
-// VEC_KERNEL; B_Q8; USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
+// VEC_KERNEL; B_Q8, B_Q8K, PROBE_LOADS (measuring only); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
 #ifdef USE_SUBGROUPS
 enable subgroups;
@@ -34,6 +35,9 @@ enable subgroups;
 #include "mul_mat_operands.wgsl"
 #ifdef B_Q8
 #include "mul_mat_vec_q8.wgsl"
+#endif
+#ifdef B_Q8K
+#include "mul_mat_vec_kq.wgsl"
 #endif
 
 const RN: u32 = ROWS * N_COLS;
@@ -362,7 +366,41 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
 #endfor
 
-#ifdef B_Q8
+#ifdef B_Q8K
+    // K-quant slots (mul_mat_vec_kq.wgsl): 16 elements of a row each, eight to a 128-element
+    // half; b holds nine 16-byte words per half of each column (eight of bytes, one of scales).
+    let slots = p.k / 16u;
+#for J in 0..N_COLS
+    let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * (p.k / 128u) * 9u;
+#endfor
+    for (var u = lane; u < slots; u += GROUP_SIZE) {
+        let h = u / 8u;
+        let i = u % 8u;
+#for J in 0..N_COLS
+        let xq_##J = b[x_base_##J + 9u * h + i];
+        let xd_##J = bitcast<vec4<f32>>(b[x_base_##J + 9u * h + 8u]);
+#ifdef KQ_MINS
+        let xs_##J = xd_##J * vec4<f32>(kq_sums(xq_##J));
+#endif
+#endfor
+#for R in 0..ROWS
+        {
+            let w = kq_load(row_##R, h, i);
+#for J in 0..N_COLS
+#ifdef PROBE_LOADS
+            // Measurement only: the loaded words folded, no dot products.
+            let fold_##J = w.v ^ xq_##J ^ bitcast<vec4<u32>>(w.f * xd_##J);
+            acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y ^ fold_##J.z ^ fold_##J.w) & 0x3fffffffu);
+#elif defined(KQ_MINS)
+            acc_##R##_##J += kq_dot(w, xq_##J, xd_##J, xs_##J);
+#else
+            acc_##R##_##J += kq_dot(w, xq_##J, xd_##J);
+#endif
+#endfor
+        }
+#endfor
+    }
+#elif defined(B_Q8)
     // Integer units: W_SUBS 32-element blocks of b (this batch's columns) per unit of a.
     let units = p.k / (32u * W_SUBS);
 #for J in 0..N_COLS

@@ -69,7 +69,7 @@ fn input(rng: &mut Rng, t: &CaseTensor, exact: bool) -> Result<HostTensor> {
     let elements = t.storage.elements();
     if crate::format::can_quantize(ty) {
         let quantized = ty.block_size() > 1;
-        if exact || !quantized || elements <= TIMING_CHUNK || elements % TIMING_CHUNK != 0 {
+        if exact || !quantized || elements <= TIMING_CHUNK || !elements.is_multiple_of(TIMING_CHUNK) {
             return Ok(t.host(&rng.fill(elements, -1.0, 1.0))?);
         }
         let chunk = HostTensor::from_f32(ty, [TIMING_CHUNK, 1, 1, 1], &rng.fill(TIMING_CHUNK, -1.0, 1.0))?;

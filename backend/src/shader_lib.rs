@@ -27,6 +27,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("mul_mat_stage.wgsl", include_str!("../../shaders/mul_mat_stage.wgsl")),
     ("mul_mat_vec.wgsl", include_str!("../../shaders/mul_mat_vec.wgsl")),
     ("mul_mat_vec_q8.wgsl", include_str!("../../shaders/mul_mat_vec_q8.wgsl")),
+    ("mul_mat_vec_kq.wgsl", include_str!("../../shaders/mul_mat_vec_kq.wgsl")),
     (
         "mul_mat_quantize_b.wgsl",
         include_str!("../../shaders/mul_mat_quantize_b.wgsl"),

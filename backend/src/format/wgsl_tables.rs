@@ -4,12 +4,15 @@
 //!
 //! Each table sits in an `#if` block keyed on the `FMT_TYPE`s that read it, so that a shader
 //! variant compiles only the tables of its type. WGSL has no byte arrays, and a `const` array that
-//! is indexed at run time is materialized per invocation (lavapipe's compile time grows faster
-//! than its length: 13 s for 4096 u32 against 2 s for 1024), so the 8-byte grids, whose bytes
-//! take 3 values, are stored as 2-bit codes: 16 bits per entry, entry `e` in bits
-//! `16 * (e % 2)..` of word `e / 2`, byte `j` the code at bit `2 * j` of that, decoded by a
-//! levels table (`*_LEVELS[code]`). The 4-byte iq3 grids are plain u32 (byte `j` of entry `e` is
-//! byte `j` of word `e`).
+//! is indexed at run time is copied into a function variable at every such index (lavapipe's
+//! compile time grows faster than its length: 13 s for 4096 u32 against 2 s for 1024; on the
+//! H200 an iq2_xxs mat-vec took 838 us against upstream's 281). So tables of at most 16 byte
+//! values are one `vec4<u32>` constant of packed bytes, read with `fmt_kv(TABLE, i)` (a
+//! vector's dynamic index copies nothing), and longer ones are module-scope `var<private>`
+//! arrays, indexed in place. The 8-byte grids, whose bytes take 3 values, are stored as 2-bit
+//! codes: 16 bits per entry, entry `e` in bits `16 * (e % 2)..` of word `e / 2`, byte `j` the code
+//! at bit `2 * j` of that, decoded by a levels table (`fmt_kv(*_LEVELS, code)`). The 4-byte iq3
+//! grids are plain u32 (byte `j` of entry `e` is byte `j` of word `e`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -30,6 +33,22 @@ struct Table {
     values: Vec<String>,
     /// Entries per line.
     per_line: usize,
+}
+
+impl Table {
+    /// The entries as signed bytes, when there are at most 16 and each fits one.
+    fn packed_bytes(&self) -> Option<Vec<u8>> {
+        if self.values.len() > 16 {
+            return None;
+        }
+        self.values
+            .iter()
+            .map(|v| {
+                let v: i64 = v.trim_end_matches('u').parse().ok()?;
+                i8::try_from(v).ok().map(|b| b as u8)
+            })
+            .collect()
+    }
 }
 
 fn hex_u32(v: u32) -> String {
@@ -180,10 +199,20 @@ fn render() -> String {
          // GENERATED from the CPU tables by backend/src/format/wgsl_tables.rs: do not edit. To\n\
          // regenerate: UPDATE_WGSL_TABLES=1 cargo test -p ggml-dawn --lib wgsl_tables\n\
          //\n\
-         // Each table is compiled only into the variants whose FMT_TYPE reads it, once. The 8-byte grids\n\
-         // are 2-bit codes into a levels table: byte j of entry e is LEVELS[code], code the 2 bits\n\
-         // at bit 16 * (e % 2) + 2 * j of word e / 2. Byte j of an entry of the 4-byte iq3 grids is\n\
-         // byte j of its word.\n",
+         // Each table is compiled only into the variants whose FMT_TYPE reads it, once. Tables of at\n\
+         // most 16 bytes are packed in a vec4<u32>, read with fmt_kv; longer ones are var<private>\n\
+         // (a const array indexed at run time would be copied at every index). The 8-byte grids\n\
+         // are 2-bit codes into a levels table: byte j of entry e is fmt_kv(LEVELS, code), code the\n\
+         // 2 bits at bit 16 * (e % 2) + 2 * j of word e / 2. Byte j of an entry of the 4-byte iq3\n\
+         // grids is byte j of its word.\n\
+         \n\
+         #ifndef HAVE_FMT_KV\n\
+         #define HAVE_FMT_KV 1\n\
+         // Signed byte i of a table of packed bytes.\n\
+         fn fmt_kv(table: vec4<u32>, i: u32) -> i32 {\n\
+         \x20   return bitcast<i32>(table[i >> 2u] << (24u - 8u * (i & 3u))) >> 24u;\n\
+         }\n\
+         #endif\n",
     );
     for t in tables() {
         let condition: Vec<String> = t.users.iter().map(|u| format!("FMT_TYPE == {u}")).collect();
@@ -192,9 +221,19 @@ fn render() -> String {
         writeln!(out, "\n#if ({}) && !defined(HAVE_{})", condition.join(" || "), t.name).unwrap();
         writeln!(out, "#define HAVE_{} 1", t.name).unwrap();
         writeln!(out, "// {}", t.doc).unwrap();
+        if let Some(bytes) = t.packed_bytes() {
+            let mut words = [0u32; 4];
+            for (i, b) in bytes.iter().enumerate() {
+                words[i / 4] |= u32::from(*b) << (8 * (i % 4));
+            }
+            let words: Vec<String> = words.iter().map(|&w| hex_u32(w)).collect();
+            writeln!(out, "const {}: vec4<u32> = vec4<u32>({});", t.name, words.join(", ")).unwrap();
+            out.push_str("#endif\n");
+            continue;
+        }
         writeln!(
             out,
-            "const {}: array<{}, {n}> = array<{}, {n}>(",
+            "var<private> {}: array<{}, {n}> = array<{}, {n}>(",
             t.name, t.elem, t.elem
         )
         .unwrap();
@@ -236,7 +275,9 @@ fn tables_are_guarded_by_type() {
     let text = render();
     for t in tables() {
         // Every table is inside one #if block, and every user is a type id of common.wgsl.
-        assert_eq!(text.matches(&format!("const {}:", t.name)).count(), 1, "{}", t.name);
+        let declared = text.matches(&format!("const {}:", t.name)).count()
+            + text.matches(&format!("var<private> {}:", t.name)).count();
+        assert_eq!(declared, 1, "{}", t.name);
         let common = crate::shader_lib::source("common.wgsl").unwrap();
         for u in t.users {
             assert!(common.contains(&format!("#define {u} ")), "{u} is not in common.wgsl");
@@ -271,4 +312,17 @@ fn packed_grids_decode_to_the_cpu_tables() {
             );
         }
     }
+}
+
+#[test]
+fn packed_tables_hold_their_bytes() {
+    for t in tables() {
+        let Some(bytes) = t.packed_bytes() else { continue };
+        for (i, v) in t.values.iter().enumerate() {
+            let v: i64 = v.trim_end_matches('u').parse().unwrap();
+            assert_eq!(i64::from(bytes[i] as i8), v, "{} entry {i}", t.name);
+        }
+    }
+    let names: Vec<&str> = tables().iter().filter(|t| t.packed_bytes().is_some()).map(|t| t.name).collect();
+    assert_eq!(names, ["KVALUES_IQ4NL", "KVALUES_MXFP4", "IQ2_GRID_LEVELS", "IQ1S_GRID_LEVELS"]);
 }

@@ -87,7 +87,15 @@ pub fn encode(
             .flag("B_VEC4", b_vec4(problem))
     };
     let a_as_vec4 = matches!(plan.path, Path::SubgroupMatrix { .. }) && a_vec4(problem);
-    let int_dot = matches!(plan.path, Path::Vec { int_dot: true, .. });
+    let (int_dot, int_slots, probe) = match plan.path {
+        Path::Vec {
+            int_dot,
+            int_slots,
+            probe,
+            ..
+        } => (int_dot, int_slots, probe),
+        _ => (false, false, 0),
+    };
     let variant = match &plan.path {
         Path::Vec {
             wg_size,
@@ -98,8 +106,12 @@ pub fn encode(
             max_subgroups,
             kernel,
             int_dot,
+            int_slots,
+            probe,
         } => operands("mul_mat_vec.wgsl")
             .flag("B_Q8", *int_dot)
+            .flag("B_Q8K", *int_slots)
+            .flag("PROBE_LOADS", *probe == 1)
             .define("WG_SIZE", format!("{wg_size}u"))
             .define("ROWS", format!("{rows}u"))
             .define("GROUPS", format!("{groups}u"))
@@ -175,7 +187,9 @@ pub fn encode(
             blocks.div_ceil(QUANTIZE_WG),
             ctx.device.limits().max_compute_workgroups_per_dimension,
         );
-        let quantize = operands("mul_mat_quantize_b.wgsl").define("WG_SIZE", format!("{QUANTIZE_WG}u"));
+        let quantize = operands("mul_mat_quantize_b.wgsl")
+            .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
+            .flag("B_Q8K", int_slots);
         let quantize = ctx
             .kernels
             .get(&ctx.device, &quantize, &[Access::Read, Access::Read, Access::ReadWrite])?;
@@ -187,6 +201,9 @@ pub fn encode(
         let quantize_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
         let quantize_params = operand_params(a, b, bound, 0, grid[0], plan)?;
         stream.dispatch(&quantize, &quantize_buffers, &quantize_params, grid)?;
+        if probe == 2 {
+            stream.dispatch(&quantize, &quantize_buffers, &quantize_params, grid)?;
+        }
         buffers[1] = scratch;
     }
     stream.dispatch(&kernel, &buffers, &params, plan.grid)

@@ -98,6 +98,19 @@ pub struct Tuning {
     pub vec_int_groups: u32,
     pub vec_int_rows_k: u32,
     pub vec_int_groups_k: u32,
+    /// K-quants in the integer mat-vec for n at least this (above `vec_int_max_n`: never) take
+    /// the slot kernel: each lane 16 elements of a block read from one or two words,
+    /// consecutive lanes on consecutive words (`mul_mat_vec_kq.wgsl`). Below it, a lane takes
+    /// whole 32-element sub-blocks, two or four sharing their bytes (`mul_mat_vec_q8.wgsl`),
+    /// which measured faster at n=1 on the H200 (q4_K 25.4 against 31.0 us; BENCHMARKS.md).
+    pub vec_int_slots_min_n: u32,
+    /// The slot kernel's rows per row group for n < 4 and n >= 4 (its groups: `vec_int_groups_k`).
+    pub vec_int_slot_rows: u32,
+    pub vec_int_slot_rows_wide: u32,
+    /// Measurement only, results are wrong: 1 replaces the slot kernel's dot products with a
+    /// bitwise fold of the same loaded words (the loads' own cost); 2 runs b's quantize pass
+    /// twice (its cost, by difference).
+    pub vec_int_probe: u32,
     /// Subgroup-matrix path: the narrow tile for n up to this.
     pub small_n_max: u32,
     /// Subgroup-matrix big tile: subgroups along m and n.
@@ -155,6 +168,12 @@ impl Default for Tuning {
             vec_int_groups: 4,
             vec_int_rows_k: 1,
             vec_int_groups_k: 8,
+            // H200 (BENCHMARKS.md): the slot kernel from n=2 (q2_K n=2: 37.0 against 41.9
+            // us), two rows from n=4 (q4_K n=8: 75.0 against 90.7 us with one).
+            vec_int_slots_min_n: 2,
+            vec_int_slot_rows: 1,
+            vec_int_slot_rows_wide: 2,
+            vec_int_probe: 0,
             small_n_max: 64,
             // 4x4 subgroups (512 invocations) on a 128x128 tile: 990 us for f16 at n=512 on the
             // H200, against 1393 us with 2x4 (fewer warps to hide the staging loads).
@@ -218,6 +237,10 @@ knobs!(
     vec_int_groups,
     vec_int_rows_k,
     vec_int_groups_k,
+    vec_int_slots_min_n,
+    vec_int_slot_rows,
+    vec_int_slot_rows_wide,
+    vec_int_probe,
     small_n_max,
     sg_count_m,
     sg_count_n,
@@ -281,6 +304,9 @@ impl Tuning {
             }
             "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k" => (1, 1024),
             "vec_kernel" => (0, 2),
+            "vec_int_slots_min_n" => (1, 65),
+            "vec_int_slot_rows" | "vec_int_slot_rows_wide" => (1, 64),
+            "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
             "sg_count_m" | "sg_count_n" | "sg_small_count_m" | "sg_small_frag_m" => (1, 64),
             "sg_tile_m" | "sg_tile_n" => (1, 1024),
@@ -353,6 +379,10 @@ pub enum Path {
         /// The integer kernel: b quantized first (`mul_mat_quantize_b.wgsl`) into
         /// [`int_scratch_bytes`] of scratch.
         int_dot: bool,
+        /// With `int_dot`, K-quants in 16-element slots ([`Tuning::vec_int_slots_min_n`]).
+        int_slots: bool,
+        /// [`Tuning::vec_int_probe`] (0 but when measuring).
+        probe: u32,
     },
     /// `mul_mat_tiled.wgsl`.
     Tiled {
@@ -437,18 +467,27 @@ impl fmt::Display for MulMatPlan {
                 subgroups,
                 kernel,
                 int_dot,
+                int_slots,
+                probe,
                 ..
             } => write!(
                 f,
-                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction",
-                if *int_dot {
+                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}",
+                if *int_slots {
+                    " (8-bit b, integer dot products, 16-element slots)"
+                } else if *int_dot {
                     " (8-bit b, integer dot products)"
                 } else if *kernel == 0 {
                     " (8-element units)"
                 } else {
                     ""
                 },
-                if *subgroups { "subgroup" } else { "workgroup-memory" }
+                if *subgroups { "subgroup" } else { "workgroup-memory" },
+                match probe {
+                    0 => "",
+                    1 => " (probe: loads only, results wrong)",
+                    _ => " (probe: b quantized twice)",
+                }
             )?,
             Path::Tiled {
                 thread_m, thread_n, tk, ..
@@ -555,7 +594,8 @@ pub fn has_int_dot(ty: GgmlType) -> bool {
     matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K)
 }
 
-/// Bytes of b's 8-bit blocks (48 per 32 elements) for the integer mat-vec.
+/// Bytes of b's 8-bit blocks for the integer mat-vec: 48 per 32 elements (the slot kernel's
+/// interleaved layout takes 36 of them).
 pub fn int_scratch_bytes(p: &Problem) -> u64 {
     p.batches * p.n * (p.k / 32) * 48
 }
@@ -568,7 +608,11 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         && p.a_align >= 2
         && p.k.is_multiple_of(32)
         && int_scratch_bytes(p) <= d.max_storage_binding;
+    let int_slots =
+        int_dot && super_blocks && p.n >= u64::from(t.vec_int_slots_min_n) && p.k.is_multiple_of(128);
     let rows = match (cols <= 4, super_blocks) {
+        _ if int_slots && cols >= 4 => t.vec_int_slot_rows_wide,
+        _ if int_slots => t.vec_int_slot_rows,
         _ if int_dot && super_blocks => t.vec_int_rows_k,
         _ if int_dot => t.vec_int_rows,
         (true, false) => t.vec_rows,
@@ -617,6 +661,8 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
             k => k,
         },
         int_dot,
+        int_slots,
+        probe: if int_dot { t.vec_int_probe } else { 0 },
     };
     (path, tiles_m, 1, bytes)
 }
@@ -1168,9 +1214,26 @@ mod tests {
         };
         assert!(int_scratch_bytes(&big_batch) > tight.max_storage_binding);
         assert!(!int_dot(&big_batch, &tight, &t));
-        // Super-block formats take their own rows and groups.
+        // Super-block formats take their own rows and groups; the slot kernel from n=2, with
+        // its own rows.
         let k = plan(&problem(GgmlType::Q4_K, 4096, 1, 14336), &d, &t);
-        assert!(matches!(k.path, Path::Vec { rows: 1, groups: 8, .. }), "{k}");
+        assert!(matches!(k.path, Path::Vec { rows: 1, groups: 8, int_slots: false, .. }), "{k}");
+        for (n, rows) in [(2, 1), (3, 1), (4, 2), (8, 2)] {
+            for ty in [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+                let k = plan(&problem(ty, 4096, n, 14336), &d, &t);
+                assert!(
+                    matches!(k.path, Path::Vec { int_slots: true, rows: r, probe: 0, .. } if r == rows),
+                    "{ty} n={n}: {k}"
+                );
+            }
+        }
+        for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+            let k = plan(&problem(ty, 4096, 4, 14336), &d, &t);
+            assert!(matches!(k.path, Path::Vec { int_dot: true, int_slots: false, .. }), "{ty}: {k}");
+        }
+        let never = Tuning::parse("vec_int_slots_min_n=65").unwrap();
+        let k = plan(&problem(GgmlType::Q6_K, 4096, 8, 14336), &d, &never);
+        assert!(matches!(k.path, Path::Vec { int_dot: true, int_slots: false, .. }), "{k}");
     }
 
     #[test]
