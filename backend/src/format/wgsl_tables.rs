@@ -323,6 +323,13 @@ fn packed_tables_hold_their_bytes() {
             assert_eq!(i64::from(bytes[i] as i8), v, "{} entry {i}", t.name);
         }
     }
-    let names: Vec<&str> = tables().iter().filter(|t| t.packed_bytes().is_some()).map(|t| t.name).collect();
-    assert_eq!(names, ["KVALUES_IQ4NL", "KVALUES_MXFP4", "IQ2_GRID_LEVELS", "IQ1S_GRID_LEVELS"]);
+    let names: Vec<&str> = tables()
+        .iter()
+        .filter(|t| t.packed_bytes().is_some())
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["KVALUES_IQ4NL", "KVALUES_MXFP4", "IQ2_GRID_LEVELS", "IQ1S_GRID_LEVELS"]
+    );
 }

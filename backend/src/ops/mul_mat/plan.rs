@@ -608,8 +608,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         && p.a_align >= 2
         && p.k.is_multiple_of(32)
         && int_scratch_bytes(p) <= d.max_storage_binding;
-    let int_slots =
-        int_dot && super_blocks && p.n >= u64::from(t.vec_int_slots_min_n) && p.k.is_multiple_of(128);
+    let int_slots = int_dot && super_blocks && p.n >= u64::from(t.vec_int_slots_min_n) && p.k.is_multiple_of(128);
     let rows = match (cols <= 4, super_blocks) {
         _ if int_slots && cols >= 4 => t.vec_int_slot_rows_wide,
         _ if int_slots => t.vec_int_slot_rows,
@@ -1217,9 +1216,26 @@ mod tests {
         // Super-block formats take their own rows and groups; the slot kernel from n=2, with
         // its own rows.
         let k = plan(&problem(GgmlType::Q4_K, 4096, 1, 14336), &d, &t);
-        assert!(matches!(k.path, Path::Vec { rows: 1, groups: 8, int_slots: false, .. }), "{k}");
+        assert!(
+            matches!(
+                k.path,
+                Path::Vec {
+                    rows: 1,
+                    groups: 8,
+                    int_slots: false,
+                    ..
+                }
+            ),
+            "{k}"
+        );
         for (n, rows) in [(2, 1), (3, 1), (4, 2), (8, 2)] {
-            for ty in [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+            for ty in [
+                GgmlType::Q2_K,
+                GgmlType::Q3_K,
+                GgmlType::Q4_K,
+                GgmlType::Q5_K,
+                GgmlType::Q6_K,
+            ] {
                 let k = plan(&problem(ty, 4096, n, 14336), &d, &t);
                 assert!(
                     matches!(k.path, Path::Vec { int_slots: true, rows: r, probe: 0, .. } if r == rows),
@@ -1229,11 +1245,31 @@ mod tests {
         }
         for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
             let k = plan(&problem(ty, 4096, 4, 14336), &d, &t);
-            assert!(matches!(k.path, Path::Vec { int_dot: true, int_slots: false, .. }), "{ty}: {k}");
+            assert!(
+                matches!(
+                    k.path,
+                    Path::Vec {
+                        int_dot: true,
+                        int_slots: false,
+                        ..
+                    }
+                ),
+                "{ty}: {k}"
+            );
         }
         let never = Tuning::parse("vec_int_slots_min_n=65").unwrap();
         let k = plan(&problem(GgmlType::Q6_K, 4096, 8, 14336), &d, &never);
-        assert!(matches!(k.path, Path::Vec { int_dot: true, int_slots: false, .. }), "{k}");
+        assert!(
+            matches!(
+                k.path,
+                Path::Vec {
+                    int_dot: true,
+                    int_slots: false,
+                    ..
+                }
+            ),
+            "{k}"
+        );
     }
 
     #[test]
