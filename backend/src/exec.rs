@@ -16,6 +16,10 @@ use crate::params::KernelParams;
 
 /// Dispatches per submit at most (also the parameter buffer's slot count).
 pub const MAX_DISPATCHES: usize = 512;
+/// Dispatches of the first submit after a stream starts or synchronizes. Each later submit may
+/// hold twice as many as the one before, up to [`MAX_DISPATCHES`]: the GPU starts after a few
+/// dispatches instead of idling while hundreds are encoded, and long runs still get big submits.
+pub const FIRST_SUBMIT_DISPATCHES: usize = 8;
 /// Submits that may be in flight before the next one waits for the oldest.
 pub const MAX_IN_FLIGHT: usize = 8;
 /// How long a stream waits for an earlier submit at most, unless told otherwise.
@@ -58,6 +62,8 @@ pub struct Stream {
     recorded: Vec<Recorded>,
     groups: HashMap<GroupKey, BindGroup>,
     in_flight: VecDeque<GpuFuture<()>>,
+    /// Dispatches after which `dispatch` submits (grows from [`FIRST_SUBMIT_DISPATCHES`]).
+    submit_at: usize,
     /// The longest wait for an earlier submit.
     timeout: Duration,
     /// Why the stream stopped: set by a wait that timed out or failed (a lost device), after
@@ -95,6 +101,7 @@ impl Stream {
             recorded: Vec::new(),
             groups: HashMap::new(),
             in_flight: VecDeque::new(),
+            submit_at: FIRST_SUBMIT_DISPATCHES,
             timeout,
             failed: None,
         })
@@ -135,8 +142,9 @@ impl Stream {
                 limit_name: "maxComputeWorkgroupsPerDimension",
             });
         }
-        if self.recorded.len() == MAX_DISPATCHES {
+        if self.recorded.len() >= self.submit_at {
             self.flush()?;
+            self.submit_at = (self.submit_at * 2).min(MAX_DISPATCHES);
         }
         let group = self.bind_group(kernel, buffers)?;
         let slot = self.recorded.len() as u32;
@@ -254,6 +262,7 @@ impl Stream {
     /// error Dawn reported meanwhile is returned as an error.
     pub fn synchronize(&mut self, timeout: Duration) -> Result<()> {
         self.flush()?;
+        self.submit_at = FIRST_SUBMIT_DISPATCHES;
         self.in_flight.clear();
         if let Err(e) = self.device.synchronize(timeout) {
             return Err(self.stop(e.into()));
