@@ -3,24 +3,18 @@
 //! - [`ggml_type`], [`tensor`], [`format`]: ggml's types, layouts and block formats, on the CPU.
 //! - [`context`]: device setup as ggml's WebGPU backend does it, and the capability probe.
 
-pub mod case_lists;
-pub mod cases;
-pub mod compare;
 pub mod context;
 pub mod error;
 pub mod exec;
 pub mod format;
 pub mod ggml_type;
 pub mod gguf;
-pub mod golden;
-pub mod harness;
 pub mod kernel;
 pub mod memory;
 pub mod ops;
 pub mod params;
 pub mod reference;
 pub mod scratch;
-pub mod selfcheck;
 pub mod shader_lib;
 pub mod tensor;
 

@@ -4,10 +4,11 @@
 
 use std::sync::Mutex;
 
-use ggml_dawn::cases::{Case, FlashAttnCase};
-use ggml_dawn::harness::{self, Rng, Status};
 use ggml_dawn::ops::flash_attn::{self, Knobs};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, case_lists};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext};
+use ggml_dawn_bench::case_lists;
+use ggml_dawn_bench::cases::{Case, FlashAttnCase};
+use ggml_dawn_bench::harness::{self, Rng, Status};
 
 /// The knobs are process-wide: the tests take turns.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use ggml_dawn::golden::{self, Verdict};
 use ggml_dawn::{ContextOptions, GpuContext};
+use ggml_dawn_bench::golden::{self, Verdict};
 
 fn check_all(op_dir: &str, options: ContextOptions) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

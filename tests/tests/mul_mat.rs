@@ -5,12 +5,13 @@
 //! subgroups, subgroup matrices (narrow and big tiles, single and double buffered, cramped
 //! workgroup memory), register tiles, and the simple fallback.
 
-use ggml_dawn::cases::Case;
 use ggml_dawn::exec::Stream;
-use ggml_dawn::harness::{self, Rng, Status};
 use ggml_dawn::ops::mul_mat::{self, DeviceFacts, MulMatPlan, Path, Tuning};
 use ggml_dawn::reference::{self, metric};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, case_lists, format, memory};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, format, memory};
+use ggml_dawn_bench::case_lists;
+use ggml_dawn_bench::cases::Case;
+use ggml_dawn_bench::harness::{self, Rng, Status};
 
 fn context(no_subgroup_matrix: bool) -> GpuContext {
     GpuContext::new(ContextOptions {

@@ -4,15 +4,15 @@
 use std::time::{Duration, Instant};
 
 use crate::cases::{Case, CaseTensor, FlashAttnCase, MulMatCase};
-use crate::context::GpuContext;
-use crate::error::{BackendError, Result};
-use crate::exec::Stream;
-use crate::ggml_type::GgmlType;
-use crate::memory::{self, DeviceTensor};
-use crate::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
-use crate::ops::{flash_attn, mul_mat};
-use crate::reference::{self, metric};
-use crate::tensor::{HostTensor, Layout};
+use ggml_dawn::context::GpuContext;
+use ggml_dawn::error::{BackendError, Result};
+use ggml_dawn::exec::Stream;
+use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::memory::{self, DeviceTensor};
+use ggml_dawn::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
+use ggml_dawn::ops::{flash_attn, mul_mat};
+use ggml_dawn::reference::{self, metric};
+use ggml_dawn::tensor::{HostTensor, Layout};
 
 /// How long a wait for the GPU may take before it counts as a hang.
 pub const TIMEOUT: Duration = Duration::from_secs(600);
@@ -67,7 +67,7 @@ const TIMING_CHUNK: usize = 1 << 16;
 fn input(rng: &mut Rng, t: &CaseTensor, exact: bool) -> Result<HostTensor> {
     let ty = t.storage.ty;
     let elements = t.storage.elements();
-    if crate::format::can_quantize(ty) {
+    if ggml_dawn::format::can_quantize(ty) {
         let quantized = ty.block_size() > 1;
         if exact || !quantized || elements <= TIMING_CHUNK || !elements.is_multiple_of(TIMING_CHUNK) {
             return Ok(t.host(&rng.fill(elements, -1.0, 1.0))?);

@@ -3,15 +3,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::context::GpuContext;
-use crate::error::{BackendError, Result};
-use crate::exec::Stream;
-use crate::format;
-use crate::ggml_type::GgmlType;
-use crate::gguf::GgufFile;
-use crate::memory;
-use crate::ops;
-use crate::tensor::{HostTensor, Layout};
+use ggml_dawn::context::GpuContext;
+use ggml_dawn::error::{BackendError, Result};
+use ggml_dawn::exec::Stream;
+use ggml_dawn::format;
+use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::gguf::GgufFile;
+use ggml_dawn::memory;
+use ggml_dawn::ops;
+use ggml_dawn::tensor::{HostTensor, Layout};
 
 /// What checking one file found.
 #[derive(Debug, Clone, PartialEq)]
@@ -206,14 +206,20 @@ fn check_mul_mat(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
         0xff,
     )?;
     let run = |stream: &mut Stream| ops::mul_mat::mul_mat(ctx, stream, &up[0], &up[1], &dst);
-    compare(ctx, run, &dst, &expected, crate::reference::metric::MUL_MAT_MAX_NMSE)
+    compare(
+        ctx,
+        run,
+        &dst,
+        &expected,
+        ggml_dawn::reference::metric::MUL_MAT_MAX_NMSE,
+    )
 }
 
 /// A tensor the file lacks or holds malformed is a failure; one of a type this crate does not
 /// know is only not supported.
-fn tensor_error(e: crate::gguf::GgufError) -> BackendError {
+fn tensor_error(e: ggml_dawn::gguf::GgufError) -> BackendError {
     match e {
-        crate::gguf::GgufError::UnknownTensorType { .. } => BackendError::Unsupported(e.to_string()),
+        ggml_dawn::gguf::GgufError::UnknownTensorType { .. } => BackendError::Unsupported(e.to_string()),
         e => BackendError::InvalidOperands(e.to_string()),
     }
 }
@@ -265,7 +271,7 @@ fn check_flash_attn(ctx: &GpuContext, file: &GgufFile, case: &str) -> Result<Ver
         run,
         &dst,
         &expected,
-        crate::reference::metric::FLASH_ATTN_EXT_MAX_NMSE,
+        ggml_dawn::reference::metric::FLASH_ATTN_EXT_MAX_NMSE,
     )
 }
 
@@ -284,7 +290,7 @@ fn compare(
     }
     stream.synchronize(Duration::from_secs(600))?;
     let actual = memory::download(&ctx.device, dst)?.to_f32()?;
-    Ok(match crate::reference::metric::check(expected, &actual, max_nmse) {
+    Ok(match ggml_dawn::reference::metric::check(expected, &actual, max_nmse) {
         Ok(nmse) => Verdict::Pass(format!("nmse={nmse:.3e}")),
         Err(mismatch) => Verdict::Fail(mismatch.to_string()),
     })

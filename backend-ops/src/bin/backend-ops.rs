@@ -6,11 +6,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ggml_dawn::cases::{Case, CaseError};
-use ggml_dawn::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
-use ggml_dawn::golden::{self, Verdict};
-use ggml_dawn::harness::{self, Status};
-use ggml_dawn::{ContextOptions, GpuContext, case_lists, selfcheck};
+use ggml_dawn::{ContextOptions, GpuContext};
+use ggml_dawn_bench::cases::{Case, CaseError};
+use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
+use ggml_dawn_bench::golden::{self, Verdict};
+use ggml_dawn_bench::harness::{self, Status};
+use ggml_dawn_bench::{case_lists, selfcheck};
 use regex::Regex;
 use serde_json::json;
 
