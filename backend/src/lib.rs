@@ -6,6 +6,7 @@
 pub mod context;
 pub mod error;
 pub mod exec;
+pub mod facts;
 pub mod format;
 pub mod ggml_type;
 pub mod gguf;
@@ -17,7 +18,11 @@ pub mod reference;
 pub mod scratch;
 pub mod shader_lib;
 pub mod tensor;
+pub mod tuning;
 
 pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};
+pub use facts::DeviceFacts;
 pub use ggml_type::GgmlType;
+pub use memory::DeviceTensor;
 pub use tensor::{HostTensor, Layout};
+pub use tuning::Tuning;

@@ -2,16 +2,11 @@
 //! part of upstream's lists, every kernel the plan can pick (forced through the knobs), and
 //! seeded random cases, with and without subgroup matrices.
 
-use std::sync::Mutex;
-
 use ggml_dawn::ops::flash_attn::{self, Knobs};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, Tuning};
 use ggml_dawn_bench::case_lists;
 use ggml_dawn_bench::cases::{Case, FlashAttnCase};
 use ggml_dawn_bench::harness::{self, Rng, Status};
-
-/// The knobs are process-wide: the tests take turns.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn contexts() -> Vec<(&'static str, GpuContext)> {
     [("subgroup matrices", false), ("no subgroup matrices", true)]
@@ -78,8 +73,6 @@ fn assert_none(what: &str, failures: &[String]) {
 /// GQA, batch and view variant of the main grid) and a few longer ones.
 #[test]
 fn upstream_cases_pass_in_both_modes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    flash_attn::set_knobs(None);
     let mut cases = list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
         s.contains("kv=113,") && (s.contains("nb=1,") || s.contains("nb=32,") || s.contains("nb=75,"))
     });
@@ -100,8 +93,6 @@ fn upstream_cases_pass_in_both_modes() {
 /// K/V types and V as a view of quantized K.
 #[test]
 fn cases_upstream_refuses_pass_too() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    flash_attn::set_knobs(None);
     let mut cases = list(case_lists::FLASH_ATTN_UNSUPPORTED, |s| {
         s.contains("kv=113,")
             && s.contains("nb=3,")
@@ -127,7 +118,6 @@ fn cases_upstream_refuses_pass_too() {
 /// memory, an eager rescale (tau = 0), small tiles.
 #[test]
 fn every_kernel_variant_passes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cases = list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
         s.contains("kv=113,")
             && (s.contains("nb=1,") || s.contains("nb=32,"))
@@ -151,18 +141,19 @@ fn every_kernel_variant_passes() {
     let (_, ctx) = contexts().remove(0);
     for v in variants {
         let knobs: Knobs = flash_attn::parse_knobs(v).expect("knobs parse");
-        flash_attn::set_knobs(Some(knobs));
-        let failures = run(&ctx, &cases, 3);
-        flash_attn::set_knobs(None);
-        assert_none(v, &failures);
+        let tuned = ctx
+            .with_tuning(Tuning {
+                flash_attn: knobs,
+                ..Tuning::default()
+            })
+            .expect("valid knobs");
+        assert_none(v, &run(&tuned, &cases, 3));
     }
 }
 
 /// Random shapes, types, strides and options (seeded), in both modes.
 #[test]
 fn random_cases_pass_in_both_modes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    flash_attn::set_knobs(None);
     let mut rng = Rng::new(0x5eed_fa11);
     let heads = [
         (40, 40),
@@ -223,8 +214,6 @@ fn random_cases_pass_in_both_modes() {
 /// The plan's description names the kernel (what `backend-ops -v` prints).
 #[test]
 fn describe_names_the_kernel() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    flash_attn::set_knobs(None);
     let case: FlashAttnCase = "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=16384,nb=1)"
         .parse()
         .expect("case parses");
