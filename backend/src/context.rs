@@ -237,6 +237,7 @@ impl GpuContext {
     /// Creates the backend's device on an adapter the caller chose (from
     /// `Instance::enumerate_adapters`, or requested with its own options). The instance should
     /// allow unsafe APIs (`InstanceDescriptor::compute`) for subgroup matrices to be offered.
+    /// Dawn lets an adapter make one device: the adapter is spent afterwards.
     pub fn with_adapter(adapter: &Adapter, options: ContextOptions) -> Result<GpuContext, ContextError> {
         let info = adapter.info();
         let adapter_features = adapter.features();
