@@ -8,5 +8,6 @@ pub mod cases;
 pub mod compare;
 pub mod golden;
 pub mod harness;
+pub mod progress;
 mod reference_checks;
 pub mod selfcheck;

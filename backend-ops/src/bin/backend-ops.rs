@@ -12,6 +12,7 @@ use ggml_dawn_bench::cases::{Case, CaseError};
 use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
 use ggml_dawn_bench::golden::{self, Verdict};
 use ggml_dawn_bench::harness::{self, Status};
+use ggml_dawn_bench::progress::Progress;
 use ggml_dawn_bench::{case_lists, selfcheck};
 use regex::Regex;
 use serde_json::json;
@@ -388,6 +389,7 @@ fn context(options: ContextOptions) -> Result<GpuContext, String> {
 fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, output: Output) -> Result<bool, String> {
     let ctx = context(options)?;
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
+    let mut progress = Progress::new(cases.len(), output == Output::Text);
     for case in cases {
         let (status, plan) = guarded(|| harness::test_case_planned(&ctx, case, seed))
             .unwrap_or_else(|reason| (Status::Fail { reason }, None));
@@ -403,14 +405,16 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
                 _ if verbose && path.is_some() => {
                     let path = path.as_deref().unwrap_or_default();
                     match &status {
-                        Status::Ok { nmse } => println!("  {case}: OK (nmse={nmse:.3e}; {path})"),
-                        Status::Fail { reason } => println!("  {case}: FAIL ({reason}; {path})"),
-                        Status::Unsupported { reason } => println!("  {case}: not supported ({reason})"),
+                        Status::Ok { nmse } => progress.println(format!("  {case}: OK (nmse={nmse:.3e}; {path})")),
+                        Status::Fail { reason } => progress.println(format!("  {case}: FAIL ({reason}; {path})")),
+                        Status::Unsupported { reason } => {
+                            progress.println(format!("  {case}: not supported ({reason})"))
+                        }
                     }
                 }
-                Status::Ok { .. } => println!("  {case}: OK"),
-                Status::Fail { reason } => println!("  {case}: FAIL ({reason})"),
-                Status::Unsupported { reason } => println!("  {case}: not supported ({reason})"),
+                Status::Ok { .. } => progress.println(format!("  {case}: OK")),
+                Status::Fail { reason } => progress.println(format!("  {case}: FAIL ({reason})")),
+                Status::Unsupported { reason } => progress.println(format!("  {case}: not supported ({reason})")),
             },
             Output::Json => {
                 let (name, detail) = match &status {
@@ -425,7 +429,9 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
                 println!("{line}");
             }
         }
+        progress.advance(matches!(status, Status::Fail { .. }));
     }
+    progress.finish();
     if output == Output::Text {
         println!("{passed} passed, {failed} failed, {unsupported} not supported");
     }
@@ -470,16 +476,18 @@ fn perf(
 ) -> Result<bool, String> {
     let ctx = context(options)?;
     let mut ok = true;
+    let mut progress = Progress::new(cases.len(), output == Output::Text);
     for case in cases {
         let text = case.to_string();
         let timed = guarded(|| harness::perf_case(&ctx, case, min_time, max_repeats))
             .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
+        let failed = matches!(&timed, Err(e) if !matches!(e, ggml_dawn::error::BackendError::Unsupported(_)));
         match timed {
             Ok(t) => match output {
                 Output::Text => {
-                    println!("{}", perf_line(&text, &t));
+                    progress.println(perf_line(&text, &t));
                     if verbose {
-                        println!("      {}", t.plan);
+                        progress.println(format!("      {}", t.plan));
                     }
                 }
                 Output::Json => println!(
@@ -490,7 +498,7 @@ fn perf(
                 ),
             },
             Err(ggml_dawn::error::BackendError::Unsupported(reason)) => match output {
-                Output::Text => println!("  {text}: not supported ({reason})"),
+                Output::Text => progress.println(format!("  {text}: not supported ({reason})")),
                 Output::Json => println!(
                     "{}",
                     json!({ "mode": "perf", "case": text, "status": "unsupported", "reason": reason })
@@ -499,7 +507,7 @@ fn perf(
             Err(e) => {
                 ok = false;
                 match output {
-                    Output::Text => println!("  {text}: FAIL ({e})"),
+                    Output::Text => progress.println(format!("  {text}: FAIL ({e})")),
                     Output::Json => println!(
                         "{}",
                         json!({ "mode": "perf", "case": text, "status": "fail", "reason": e.to_string() })
@@ -507,7 +515,9 @@ fn perf(
                 }
             }
         }
+        progress.advance(failed);
     }
+    progress.finish();
     Ok(ok)
 }
 
