@@ -143,12 +143,7 @@ fn fast(
     let stats_start = (stats_offset / 4) as usize;
     let workgroups = word(plan.workgroups(shape) as usize)?;
     let grid = grid_2d(workgroups, limits.max_compute_workgroups_per_dimension);
-    let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
-    let scale = if p.logit_softcap != 0.0 {
-        p.scale / p.logit_softcap
-    } else {
-        p.scale
-    };
+    let (scale, n_head_log2, m0, m1) = score_params(p, n_heads)?;
     let mask = ops.mask.map(|m| *m.layout());
     let params = FlashAttnUniforms {
         q_start: word(bq.start_byte as usize / 4)?,
@@ -204,15 +199,7 @@ fn fast(
         .define("MASK_SKIP", u32::from(plan.mask_skip))
         .define("HSK", shape.hsk)
         .define("HSV", shape.hsv);
-    let storage = [
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::ReadWrite,
-    ];
-    let kernel: Arc<Compiled> = ctx.kernel(&shader, &storage)?;
+    let kernel: Arc<Compiled> = ctx.kernel(&shader, &STORAGE)?;
     let q_range = BufferRange::new(ops.q.buffer(), bq);
     let out = match &scratch {
         Some(buffer) => BufferRange {
@@ -269,6 +256,28 @@ fn fast(
         &rparams,
         rgrid,
     )
+}
+
+/// The storage bindings of the attention kernels: Q, K, V, mask, sinks, then the output.
+const STORAGE: [Access; 6] = [
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::ReadWrite,
+];
+
+/// The score parameters every kernel takes: the scale (divided by the softcap, which the
+/// kernels apply as cap·tanh(s) to s = q·k·scale) and ALiBi's slopes.
+fn score_params(p: FlashAttnParams, n_heads: usize) -> Result<(f32, u32, f32, f32)> {
+    let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
+    let scale = if p.logit_softcap != 0.0 {
+        p.scale / p.logit_softcap
+    } else {
+        p.scale
+    };
+    Ok((scale, n_head_log2, m0, m1))
 }
 
 fn flag(b: bool) -> u32 {
@@ -375,16 +384,10 @@ fn simple(
     let (bq, bk, bv, bd) = (bound.q, k.binding(align, max)?, v.binding(align, max)?, bound.dst);
     // Absent operands are bound to Q's buffer and never read.
     let (bm, bs) = (bound.mask, bound.sinks);
-    let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
+    let (scale, n_head_log2, m0, m1) = score_params(p, n_heads)?;
     let items = word(q.ne[1] * n_heads * q.ne[3])?;
     let grid = grid_2d(items, limits.max_compute_workgroups_per_dimension);
     let mask_layout = ops.mask.map(|m| *m.layout());
-    // The kernel applies the softcap as cap·tanh(s) to s = q·k·scale, so scale is divided here.
-    let scale = if p.logit_softcap != 0.0 {
-        p.scale / p.logit_softcap
-    } else {
-        p.scale
-    };
     let params = FlashAttnSimpleUniforms {
         q_start: word(bq.start_byte as usize / 4)?,
         q_nb1: word(q.nb[1] / 4)?,
@@ -417,15 +420,7 @@ fn simple(
     let variant = ShaderVariant::new("flash_attn_simple.wgsl")
         .define("WG_SIZE", format!("{SIMPLE_WG}u"))
         .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
-    let storage = [
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::ReadWrite,
-    ];
-    let kernel = ctx.kernel(&variant, &storage)?;
+    let kernel = ctx.kernel(&variant, &STORAGE)?;
     let buffers = [
         BufferRange::new(ops.q.buffer(), bq),
         BufferRange::new(k.buffer(), bk),
