@@ -8,6 +8,23 @@ use ggml_dawn_bench::case_lists;
 use ggml_dawn_bench::cases::{Case, FlashAttnCase};
 use ggml_dawn_bench::harness::{self, Rng, Status};
 
+/// `DAWN_COMPUTE_FULL_TESTS=1` runs the broad selections; by default (CI) a representative
+/// subset: every kernel, mode and runtime option, over fewer head sizes and types, since each
+/// new shader variant costs lavapipe seconds to compile.
+fn full() -> bool {
+    std::env::var_os("DAWN_COMPUTE_FULL_TESTS").is_some_and(|v| v == "1")
+}
+
+/// Head sizes of the representative subset: one not a multiple of 16, the common ones, K and V
+/// of different sizes, and the largest the vec kernel takes.
+const HEADS: &[&str] = &[
+    "hsk=40,hsv=40,",
+    "hsk=64,hsv=64,",
+    "hsk=128,hsv=128,",
+    "hsk=192,hsv=128,",
+    "hsk=320,hsv=256,",
+];
+
 fn contexts() -> Vec<(&'static str, GpuContext)> {
     [("subgroup matrices", false), ("no subgroup matrices", true)]
         .into_iter()
@@ -73,8 +90,11 @@ fn assert_none(what: &str, failures: &[String]) {
 /// GQA, batch and view variant of the main grid) and a few longer ones.
 #[test]
 fn upstream_cases_pass_in_both_modes() {
+    let full = full();
     let mut cases = list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
-        s.contains("kv=113,") && (s.contains("nb=1,") || s.contains("nb=32,") || s.contains("nb=75,"))
+        s.contains("kv=113,")
+            && (s.contains("nb=1,") || s.contains("nb=32,") || s.contains("nb=75,"))
+            && (full || HEADS.iter().any(|h| s.contains(h)))
     });
     cases.extend(
         list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
@@ -83,7 +103,7 @@ fn upstream_cases_pass_in_both_modes() {
         .into_iter()
         .take(2),
     );
-    assert!(cases.len() > 250, "{} cases", cases.len());
+    assert!(cases.len() > if full { 250 } else { 150 }, "{} cases", cases.len());
     for (name, ctx) in contexts() {
         assert_none(name, &run(&ctx, &cases, 1));
     }
@@ -124,8 +144,8 @@ fn every_kernel_variant_passes() {
             && s.contains("sinks=1")
             && (s.contains("hsk=64,hsv=64,") || s.contains("hsk=576,") || s.contains("hsk=192,hsv=128"))
     });
-    let cases: Vec<Case> = cases.into_iter().step_by(2).collect();
-    assert!(cases.len() > 10, "{} cases", cases.len());
+    let cases: Vec<Case> = cases.into_iter().step_by(if full() { 2 } else { 4 }).collect();
+    assert!(cases.len() > 5, "{} cases", cases.len());
     let variants = [
         "path=tile",
         "path=tile,split=3,prefetch=0,tile_kv=8,tile_rq=1",
@@ -182,7 +202,7 @@ fn random_cases_pass_in_both_modes() {
     ];
     let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
     let mut cases = Vec::new();
-    while cases.len() < 24 {
+    while cases.len() < if full() { 24 } else { 12 } {
         let (hsk, hsv) = heads[pick(heads.len())];
         let mut c = FlashAttnCase::new(hsk, hsv, 1 + pick(3), 1 + pick(300), 1 + pick(40));
         c.nr23 = [[1, 2, 4, 5][pick(4)], 1 + pick(2)];
