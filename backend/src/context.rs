@@ -7,17 +7,25 @@
 //! `timestamp_quantization` off — unless [`ContextOptions::safe_mode`] keeps them on.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use dawn::{
-    Adapter, AdapterInfo, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature, Instance,
+    Adapter, AdapterInfo, Buffer, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature, Instance,
     InstanceDescriptor, Limits, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
 };
+use parking_lot::Mutex;
 
-use crate::kernel::KernelCache;
+use crate::error::{BackendError, Result};
+use crate::exec::{DEFAULT_TIMEOUT, Stream};
+use crate::facts::DeviceFacts;
+use crate::kernel::{Access, Kernel, KernelCache};
+use crate::memory::DeviceTensor;
 use crate::scratch::Scratch;
+use crate::shader_lib::ShaderVariant;
+use crate::tuning::Tuning;
 
-/// How to set up the device.
-#[derive(Debug, Clone, Default)]
+/// How to set up the device, and how the context runs.
+#[derive(Debug, Clone)]
 pub struct ContextOptions {
     /// Keep validation and robustness on (slower; for debugging).
     pub safe_mode: bool,
@@ -29,6 +37,25 @@ pub struct ContextOptions {
     pub enable_toggles: Vec<String>,
     /// Device toggles to force off (by Dawn name), overriding the mode's.
     pub disable_toggles: Vec<String>,
+    /// The planners' knobs (checked when the context is made).
+    pub tuning: Tuning,
+    /// How long a wait for the device may take (synchronize, reads, a full queue) before the
+    /// context's stream stops with an error.
+    pub timeout: Duration,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions {
+            safe_mode: false,
+            no_subgroup_matrix: false,
+            force_config: None,
+            enable_toggles: Vec::new(),
+            disable_toggles: Vec::new(),
+            tuning: Tuning::default(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
 }
 
 /// What the device can do, as the kernels need to know it.
@@ -44,18 +71,25 @@ pub struct Capabilities {
     pub subgroup_matrix: Option<SubgroupMatrixConfig>,
 }
 
-/// An instance, adapter and device set up for the backend.
+/// A device set up for the backend, with what runs on it: compiled kernels, scratch memory, the
+/// tuning and a stream that batches the ops' dispatches until [`GpuContext::synchronize`].
+///
+/// Cloning is cheap and shares all of it. The device itself is reachable only through the
+/// `unsafe` [`GpuContext::device`]: the backend's own device runs without Dawn's validation
+/// and robustness, which only the backend's kernels and checks make safe.
 #[derive(Debug, Clone)]
 pub struct GpuContext {
-    pub instance: Instance,
-    pub adapter: Adapter,
-    pub device: Device,
-    pub capabilities: Capabilities,
-    pub options: ContextOptions,
+    adapter: Adapter,
+    pub(crate) device: Device,
+    capabilities: Capabilities,
+    facts: DeviceFacts,
+    options: ContextOptions,
     /// Compiled kernels of this device.
-    pub kernels: Arc<KernelCache>,
+    kernels: Arc<KernelCache>,
     /// Scratch buffers the ops use between their own dispatches.
-    pub scratch: Arc<Scratch>,
+    scratch: Arc<Scratch>,
+    /// The stream of the context's own ops (`GpuContext::mul_mat` and the like).
+    pub(crate) stream: Arc<Mutex<Stream>>,
 }
 
 /// Why the context could not be made.
@@ -65,6 +99,8 @@ pub enum ContextError {
     Dawn(#[from] dawn::Error),
     #[error("the adapter has no subgroup-matrix config {0}x{1}x{2} with f16 inputs; it has: {3}")]
     NoSuchConfig(u32, u32, u32, String),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
 }
 
 /// The toggles that remove a WebGPU guarantee (`dawn::Toggles::enable_unsafe`) that the backend
@@ -148,7 +184,9 @@ fn device_toggles(options: &ContextOptions) -> Toggles {
     //   uploaded whole, outputs poisoned before the kernel runs, kernels read inside the views).
     // Toggles forced by name (`backend-ops --toggle NAME`) get this promise only when listed in
     // `UPHELD_WHEN_ENABLED` / `UPHELD_WHEN_DISABLED`. The promise covers the backend's own use of
-    // the device; code that takes `GpuContext::device` to run other kernels must keep it too.
+    // the device: the device is reachable only through the `unsafe` `GpuContext::device`, whose
+    // callers take the promise on, and device tensors reach only kernels whose context checked
+    // that their buffers belong to its device (`GpuContext::check_operands`).
     unsafe {
         for toggle in vouched_on {
             toggles = toggles.enable_unsafe(toggle);
@@ -160,36 +198,51 @@ fn device_toggles(options: &ContextOptions) -> Toggles {
     toggles
 }
 
+/// The f16 subgroup-matrix config the kernels use on this adapter: the one forced by the
+/// options, else the first the adapter reports; none when masked off or absent.
+fn pick_config(
+    info: &AdapterInfo,
+    has_feature: bool,
+    options: &ContextOptions,
+) -> Result<Option<SubgroupMatrixConfig>, ContextError> {
+    if options.no_subgroup_matrix || !has_feature {
+        return Ok(None);
+    }
+    let f16 = |c: &&SubgroupMatrixConfig| c.component == ComponentType::F16;
+    match options.force_config {
+        Some((m, n, k)) => Ok(Some(
+            *info
+                .subgroup_matrix_configs
+                .iter()
+                .filter(f16)
+                .find(|c| (c.m, c.n, c.k) == (m, n, k))
+                .ok_or_else(|| {
+                    let list: Vec<String> = info.subgroup_matrix_configs.iter().map(|c| c.to_string()).collect();
+                    ContextError::NoSuchConfig(m, n, k, list.join(", "))
+                })?,
+        )),
+        None => Ok(info.subgroup_matrix_configs.iter().find(f16).copied()),
+    }
+}
+
 impl GpuContext {
-    /// Creates the instance, the default adapter and its device.
+    /// Creates an instance, the default adapter and its device, set up as ggml's WebGPU backend
+    /// sets up its own (see the module's documentation).
     pub fn new(options: ContextOptions) -> Result<GpuContext, ContextError> {
         let instance = Instance::new(&InstanceDescriptor::compute())?;
         let adapter = instance.request_adapter(&RequestAdapterOptions::compute()).wait()?;
+        GpuContext::with_adapter(&adapter, options)
+    }
+
+    /// Creates the backend's device on an adapter the caller chose (from
+    /// `Instance::enumerate_adapters`, or requested with its own options). The instance should
+    /// allow unsafe APIs (`InstanceDescriptor::compute`) for subgroup matrices to be offered.
+    /// Dawn lets an adapter make one device: the adapter is spent afterwards.
+    pub fn with_adapter(adapter: &Adapter, options: ContextOptions) -> Result<GpuContext, ContextError> {
         let info = adapter.info();
         let adapter_features = adapter.features();
         let has = |f: Feature| adapter_features.contains(&f);
-
-        let subgroup_matrix = if options.no_subgroup_matrix || !has(Feature::SUBGROUP_MATRIX) {
-            None
-        } else {
-            let f16 = |c: &&SubgroupMatrixConfig| c.component == ComponentType::F16;
-            match options.force_config {
-                Some((m, n, k)) => Some(
-                    *info
-                        .subgroup_matrix_configs
-                        .iter()
-                        .filter(f16)
-                        .find(|c| (c.m, c.n, c.k) == (m, n, k))
-                        .ok_or_else(|| {
-                            let list: Vec<String> =
-                                info.subgroup_matrix_configs.iter().map(|c| c.to_string()).collect();
-                            ContextError::NoSuchConfig(m, n, k, list.join(", "))
-                        })?,
-                ),
-                None => info.subgroup_matrix_configs.iter().find(f16).copied(),
-            }
-        };
-
+        let subgroup_matrix = pick_config(&info, has(Feature::SUBGROUP_MATRIX), &options)?;
         let mut features = vec![];
         for f in [Feature::SHADER_F16, Feature::SUBGROUPS, Feature::TIMESTAMP_QUERY] {
             if has(f) {
@@ -214,6 +267,28 @@ impl GpuContext {
         }
         .with_adapter_limits();
         let device = adapter.request_device(&desc).wait()?;
+        GpuContext::assemble(adapter.clone(), device, info, subgroup_matrix, options)
+    }
+
+    /// Runs the backend on a device the caller made, with the features and limits it has
+    /// (`shader_f16`, `subgroups` and `subgroup_matrix` enable the fast paths). The device keeps
+    /// the toggles it was made with: Dawn's validation stays on unless the caller switched it off
+    /// itself. Of `options`, the device's own settings (`safe_mode`, the toggles) do not apply.
+    pub fn from_device(device: Device, options: ContextOptions) -> Result<GpuContext, ContextError> {
+        let adapter = device.adapter().clone();
+        let info = adapter.info();
+        let subgroup_matrix = pick_config(&info, device.has_feature(Feature::SUBGROUP_MATRIX), &options)?;
+        GpuContext::assemble(adapter, device, info, subgroup_matrix, options)
+    }
+
+    fn assemble(
+        adapter: Adapter,
+        device: Device,
+        info: AdapterInfo,
+        subgroup_matrix: Option<SubgroupMatrixConfig>,
+        options: ContextOptions,
+    ) -> Result<GpuContext, ContextError> {
+        options.tuning.validate()?;
         let capabilities = Capabilities {
             limits: *device.limits(),
             features: device.features().to_vec(),
@@ -223,15 +298,104 @@ impl GpuContext {
             subgroup_matrix,
             info,
         };
+        let stream = Stream::with_timeout(&device, options.timeout)?;
         Ok(GpuContext {
-            instance,
             adapter,
+            facts: DeviceFacts::of(&capabilities),
             device,
             capabilities,
             options,
             kernels: Arc::default(),
             scratch: Arc::default(),
+            stream: Arc::new(Mutex::new(stream)),
         })
+    }
+
+    /// The same device, kernels, scratch and stream, planned with other knobs (checked).
+    pub fn with_tuning(&self, tuning: Tuning) -> Result<GpuContext> {
+        tuning.validate()?;
+        let mut ctx = self.clone();
+        ctx.options.tuning = tuning;
+        Ok(ctx)
+    }
+
+    /// The device.
+    ///
+    /// # Safety
+    ///
+    /// Unless the context was made with [`ContextOptions::safe_mode`] or
+    /// [`GpuContext::from_device`], the device runs without Dawn's validation and robustness
+    /// (and with the other toggles `backend-ops info` lists). The caller must keep, for all it
+    /// does with the device, the promises of `dawn::Toggles::enable_unsafe` for each of those
+    /// toggles: among them, never to destroy a buffer that submitted or recorded work uses, and
+    /// never to submit a kernel that reads or writes outside its bindings or reads workgroup
+    /// memory before writing it.
+    pub unsafe fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The adapter the device belongs to.
+    pub fn adapter(&self) -> &Adapter {
+        &self.adapter
+    }
+
+    /// The instance of the adapter.
+    pub fn instance(&self) -> &Instance {
+        self.adapter.instance()
+    }
+
+    /// What the device can do.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    /// The device as the planners see it.
+    pub fn facts(&self) -> DeviceFacts {
+        self.facts
+    }
+
+    /// The options the context was made with.
+    pub fn options(&self) -> &ContextOptions {
+        &self.options
+    }
+
+    /// The planners' knobs.
+    pub fn tuning(&self) -> &Tuning {
+        &self.options.tuning
+    }
+
+    /// A new stream on this device, whose waits take at most the context's timeout, for
+    /// recording ops apart from the context's own stream (`ops::mul_mat::mul_mat` and the like).
+    pub fn stream(&self) -> Result<Stream> {
+        Stream::with_timeout(&self.device, self.options.timeout)
+    }
+
+    /// Kernels compiled so far on this device.
+    pub fn compiled_kernels(&self) -> usize {
+        self.kernels.len()
+    }
+
+    /// The kernel of `variant`, compiled on first use.
+    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
+        self.kernels.get(&self.device, variant, storage)
+    }
+
+    /// The context's scratch buffer for `label`, at least `bytes` long.
+    pub(crate) fn scratch_buffer(&self, label: &'static str, bytes: u64) -> Result<Buffer> {
+        self.scratch.get(&self.device, label, bytes)
+    }
+
+    /// Refuses tensors whose buffer belongs to another device: a kernel of this device must
+    /// never bind another device's memory (nothing else would stop it without validation).
+    pub(crate) fn check_operands(&self, tensors: &[&DeviceTensor]) -> Result<()> {
+        for t in tensors {
+            if t.buffer().device().as_raw() != self.device.as_raw() {
+                return Err(BackendError::InvalidOperands(
+                    "a tensor's buffer belongs to another device than the context's".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -36,6 +36,9 @@ pub enum BackendError {
     /// A setting (an environment variable's knobs) is invalid; `name` is the setting.
     #[error("{name}: {message}")]
     Config { name: &'static str, message: String },
+    /// A GGUF file could not be read (the message names the file or tensor).
+    #[error("GGUF: {0}")]
+    Gguf(String),
     /// Operands do not fit together (shapes, types, strides).
     #[error("invalid operands: {0}")]
     InvalidOperands(String),
@@ -48,6 +51,12 @@ pub enum BackendError {
 impl From<crate::reference::ReferenceError> for BackendError {
     fn from(e: crate::reference::ReferenceError) -> Self {
         BackendError::InvalidOperands(format!("reference: {e}"))
+    }
+}
+
+impl From<crate::gguf::GgufError> for BackendError {
+    fn from(e: crate::gguf::GgufError) -> Self {
+        BackendError::Gguf(e.to_string())
     }
 }
 

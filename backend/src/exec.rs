@@ -13,6 +13,7 @@ use crate::error::{BackendError, Result};
 use crate::kernel::{Kernel, PARAMS_BYTES};
 use crate::memory::Binding;
 use crate::params::KernelParams;
+use crate::shader_lib::ShaderVariant;
 
 /// Dispatches per submit at most (also the parameter buffer's slot count).
 pub const MAX_DISPATCHES: usize = 512;
@@ -109,8 +110,9 @@ impl Stream {
 
     /// Records one dispatch of `kernel` over `buffers` (in the kernel's binding order) with
     /// its parameter block `params` (at most 256 bytes) and `workgroups`. Counts over the device's
-    /// per-dimension limit are refused here, so callers split grids in 2-D.
-    pub fn dispatch(
+    /// per-dimension limit are refused here, so callers split grids in 2-D. Only the backend's
+    /// op encoders dispatch: they bind what their checked tensors allow, on the stream's device.
+    pub(crate) fn dispatch(
         &mut self,
         kernel: &Arc<Kernel>,
         buffers: &[BufferRange],
@@ -273,6 +275,15 @@ impl Stream {
     /// Dispatches recorded and not yet submitted.
     pub fn pending(&self) -> usize {
         self.recorded.len()
+    }
+
+    /// The dispatches recorded and not yet submitted, in order: each kernel's shader variant and
+    /// workgroup counts (what a plan's encoder did, for checking it against the plan).
+    pub fn pending_dispatches(&self) -> Vec<(ShaderVariant, [u32; 3])> {
+        self.recorded
+            .iter()
+            .map(|r| (r.kernel.variant.clone(), r.workgroups))
+            .collect()
     }
 
     /// Bind groups the stream keeps for reuse (each keeps its buffers alive).

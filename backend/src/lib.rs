@@ -1,29 +1,100 @@
-//! ggml's tensor operations on Dawn: the compute backend of this workspace.
+//! ggml's tensor operations on Dawn: quantized matrix products (`MUL_MAT`) and attention
+//! (`FLASH_ATTN_EXT`) on the GPU, with subgroup matrices where the adapter has them, checked
+//! against a CPU reference of ggml's definitions.
 //!
-//! - [`ggml_type`], [`tensor`], [`format`]: ggml's types, layouts and block formats, on the CPU.
-//! - [`context`]: device setup as ggml's WebGPU backend does it, and the capability probe.
+//! A [`GpuContext`] holds a device set up for the backend (from defaults, an adapter of your
+//! choice or your own `dawn::Device`), its compiled kernels and a stream. Tensors live on the
+//! device as [`DeviceTensor`]s: made empty, zeroed, from host data of any ggml type (f32 values
+//! are quantized on the CPU), or loaded from a GGUF file ([`GpuContext::load_gguf`]); views,
+//! permutations and reshapes copy nothing. The ops record their dispatches on the context's
+//! stream and run when you synchronize or read, waiting at most the timeout you choose.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use ggml_dawn::ops::flash_attn::FlashAttnParams;
+//! use ggml_dawn::reference::{self, metric};
+//! use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = GpuContext::new(ContextOptions {
+//!     timeout: Duration::from_secs(60),
+//!     ..ContextOptions::default()
+//! })?;
+//!
+//! // A weight matrix quantized to q4_0 (k = 256 inputs, m = 64 outputs) times 8 columns.
+//! let (k, m, n) = (256, 64, 8);
+//! let values = |count: usize, seed: usize| -> Vec<f32> {
+//!     (0..count).map(|i| (((i * 7 + seed) % 23) as f32 - 11.0) / 16.0).collect()
+//! };
+//! let w_host = HostTensor::from_f32(GgmlType::Q4_0, [k, m, 1, 1], &values(k * m, 1))?;
+//! let x_host = HostTensor::from_f32(GgmlType::F32, [k, n, 1, 1], &values(k * n, 2))?;
+//! let w = ctx.upload(&w_host)?;
+//! let x = ctx.upload(&x_host)?;
+//! let y = ctx.mul_mat(&w, &x)?; // [m, n] in f32; recorded, not run yet
+//!
+//! // The CPU reference of the same product, on the same quantized weights.
+//! let expected = reference::mul_mat(&w_host, &x_host)?;
+//! let got = ctx.read_f32(&y)?; // runs what was recorded, then reads back
+//! assert!(metric::nmse(&expected, &got) < metric::MUL_MAT_MAX_NMSE);
+//!
+//! // Attention over views of y, without copies: 4 heads of 16 dimensions, 8 positions.
+//! let heads = y.reshape([16, 4, n, 1])?.permute([0, 2, 1, 3])?; // [16, n, 4, 1]
+//! let out = ctx.flash_attn_ext(
+//!     &heads,
+//!     &heads,
+//!     &heads,
+//!     None,
+//!     None,
+//!     FlashAttnParams { scale: 0.25, max_bias: 0.0, logit_softcap: 0.0 },
+//! )?; // [16, 4, n, 1]
+//! ctx.synchronize_timeout(Duration::from_secs(30))?;
+//! assert_eq!(ctx.read_f32(&out)?.len(), 16 * 4 * n);
+//!
+//! // The plan an op followed: every decision its encoder took.
+//! let plan = ctx.mul_mat_into(&w, &x, &y)?;
+//! println!("{plan}");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! - [`context`]: device setup as ggml's WebGPU backend does it; [`ContextOptions`] (tuning,
+//!   timeout, safe mode); [`GpuContext::from_device`] and [`GpuContext::with_adapter`].
+//! - [`ops`]: the ops, each a plan ([`ops::mul_mat::plan`], [`ops::flash_attn::plan`]) and an
+//!   encoder; [`facts`] and [`tuning`] are the planners' shared vocabulary.
+//! - [`ggml_type`], [`tensor`], [`format`]: ggml's types, layouts and block formats, on the CPU;
+//!   [`gguf`] reads and writes GGUF; [`weights`] loads it onto the device.
+//! - [`reference`]: the CPU reference of each op, for your own checks.
+//! - [`exec`], [`kernel`], [`shader_lib`], [`params`]: streams, compiled kernels, the WGSL
+//!   sources (`shaders/`) and their typed parameter blocks.
+//!
+//! Soundness: the backend's device runs without Dawn's validation and robustness (as ggml's
+//! WebGPU backend does); every tensor is checked against its buffer and every op against its
+//! operands before anything is recorded, and the device is reachable only through the
+//! `unsafe` [`GpuContext::device`].
 
-pub mod case_lists;
-pub mod cases;
-pub mod compare;
 pub mod context;
 pub mod error;
 pub mod exec;
+pub mod facts;
 pub mod format;
 pub mod ggml_type;
 pub mod gguf;
-pub mod golden;
-pub mod harness;
 pub mod kernel;
 pub mod memory;
 pub mod ops;
 pub mod params;
 pub mod reference;
 pub mod scratch;
-pub mod selfcheck;
 pub mod shader_lib;
 pub mod tensor;
+pub mod tuning;
+pub mod weights;
 
 pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};
+pub use facts::DeviceFacts;
 pub use ggml_type::GgmlType;
+pub use memory::DeviceTensor;
 pub use tensor::{HostTensor, Layout};
+pub use tuning::Tuning;
+pub use weights::Weights;

@@ -2,10 +2,14 @@
 //! and the binding of a tensor (bound at an aligned offset, with the remainder passed to the
 //! shader, since views may start anywhere).
 
+use std::time::Duration;
+
 use dawn::{Buffer, BufferDescriptor, BufferUsage, Device};
 
+use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
-use crate::tensor::{HostTensor, Layout};
+use crate::ggml_type::GgmlType;
+use crate::tensor::{HostTensor, Layout, LayoutError};
 
 /// A tensor on the device: a layout over bytes of a buffer starting at `base`.
 ///
@@ -59,8 +63,20 @@ impl DeviceTensor {
         &self.layout
     }
 
+    /// The buffer holding the tensor (not public: whoever holds a buffer of the backend's
+    /// device could destroy it under recorded work, which nothing checks without validation).
+    pub(crate) fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+
     /// The buffer holding the tensor.
-    pub fn buffer(&self) -> &Buffer {
+    ///
+    /// # Safety
+    ///
+    /// The buffer may belong to a device without Dawn's validation (see
+    /// [`GpuContext::device`]): the caller must not destroy it while work that uses it is
+    /// recorded or in flight, nor use it in ways that device's toggles leave unchecked.
+    pub unsafe fn raw_buffer(&self) -> &Buffer {
         &self.buffer
     }
 
@@ -75,9 +91,70 @@ impl DeviceTensor {
     }
 
     /// The same storage seen through another layout (a view, a permutation); checked like
-    /// [`DeviceTensor::new`].
+    /// [`DeviceTensor::new`]. No bytes are copied.
     pub fn view(&self, layout: Layout) -> Result<DeviceTensor> {
         DeviceTensor::new(layout, self.buffer.clone(), self.base, self.storage_bytes)
+    }
+
+    /// The tensor with its dimensions reordered as ggml's `ggml_permute(t, axes…)` does: source
+    /// dimension `i` becomes dimension `axes[i]`. A view: no bytes are copied.
+    pub fn permute(&self, axes: [usize; 4]) -> Result<DeviceTensor> {
+        self.view(self.layout.permute(axes)?)
+    }
+
+    /// A contiguous tensor seen with other extents of the same element count (ggml's
+    /// `ggml_reshape`). A view: no bytes are copied.
+    pub fn reshape(&self, ne: [usize; 4]) -> Result<DeviceTensor> {
+        if !self.layout.is_contiguous() {
+            return Err(BackendError::InvalidOperands(format!(
+                "reshape needs a contiguous tensor, not {:?}",
+                self.layout
+            )));
+        }
+        let layout = Layout {
+            offset: self.layout.offset,
+            ..Layout::contiguous(self.layout.ty, ne)?
+        };
+        if layout.checked_elements() != self.layout.checked_elements() {
+            return Err(BackendError::InvalidOperands(format!(
+                "reshape of {:?} to {ne:?}: the element counts differ",
+                self.layout.ne
+            )));
+        }
+        self.view(layout)
+    }
+
+    /// Elements `start..start + len` of dimension `dim` (ggml's `ggml_view` along one
+    /// dimension; whole blocks along dimension 0 of a quantized type). A view: no bytes are
+    /// copied.
+    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<DeviceTensor> {
+        let l = self.layout;
+        if dim >= 4 || start.checked_add(len).is_none_or(|end| end > l.ne[dim]) {
+            return Err(BackendError::InvalidOperands(format!(
+                "narrow({dim}, {start}, {len}) of a tensor of {:?} elements",
+                l.ne
+            )));
+        }
+        let block = if dim == 0 { l.ty.block_size() } else { 1 };
+        if !start.is_multiple_of(block) || !len.is_multiple_of(block) {
+            return Err(BackendError::InvalidOperands(format!(
+                "narrow of {}: dimension 0 in whole {block}-element blocks",
+                l.ty
+            )));
+        }
+        let overflow = || LayoutError::Overflow {
+            ty: l.ty,
+            ne: l.ne,
+            nb: l.nb,
+            offset: l.offset,
+        };
+        let offset = (start / block)
+            .checked_mul(l.nb[dim])
+            .and_then(|skip| l.offset.checked_add(skip))
+            .ok_or_else(overflow)?;
+        let mut ne = l.ne;
+        ne[dim] = len;
+        self.view(Layout { ne, offset, ..l })
     }
 
     /// The binding covering the tensor: it starts at the tensor's first byte rounded down to
@@ -154,6 +231,87 @@ impl Arena {
             .iter()
             .try_fold(0u64, |acc, &s| acc.checked_add(s))
             .unwrap_or(u64::MAX)
+    }
+}
+
+/// Device tensors made, filled and read back through the context (on its device, so its ops
+/// take them).
+impl GpuContext {
+    /// Copies a host tensor (any type, any layout over its bytes) into a new buffer.
+    pub fn upload(&self, tensor: &HostTensor) -> Result<DeviceTensor> {
+        Ok(upload(&self.device, &[tensor])?.remove(0))
+    }
+
+    /// Copies host tensors into one new buffer, each at a binding-aligned offset; in order.
+    pub fn upload_all(&self, tensors: &[&HostTensor]) -> Result<Vec<DeviceTensor>> {
+        upload(&self.device, tensors)
+    }
+
+    /// A contiguous tensor of type `ty` and extents `ne` from f32 values in ggml's order
+    /// (innermost first), converted on the CPU: rounded for f16 and bf16, quantized for the
+    /// block formats the CPU can quantize.
+    pub fn from_f32(&self, ty: GgmlType, ne: [usize; 4], values: &[f32]) -> Result<DeviceTensor> {
+        self.upload(&HostTensor::from_f32(ty, ne, values)?)
+    }
+
+    /// A contiguous tensor whose every byte is zero (0.0 in the float types).
+    pub fn zeros(&self, ty: GgmlType, ne: [usize; 4]) -> Result<DeviceTensor> {
+        self.filled(Layout::contiguous(ty, ne)?, 0)
+    }
+
+    /// A contiguous tensor to be written (by an op's `_into`), without filling it from the
+    /// host. Its bytes read as zero before they are written: Dawn clears new buffers on first
+    /// use, and where a context switched that off (`lazy_clear_resource_on_first_use`), this
+    /// fills them with zeros itself.
+    pub fn empty(&self, ty: GgmlType, ne: [usize; 4]) -> Result<DeviceTensor> {
+        let layout = Layout::contiguous(ty, ne)?;
+        let lazy_clear_off = self
+            .options()
+            .disable_toggles
+            .iter()
+            .any(|t| t == "lazy_clear_resource_on_first_use");
+        if lazy_clear_off {
+            return self.filled(layout, 0);
+        }
+        let bytes = layout.end_bytes()? as u64;
+        let buffer = create_storage(&self.device, "tensor", bytes)?;
+        DeviceTensor::new(layout, buffer, 0, bytes)
+    }
+
+    /// A new tensor of `layout` whose every byte is `byte` (0xFF reads as NaN in f32 and f16,
+    /// so elements a kernel fails to write stand out).
+    pub fn filled(&self, layout: Layout, byte: u8) -> Result<DeviceTensor> {
+        poisoned(&self.device, layout, byte)
+    }
+
+    /// Waits for the context's recorded work (at most its timeout), then reads the tensor's
+    /// storage back (all of it: a view reads back with its own layout over the same bytes).
+    pub fn read(&self, tensor: &DeviceTensor) -> Result<HostTensor> {
+        self.check_operands(&[tensor])?;
+        self.synchronize()?;
+        download_timeout(&self.device, tensor, self.options().timeout)
+    }
+
+    /// [`GpuContext::read`], converted to f32 values in the tensor's logical order.
+    pub fn read_f32(&self, tensor: &DeviceTensor) -> Result<Vec<f32>> {
+        Ok(self.read(tensor)?.to_f32()?)
+    }
+
+    /// Submits the context's recorded work without waiting for it.
+    pub fn flush(&self) -> Result<()> {
+        self.stream.lock().flush()
+    }
+
+    /// Submits the context's recorded work and waits for it, at most the context's timeout.
+    pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_timeout(self.options().timeout)
+    }
+
+    /// Submits the context's recorded work and waits for it, at most `timeout`. A timeout or a
+    /// lost device stops the context's stream: later work fails at once
+    /// ([`BackendError::StreamFailed`]).
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        self.stream.lock().synchronize(timeout)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The WGSL library: sources embedded from the top-level `shaders/` folder, and a small
+//! The WGSL library: sources embedded from the crate's `shaders/` folder (`common/`, then one
+//! folder per op), and a small
 //! preprocessor that turns a source plus a set of defines into one shader variant.
 //!
 //! Directives: `#include "file"`, `#define NAME value`, `#undef NAME`, `#ifdef`, `#ifndef`,
@@ -13,50 +14,38 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-/// Every embedded source, by file name.
-const SOURCES: &[(&str, &str)] = &[
-    ("common.wgsl", include_str!("../../shaders/common.wgsl")),
-    ("formats.wgsl", include_str!("../../shaders/formats.wgsl")),
-    ("format_tables.wgsl", include_str!("../../shaders/format_tables.wgsl")),
-    ("dequantize.wgsl", include_str!("../../shaders/dequantize.wgsl")),
-    ("mul_mat_simple.wgsl", include_str!("../../shaders/mul_mat_simple.wgsl")),
-    (
+/// Embeds `backend/shaders/<group>/<file>` under its file name (`#include` names files alone).
+macro_rules! sources {
+    ($($group:literal: [$($file:literal),* $(,)?]),* $(,)?) => {
+        &[$($(($file, include_str!(concat!("../shaders/", $group, "/", $file))),)*)*]
+    };
+}
+
+/// Every embedded source, by file name: the shared parts, then one group per op.
+const SOURCES: &[(&str, &str)] = sources!(
+    "common": ["common.wgsl", "formats.wgsl", "format_tables.wgsl"],
+    "dequantize": ["dequantize.wgsl"],
+    "mul_mat": [
         "mul_mat_operands.wgsl",
-        include_str!("../../shaders/mul_mat_operands.wgsl"),
-    ),
-    ("mul_mat_stage.wgsl", include_str!("../../shaders/mul_mat_stage.wgsl")),
-    ("mul_mat_vec.wgsl", include_str!("../../shaders/mul_mat_vec.wgsl")),
-    ("mul_mat_vec_q8.wgsl", include_str!("../../shaders/mul_mat_vec_q8.wgsl")),
-    ("mul_mat_vec_kq.wgsl", include_str!("../../shaders/mul_mat_vec_kq.wgsl")),
-    (
-        "mul_mat_quantize_b.wgsl",
-        include_str!("../../shaders/mul_mat_quantize_b.wgsl"),
-    ),
-    ("mul_mat_tiled.wgsl", include_str!("../../shaders/mul_mat_tiled.wgsl")),
-    (
+        "mul_mat_stage.wgsl",
+        "mul_mat_simple.wgsl",
+        "mul_mat_tiled.wgsl",
         "mul_mat_subgroup_matrix.wgsl",
-        include_str!("../../shaders/mul_mat_subgroup_matrix.wgsl"),
-    ),
-    (
-        "flash_attn_simple.wgsl",
-        include_str!("../../shaders/flash_attn_simple.wgsl"),
-    ),
-    ("flash_attn_kv.wgsl", include_str!("../../shaders/flash_attn_kv.wgsl")),
-    (
+        "mul_mat_vec.wgsl",
+        "mul_mat_vec_q8.wgsl",
+        "mul_mat_vec_kq.wgsl",
+        "mul_mat_quantize_b.wgsl",
+    ],
+    "flash_attn": [
         "flash_attn_common.wgsl",
-        include_str!("../../shaders/flash_attn_common.wgsl"),
-    ),
-    (
+        "flash_attn_kv.wgsl",
+        "flash_attn_simple.wgsl",
         "flash_attn_tile.wgsl",
-        include_str!("../../shaders/flash_attn_tile.wgsl"),
-    ),
-    ("flash_attn_mma.wgsl", include_str!("../../shaders/flash_attn_mma.wgsl")),
-    ("flash_attn_vec.wgsl", include_str!("../../shaders/flash_attn_vec.wgsl")),
-    (
+        "flash_attn_mma.wgsl",
+        "flash_attn_vec.wgsl",
         "flash_attn_reduce.wgsl",
-        include_str!("../../shaders/flash_attn_reduce.wgsl"),
-    ),
-];
+    ],
+);
 
 /// The text of an embedded source.
 pub fn source(name: &str) -> Option<&'static str> {
@@ -645,6 +634,24 @@ mod tests {
         for (name, _) in SOURCES {
             ShaderVariant::new(name).render().unwrap_or_else(|e| panic!("{e}"));
         }
+    }
+
+    #[test]
+    fn every_shader_file_is_embedded_once() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+        let mut files = Vec::new();
+        for group in std::fs::read_dir(&root).unwrap() {
+            for file in std::fs::read_dir(group.unwrap().path()).unwrap() {
+                let name = file.unwrap().file_name().into_string().unwrap();
+                if name.ends_with(".wgsl") {
+                    files.push(name);
+                }
+            }
+        }
+        files.sort();
+        let mut embedded: Vec<String> = SOURCES.iter().map(|(n, _)| (*n).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(files, embedded, "every file under backend/shaders/, each once");
     }
 
     #[test]

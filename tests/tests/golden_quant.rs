@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use ggml_dawn::golden::{self, Verdict};
 use ggml_dawn::{ContextOptions, GpuContext};
+use ggml_dawn_bench::golden::{self, Verdict};
 
 #[test]
 fn every_quant_file_matches_bit_for_bit() {

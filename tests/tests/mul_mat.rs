@@ -5,12 +5,12 @@
 //! subgroups, subgroup matrices (narrow and big tiles, single and double buffered, cramped
 //! workgroup memory), register tiles, and the simple fallback.
 
-use ggml_dawn::cases::Case;
-use ggml_dawn::exec::Stream;
-use ggml_dawn::harness::{self, Rng, Status};
 use ggml_dawn::ops::mul_mat::{self, DeviceFacts, MulMatPlan, Path, Tuning};
 use ggml_dawn::reference::{self, metric};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, case_lists, format, memory};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, format};
+use ggml_dawn_bench::case_lists;
+use ggml_dawn_bench::cases::Case;
+use ggml_dawn_bench::harness::{self, Rng, Status};
 
 fn context(no_subgroup_matrix: bool) -> GpuContext {
     GpuContext::new(ContextOptions {
@@ -66,7 +66,7 @@ fn every_upstream_case_takes_a_fast_path() {
     let all = case_lists::parse_list(case_lists::MUL_MAT_SUPPORTED).unwrap();
     for no_sg in [false, true] {
         let ctx = context(no_sg);
-        let has_sg = ctx.capabilities.subgroup_matrix.is_some();
+        let has_sg = ctx.capabilities().subgroup_matrix.is_some();
         for case in &all {
             let Case::MulMat(c) = case else { continue };
             let t = c.tensors().unwrap();
@@ -79,7 +79,7 @@ fn every_upstream_case_takes_a_fast_path() {
                 Path::Simple { .. } => false,
             };
             assert!(ok, "{case}: {plan}");
-            assert!(plan.workgroup_bytes <= ctx.capabilities.limits.max_compute_workgroup_storage_size);
+            assert!(plan.workgroup_bytes <= ctx.capabilities().limits.max_compute_workgroup_storage_size);
         }
     }
 }
@@ -231,23 +231,14 @@ fn random_problem(rng: &mut Rng, ty: GgmlType) -> Random {
 
 /// Runs `p` planned for `facts` and `tuning`; the NMSE against the CPU, or why it failed.
 fn run_random(ctx: &GpuContext, p: &Random, facts: &DeviceFacts, tuning: &Tuning) -> Result<(f64, MulMatPlan), String> {
-    let up = memory::upload(&ctx.device, &[&p.a, &p.b]).map_err(|e| e.to_string())?;
-    let dst = memory::poisoned(&ctx.device, p.dst, 0xff).map_err(|e| e.to_string())?;
-    let mut stream = Stream::new(&ctx.device).map_err(|e| e.to_string())?;
-    mul_mat::mul_mat_with(ctx, &mut stream, &up[0], &up[1], &dst, facts, tuning).map_err(|e| e.to_string())?;
+    let up = ctx.upload_all(&[&p.a, &p.b]).map_err(|e| e.to_string())?;
+    let dst = ctx.filled(p.dst, 0xff).map_err(|e| e.to_string())?;
+    let mut stream = ctx.stream().map_err(|e| e.to_string())?;
+    let plan =
+        mul_mat::mul_mat_with(ctx, &mut stream, &up[0], &up[1], &dst, facts, tuning).map_err(|e| e.to_string())?;
     stream.synchronize(harness::TIMEOUT).map_err(|e| e.to_string())?;
-    let actual = memory::download(&ctx.device, &dst)
-        .and_then(|t| Ok(t.to_f32()?))
-        .map_err(|e| e.to_string())?;
+    let actual = ctx.read_f32(&dst).map_err(|e| e.to_string())?;
     let expected = reference::mul_mat::mul_mat(&p.a, &p.b).map_err(|e| e.to_string())?;
-    let align = u64::from(ctx.capabilities.limits.min_storage_buffer_offset_alignment);
-    let problem = mul_mat::problem(
-        &p.a.layout,
-        &p.b.layout,
-        p.a.layout.offset as u64 % align,
-        p.b.layout.offset as u64 % align,
-    );
-    let plan = mul_mat::plan::plan(&problem, facts, tuning);
     metric::check(&expected, &actual, metric::MUL_MAT_MAX_NMSE)
         .map(|nmse| (nmse, plan.clone()))
         .map_err(|e| format!("{e} [{plan}]"))
@@ -255,7 +246,7 @@ fn run_random(ctx: &GpuContext, p: &Random, facts: &DeviceFacts, tuning: &Tuning
 
 /// The modes the random problems run in: the device as it is, and as devices with less.
 fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
-    let facts = mul_mat::device_facts(ctx);
+    let facts = ctx.facts();
     let defaults = Tuning::default();
     let mut modes = vec![("device", facts, defaults)];
     if facts.subgroup_matrix.is_some() {
@@ -369,7 +360,7 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
         ..Default::default()
     })
     .expect("an adapter");
-    let facts = mul_mat::device_facts(&ctx);
+    let facts = ctx.facts();
     let bare = DeviceFacts {
         subgroups: false,
         subgroup_matrix: None,
@@ -435,8 +426,8 @@ fn misaligned_float_views_take_the_fast_paths() {
                 dst: Layout::contiguous(GgmlType::F32, [m, n, 1, 1]).unwrap(),
                 text: format!("f16 at +{a_skew} x f32 at +{b_skew}, m={m} n={n} k={k}"),
             };
-            let (nmse, plan) = run_random(&ctx, &p, &mul_mat::device_facts(&ctx), &Tuning::default())
-                .unwrap_or_else(|e| panic!("{}: {e}", p.text));
+            let (nmse, plan) =
+                run_random(&ctx, &p, &ctx.facts(), &Tuning::default()).unwrap_or_else(|e| panic!("{}: {e}", p.text));
             eprintln!("{}: nmse {nmse:e}, {plan}", p.text);
             assert!(!matches!(plan.path, Path::Simple { .. }), "{plan}");
             let described = mul_mat::describe(&ctx, &p.a.layout, &p.b.layout, &p.dst);
@@ -451,7 +442,7 @@ fn misaligned_float_views_take_the_fast_paths() {
 #[test]
 fn two_dimensional_grids() {
     let ctx = context(false);
-    let facts = mul_mat::device_facts(&ctx);
+    let facts = ctx.facts();
     let tiny = Tuning::parse(
         "tiled_wg_m=2,tiled_wg_n=2,tiled_thread_m=1,tiled_thread_n=1,sg_small_count_m=1,sg_small_frag_m=1,sg_min_workgroups=0",
     )
@@ -490,7 +481,7 @@ fn two_dimensional_grids() {
 #[test]
 fn mat_vec_with_more_outputs_than_threads() {
     let ctx = context(false);
-    let device = mul_mat::device_facts(&ctx);
+    let device = ctx.facts();
     let bare = DeviceFacts {
         subgroups: false,
         subgroup_matrix: None,

@@ -40,7 +40,7 @@ const DRIVER_LIBRARIES: &[&str] = &[
 #[derive(Debug, Args)]
 pub struct BundleArgs {
     /// Package holding the binary.
-    #[arg(long, default_value = "ggml-dawn")]
+    #[arg(long, default_value = "ggml-dawn-bench")]
     package: String,
     /// Binary to bundle.
     #[arg(long, default_value = "backend-ops")]
@@ -259,7 +259,7 @@ mod tests {
 
     fn args(out: &Path, bin: &str) -> BundleArgs {
         BundleArgs {
-            package: "ggml-dawn".into(),
+            package: "ggml-dawn-bench".into(),
             bin: bin.into(),
             out: out.to_owned(),
             no_upstream: false,

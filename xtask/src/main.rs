@@ -115,7 +115,7 @@ fn run_command(args: Vec<OsString>) -> Vec<OsString> {
         "--release",
         "--locked",
         "--package",
-        "ggml-dawn",
+        "ggml-dawn-bench",
         "--bin",
         "backend-ops",
         "--",
@@ -230,7 +230,7 @@ mod tests {
         };
         assert_eq!(
             format!("{args:?}"),
-            r#"BundleArgs { package: "ggml-dawn", bin: "x", out: "/tmp/b", no_upstream: false }"#
+            r#"BundleArgs { package: "ggml-dawn-bench", bin: "x", out: "/tmp/b", no_upstream: false }"#
         );
         assert!(parse(&["bundle", "--frob"]).is_err());
         let Command::Bundle(args) = parse(&["bundle", "--no-upstream"]).unwrap().command else {

@@ -218,8 +218,19 @@ mod tests {
     use crate::gguf::GgufFile;
     use std::path::{Path, PathBuf};
 
+    /// Uniform values in [-1, 1) from SplitMix64 (as the test bench's `Rng` makes them).
     fn random_values(seed: u64, n: usize) -> Vec<f32> {
-        crate::harness::Rng::new(seed).fill(n, -1.0, 1.0)
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                -1.0 + 2.0 * ((z >> 40) as f32 / (1u64 << 24) as f32)
+            })
+            .collect()
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! `shaders/format_tables.wgsl`, ggml's lookup tables for the GPU's `formats.wgsl`, is generated
-//! from this module's CPU tables: the test here renders the WGSL text and checks the file against
-//! it, or rewrites the file when `UPDATE_WGSL_TABLES=1` is set.
+//! `backend/shaders/common/format_tables.wgsl`, ggml's lookup tables for the GPU's
+//! `formats.wgsl`, is generated from this module's CPU tables: the test here renders the WGSL
+//! text and checks the file against it, or rewrites the file when `UPDATE_WGSL_TABLES=1` is set.
 //!
 //! Each table sits in an `#if` block keyed on the `FMT_TYPE`s that read it, so that a shader
 //! variant compiles only the tables of its type. WGSL has no byte arrays, and a `const` array that
@@ -190,7 +190,7 @@ fn tables() -> Vec<Table> {
     ]
 }
 
-/// The text of `shaders/format_tables.wgsl`.
+/// The text of `backend/shaders/common/format_tables.wgsl`.
 fn render() -> String {
     let mut out = String::from(
         "// ggml's lookup tables (ggml-common.h) for formats.wgsl, which includes this file in the\n\
@@ -249,7 +249,7 @@ fn render() -> String {
 }
 
 fn path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shaders/format_tables.wgsl")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("shaders/common/format_tables.wgsl")
 }
 
 #[test]

@@ -66,16 +66,15 @@ pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst
         )));
     }
     let count = u32::try_from(count).map_err(|_| BackendError::Unsupported("more than 2^32 elements".into()))?;
-    let limits = ctx.device.limits();
+    ctx.check_operands(&[src, dst])?;
+    let limits = &ctx.capabilities().limits;
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
     let (s, d) = (src.binding(align, max)?, dst.binding(align, max)?);
     let variant = ShaderVariant::new("dequantize.wgsl")
         .define("SRC_TYPE", ty.gguf_id())
         .define("WG_SIZE", format!("{WG_SIZE}u"));
-    let kernel = ctx
-        .kernels
-        .get(&ctx.device, &variant, &[Access::Read, Access::ReadWrite])?;
+    let kernel = ctx.kernel(&variant, &[Access::Read, Access::ReadWrite])?;
     let grid = grid_2d(count.div_ceil(WG_SIZE), limits.max_compute_workgroups_per_dimension);
     let l = &src.layout();
     let word = |v: usize| u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a stride of {v} bytes")));

@@ -183,24 +183,11 @@ fn alibi_slopes(n_heads: usize, max_bias: f32) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cases::FlashAttnCase;
     use crate::ggml_type::GgmlType;
-    use crate::reference::{ReferenceError, nmse};
+    use crate::reference::ReferenceError;
 
     fn f32_tensor(ne: [usize; 4], values: &[f32]) -> HostTensor {
         HostTensor::from_f32(GgmlType::F32, ne, values).unwrap()
-    }
-
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
     }
 
     fn close(got: &[f32], want: &[f64]) {
@@ -309,123 +296,5 @@ mod tests {
             flash_attn_ext(&q3, &k2, &k2, None, None, 1.0, 0.0, 0.0),
             Err(ReferenceError::Shape { .. })
         ));
-    }
-
-    /// The naive definition over logical values (contiguous order), for the layout tests.
-    #[allow(clippy::too_many_arguments)]
-    fn naive(
-        q: &[f32],
-        qne: [usize; 4],
-        k: &[f32],
-        kne: [usize; 4],
-        v: &[f32],
-        vne: [usize; 4],
-        mask: Option<(&[f32], [usize; 4])>,
-        sinks: Option<&[f32]>,
-        scale: f64,
-    ) -> Vec<f64> {
-        let [dk, nq, nh, ns] = qne;
-        let [_, nkv, kh, _] = kne;
-        let dv = vne[0];
-        let mut out = vec![0.0; dv * nh * nq * ns];
-        for i3 in 0..ns {
-            for h in 0..nh {
-                let hk = h / (nh / kh);
-                for i1 in 0..nq {
-                    let mut s = Vec::new();
-                    for j in 0..nkv {
-                        let mut d = 0.0;
-                        for c in 0..dk {
-                            d += f64::from(q[((i3 * nh + h) * nq + i1) * dk + c])
-                                * f64::from(k[((i3 * kh + hk) * nkv + j) * dk + c]);
-                        }
-                        let m = mask.map_or(0.0, |(m, mne)| f64::from(m[(i3 * mne[1] + i1) * mne[0] + j]));
-                        s.push(d * scale + m);
-                    }
-                    let sink = sinks.map(|x| f64::from(x[h]));
-                    let max = s.iter().copied().chain(sink).fold(f64::NEG_INFINITY, f64::max);
-                    if max == f64::NEG_INFINITY {
-                        continue;
-                    }
-                    let p: Vec<f64> = s.iter().map(|x| (x - max).exp()).collect();
-                    let sum = p.iter().sum::<f64>() + sink.map_or(0.0, |x| (x - max).exp());
-                    for c in 0..dv {
-                        let acc: f64 = (0..nkv)
-                            .map(|j| p[j] * f64::from(v[((i3 * kh + hk) * nkv + j) * dv + c]))
-                            .sum();
-                        out[((i3 * nq + i1) * nh + h) * dv + c] = acc / sum;
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// The layouts of upstream's cases (KV views, permutations, V as a view of K, GQA, dim-3
-    /// batches) agree with the naive computation over the logical values.
-    #[test]
-    fn case_layouts_agree_with_naive() {
-        let specs = [
-            "FLASH_ATTN_EXT(hsk=8,hsv=8,nh=2,nr23=[3,2],kv=7,nb=3,mask=1,sinks=1,type_K=f32,type_V=f32)",
-            "FLASH_ATTN_EXT(hsk=8,hsv=4,nh=2,nr23=[2,1],kv=5,nb=4,mask=1,permute=[0,2,1,3])",
-            "FLASH_ATTN_EXT(hsk=12,hsv=8,nh=1,nr23=[4,1],kv=6,nb=2,mask=0,v_is_view_of_k=1)",
-            "FLASH_ATTN_EXT(hsk=8,hsv=8,nh=3,nr23=[1,3],kv=9,nb=2,mask=1,sinks=1,kv_view=0,type_K=bf16,type_V=f16)",
-            "FLASH_ATTN_EXT(hsk=8,hsv=8,nh=2,nr23=[2,1],kv=6,nb=3,mask=1,permute=[0,2,1,3],v_is_view_of_k=1)",
-        ];
-        for (s, spec) in specs.iter().enumerate() {
-            let c: FlashAttnCase = spec.parse().unwrap();
-            let t = c.tensors().unwrap();
-            let seed = 10 * s as u64;
-            let q = t.q.host(&values(t.q.storage.elements(), seed + 1)).unwrap();
-            let k_vals = values(t.k.storage.elements(), seed + 2);
-            let k = t.k.host(&k_vals).unwrap();
-            let v = if t.v_aliases_k {
-                t.v.host(&k_vals)
-            } else {
-                t.v.host(&values(t.v.storage.elements(), seed + 3))
-            }
-            .unwrap();
-            let mask = t.mask.map(|l| {
-                let mut m = values(l.elements(), seed + 4);
-                m[1] = f32::NEG_INFINITY;
-                m[2] = f32::NEG_INFINITY;
-                HostTensor::from_f32(GgmlType::F16, l.ne, &m).unwrap()
-            });
-            let sinks = t.sinks.map(|l| f32_tensor(l.ne, &values(l.elements(), seed + 5)));
-            let got = flash_attn_ext(&q, &k, &v, mask.as_ref(), sinks.as_ref(), c.scale(), 0.0, 0.0).unwrap();
-            assert_eq!(got.len(), t.dst.elements(), "{spec}");
-            let (qv, kv, vv) = (q.to_f32().unwrap(), k.to_f32().unwrap(), v.to_f32().unwrap());
-            let mv = mask.as_ref().map(|m| m.to_f32().unwrap());
-            let sv = sinks.as_ref().map(|x| x.to_f32().unwrap());
-            let want = naive(
-                &qv,
-                q.layout.ne,
-                &kv,
-                k.layout.ne,
-                &vv,
-                v.layout.ne,
-                mv.as_deref().zip(mask.as_ref().map(|m| m.layout.ne)),
-                sv.as_deref(),
-                f64::from(c.scale()),
-            );
-            let want32: Vec<f32> = want.iter().map(|&x| x as f32).collect();
-            let e = nmse(&want32, &got);
-            assert!(e < 1e-12, "{spec}: NMSE {e}");
-            // The same values stored contiguously give the same result, bit for bit.
-            let contiguous =
-                |t: &HostTensor| HostTensor::from_f32(GgmlType::F32, t.layout.ne, &t.to_f32().unwrap()).unwrap();
-            let again = flash_attn_ext(
-                &contiguous(&q),
-                &contiguous(&k),
-                &contiguous(&v),
-                mask.as_ref(),
-                sinks.as_ref(),
-                c.scale(),
-                0.0,
-                0.0,
-            )
-            .unwrap();
-            assert_eq!(got, again, "{spec}");
-        }
     }
 }

@@ -1,8 +1,9 @@
-//! Recording a [`Plan`]: shader variants, bindings, parameter blocks and dispatches.
+//! Recording a [`Plan`]: shader variants, bindings, parameter blocks and dispatches, as the
+//! plan says.
 
 use std::sync::Arc;
 
-use super::plan::{self, Kernel, MmaPlan, Plan, TilePlan, VecPlan};
+use super::plan::{self, Kernel, MmaPlan, Placement, Plan, TilePlan, VecPlan};
 use super::{FlashAttnOperands, FlashAttnParams, SIMPLE_DV_PER_THREAD, SIMPLE_WG};
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
@@ -15,20 +16,65 @@ use crate::params::{FlashAttnReduceUniforms, FlashAttnSimpleUniforms, FlashAttnU
 use crate::shader_lib::ShaderVariant;
 use crate::tensor::Layout;
 
+/// The bindings of the operands: K and V both plain and, where possible, as whole 16-byte
+/// vectors (the plan picks).
+pub(super) struct Bound {
+    q: Binding,
+    k: Binding,
+    v: Binding,
+    k_vec: Option<Binding>,
+    v_vec: Option<Binding>,
+    dst: Binding,
+    mask: Option<Binding>,
+    sinks: Option<Binding>,
+}
+
+impl Bound {
+    pub(super) fn new(ctx: &GpuContext, ops: &FlashAttnOperands<'_>) -> Result<Bound> {
+        let limits = &ctx.capabilities().limits;
+        let align = u64::from(limits.min_storage_buffer_offset_alignment);
+        let max = limits.max_storage_buffer_binding_size;
+        let (k, k_vec) = kv_binding(ops.k, align, max)?;
+        let (v, v_vec) = kv_binding(ops.v, align, max)?;
+        Ok(Bound {
+            q: ops.q.binding(align, max)?,
+            k,
+            v,
+            k_vec,
+            v_vec,
+            dst: ops.dst.binding(align, max)?,
+            mask: ops.mask.map(|m| m.binding(align, max)).transpose()?,
+            sinks: ops.sinks.map(|s| s.binding(align, max)).transpose()?,
+        })
+    }
+
+    /// What the bindings allow the kernels.
+    pub(super) fn placement(&self) -> Placement {
+        Placement {
+            aligned: self.q.start_byte.is_multiple_of(4)
+                && self.dst.start_byte.is_multiple_of(4)
+                && self.k.start_byte.is_multiple_of(2)
+                && self.v.start_byte.is_multiple_of(2),
+            k_vec: self.k_vec.is_some(),
+            v_vec: self.v_vec.is_some(),
+        }
+    }
+}
+
 /// Records the plan's dispatches.
 pub(super) fn record(
     ctx: &GpuContext,
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
-    shape: &plan::Shape,
+    bound: &Bound,
     plan: &Plan,
 ) -> Result<()> {
     match &plan.kernel {
-        Kernel::Simple(_) => simple(ctx, stream, ops, p),
-        Kernel::Tile(t) => fast(ctx, stream, ops, p, shape, plan, Variant::Tile(t)),
-        Kernel::Mma(m) => fast(ctx, stream, ops, p, shape, plan, Variant::Mma(m)),
-        Kernel::Vec(v) => fast(ctx, stream, ops, p, shape, plan, Variant::Vec(v)),
+        Kernel::Simple(_) => simple(ctx, stream, ops, p, bound),
+        Kernel::Tile(t) => fast(ctx, stream, ops, p, bound, plan, Variant::Tile(t)),
+        Kernel::Mma(m) => fast(ctx, stream, ops, p, bound, plan, Variant::Mma(m)),
+        Kernel::Vec(v) => fast(ctx, stream, ops, p, bound, plan, Variant::Vec(v)),
     }
 }
 
@@ -42,20 +88,24 @@ fn word(v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a size or stride of {v}")))
 }
 
-/// A K or V binding: 16-byte vectors when the type is a float one and every row is 16-byte
-/// aligned (the binding then covers whole vectors), else plain words.
-fn kv_binding(t: &DeviceTensor, align: u64, max: u64) -> Result<(Binding, bool)> {
-    let b = t.binding(align, max)?;
-    let l = t.layout();
+/// Whether a K or V layout can be read as 16-byte vectors: a float type whose rows are all
+/// 16-byte aligned (its start is the binding's matter).
+pub(super) fn vec_layout(l: &Layout) -> bool {
     let float = matches!(l.ty, GgmlType::F16 | GgmlType::BF16 | GgmlType::F32);
-    let strides_ok = (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(16));
-    if float && strides_ok && b.start_byte % 16 == 0 {
+    float && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(16))
+}
+
+/// A K or V binding, and the same rounded up to whole 16-byte vectors when the layout and its
+/// start allow it and the rounded binding stays inside the buffer and the limit.
+fn kv_binding(t: &DeviceTensor, align: u64, max: u64) -> Result<(Binding, Option<Binding>)> {
+    let b = t.binding(align, max)?;
+    if vec_layout(t.layout()) && b.start_byte.is_multiple_of(16) {
         let size = b.size.next_multiple_of(16);
         if b.offset + size <= t.buffer().size() && size <= max {
-            return Ok((Binding { size, ..b }, true));
+            return Ok((b, Some(Binding { size, ..b })));
         }
     }
-    Ok((b, false))
+    Ok((b, None))
 }
 
 fn fast(
@@ -63,33 +113,29 @@ fn fast(
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
-    shape: &plan::Shape,
+    bound: &Bound,
     plan: &Plan,
     variant: Variant<'_>,
 ) -> Result<()> {
-    let device = &ctx.device;
-    let limits = device.limits();
-    let align = u64::from(limits.min_storage_buffer_offset_alignment);
-    let max = limits.max_storage_buffer_binding_size;
+    let shape = &plan.shape;
+    let limits = &ctx.capabilities().limits;
     let (q, k, v) = (ops.q.layout(), ops.k.layout(), ops.v.layout());
-    let bq = ops.q.binding(align, max)?;
-    let (bk, k_vec) = kv_binding(ops.k, align, max)?;
-    let (bv, v_vec) = kv_binding(ops.v, align, max)?;
-    let bd = ops.dst.binding(align, max)?;
-    let bm = ops.mask.map(|m| m.binding(align, max)).transpose()?;
-    let bs = ops.sinks.map(|s| s.binding(align, max)).transpose()?;
-    if bq.start_byte % 4 != 0 || bd.start_byte % 4 != 0 || bk.start_byte % 2 != 0 || bv.start_byte % 2 != 0 {
-        return simple(ctx, stream, ops, p);
-    }
+    let vector = |on: bool, plain: Binding, vec: Option<Binding>| match (on, vec) {
+        (false, _) => Ok(plain),
+        (true, Some(b)) => Ok(b),
+        (true, None) => Err(BackendError::InvalidOperands(
+            "the plan reads K or V as vectors, which their binding does not allow".into(),
+        )),
+    };
+    let (bq, bd, bm, bs) = (bound.q, bound.dst, bound.mask, bound.sinks);
+    let bk = vector(plan.k_vec, bound.k, bound.k_vec)?;
+    let bv = vector(plan.v_vec, bound.v, bound.v_vec)?;
     let n_heads = q.ne[2];
     let n_rows = shape.out_rows();
     let split = plan.n_split > 1;
     let scratch_bytes = plan.scratch_bytes(shape);
     let scratch = if split {
-        Some(
-            ctx.scratch
-                .get(device, "flash attention split scratch", scratch_bytes)?,
-        )
+        Some(ctx.scratch_buffer("flash attention split scratch", scratch_bytes)?)
     } else {
         None
     };
@@ -97,12 +143,7 @@ fn fast(
     let stats_start = (stats_offset / 4) as usize;
     let workgroups = word(plan.workgroups(shape) as usize)?;
     let grid = grid_2d(workgroups, limits.max_compute_workgroups_per_dimension);
-    let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
-    let scale = if p.logit_softcap != 0.0 {
-        p.scale / p.logit_softcap
-    } else {
-        p.scale
-    };
+    let (scale, n_head_log2, m0, m1) = score_params(p, n_heads)?;
     let mask = ops.mask.map(|m| *m.layout());
     let params = FlashAttnUniforms {
         q_start: word(bq.start_byte as usize / 4)?,
@@ -152,21 +193,13 @@ fn fast(
     shader = shader
         .define("K_TYPE", k.ty.gguf_id())
         .define("V_TYPE", v.ty.gguf_id())
-        .define("K_VEC", u32::from(k_vec))
-        .define("V_VEC", u32::from(v_vec))
+        .define("K_VEC", u32::from(plan.k_vec))
+        .define("V_VEC", u32::from(plan.v_vec))
         .define("HAS_MASK", u32::from(ops.mask.is_some()))
         .define("MASK_SKIP", u32::from(plan.mask_skip))
         .define("HSK", shape.hsk)
         .define("HSV", shape.hsv);
-    let storage = [
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::ReadWrite,
-    ];
-    let kernel: Arc<Compiled> = ctx.kernels.get(device, &shader, &storage)?;
+    let kernel: Arc<Compiled> = ctx.kernel(&shader, &STORAGE)?;
     let q_range = BufferRange::new(ops.q.buffer(), bq);
     let out = match &scratch {
         Some(buffer) => BufferRange {
@@ -195,11 +228,7 @@ fn fast(
         return Ok(());
     }
     let reduce = ShaderVariant::new("flash_attn_reduce.wgsl").define("HSV", shape.hsv);
-    let kernel = ctx.kernels.get(
-        device,
-        &reduce,
-        &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
-    )?;
+    let kernel = ctx.kernel(&reduce, &[Access::Read, Access::Read, Access::Read, Access::ReadWrite])?;
     let rgrid = grid_2d(word(n_rows)?, limits.max_compute_workgroups_per_dimension);
     let rparams = FlashAttnReduceUniforms {
         n_rows: word(n_rows)?,
@@ -227,6 +256,28 @@ fn fast(
         &rparams,
         rgrid,
     )
+}
+
+/// The storage bindings of the attention kernels: Q, K, V, mask, sinks, then the output.
+const STORAGE: [Access; 6] = [
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::ReadWrite,
+];
+
+/// The score parameters every kernel takes: the scale (divided by the softcap, which the
+/// kernels apply as cap·tanh(s) to s = q·k·scale) and ALiBi's slopes.
+fn score_params(p: FlashAttnParams, n_heads: usize) -> Result<(f32, u32, f32, f32)> {
+    let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
+    let scale = if p.logit_softcap != 0.0 {
+        p.scale / p.logit_softcap
+    } else {
+        p.scale
+    };
+    Ok((scale, n_head_log2, m0, m1))
 }
 
 fn flag(b: bool) -> u32 {
@@ -301,9 +352,14 @@ fn mma_variant(m: &MmaPlan) -> ShaderVariant {
 }
 
 /// K and V converted to contiguous f32, then the simple kernel.
-fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p: FlashAttnParams) -> Result<()> {
-    let device = &ctx.device;
-    let limits = device.limits();
+fn simple(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    ops: &FlashAttnOperands<'_>,
+    p: FlashAttnParams,
+    bound: &Bound,
+) -> Result<()> {
+    let limits = &ctx.capabilities().limits;
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
     let f32_copy = |t: &DeviceTensor, stream: &mut Stream| -> Result<DeviceTensor> {
@@ -316,7 +372,7 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
         } else {
             "FLASH_ATTN_EXT f32 V"
         };
-        let buffer = ctx.scratch.get(device, label, bytes)?;
+        let buffer = ctx.scratch_buffer(label, bytes)?;
         let out = DeviceTensor::new(layout, buffer, 0, bytes)?;
         dequantize::dequantize(ctx, stream, t, &out)?;
         Ok(out)
@@ -325,25 +381,13 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
     let v = f32_copy(ops.v, stream)?;
     let (q, dst) = (ops.q.layout(), ops.dst.layout());
     let n_heads = q.ne[2];
-    let (bq, bk, bv, bd) = (
-        ops.q.binding(align, max)?,
-        k.binding(align, max)?,
-        v.binding(align, max)?,
-        ops.dst.binding(align, max)?,
-    );
+    let (bq, bk, bv, bd) = (bound.q, k.binding(align, max)?, v.binding(align, max)?, bound.dst);
     // Absent operands are bound to Q's buffer and never read.
-    let bm = ops.mask.map(|m| m.binding(align, max)).transpose()?;
-    let bs = ops.sinks.map(|s| s.binding(align, max)).transpose()?;
-    let (n_head_log2, m0, m1) = alibi_slopes(word(n_heads)?, p.max_bias);
+    let (bm, bs) = (bound.mask, bound.sinks);
+    let (scale, n_head_log2, m0, m1) = score_params(p, n_heads)?;
     let items = word(q.ne[1] * n_heads * q.ne[3])?;
     let grid = grid_2d(items, limits.max_compute_workgroups_per_dimension);
     let mask_layout = ops.mask.map(|m| *m.layout());
-    // The kernel applies the softcap as cap·tanh(s) to s = q·k·scale, so scale is divided here.
-    let scale = if p.logit_softcap != 0.0 {
-        p.scale / p.logit_softcap
-    } else {
-        p.scale
-    };
     let params = FlashAttnSimpleUniforms {
         q_start: word(bq.start_byte as usize / 4)?,
         q_nb1: word(q.nb[1] / 4)?,
@@ -376,15 +420,7 @@ fn simple(ctx: &GpuContext, stream: &mut Stream, ops: &FlashAttnOperands<'_>, p:
     let variant = ShaderVariant::new("flash_attn_simple.wgsl")
         .define("WG_SIZE", format!("{SIMPLE_WG}u"))
         .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
-    let storage = [
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::Read,
-        Access::ReadWrite,
-    ];
-    let kernel = ctx.kernels.get(device, &variant, &storage)?;
+    let kernel = ctx.kernel(&variant, &STORAGE)?;
     let buffers = [
         BufferRange::new(ops.q.buffer(), bq),
         BufferRange::new(k.buffer(), bk),

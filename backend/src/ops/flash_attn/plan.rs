@@ -1,5 +1,5 @@
 //! How FLASH_ATTN_EXT runs for given shapes, types and device: a pure function from
-//! [`Shape`], [`Device`] and [`Knobs`] to a [`Plan`] (kernel, tiles, split count, workgroup
+//! [`Shape`], [`DeviceFacts`] and [`Knobs`] to a [`Plan`] (kernel, tiles, split count, workgroup
 //! sizes), checked against the workgroup-memory limit. Nothing here touches a GPU.
 //!
 //! Kernels:
@@ -57,103 +57,9 @@ impl Shape {
     }
 }
 
-/// A subgroup-matrix shape with f16 inputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MatrixConfig {
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    /// Whether the adapter offers this shape with f32 results (the kernel needs them).
-    pub f32_result: bool,
-}
+pub use crate::facts::{DeviceFacts, MatrixConfig};
 
-/// What the device offers, as far as the plan cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Device {
-    pub subgroups: bool,
-    pub shader_f16: bool,
-    pub subgroup_min: u32,
-    pub subgroup_max: u32,
-    /// maxComputeWorkgroupStorageSize.
-    pub workgroup_memory: u32,
-    /// maxComputeInvocationsPerWorkgroup.
-    pub max_invocations: u32,
-    /// maxStorageBufferBindingSize (bounds the split scratch).
-    pub max_binding: u64,
-    /// The subgroup-matrix config in use, if any.
-    pub matrix: Option<MatrixConfig>,
-    /// A CPU adapter (lavapipe): little parallelism, so few splits.
-    pub cpu: bool,
-}
-
-/// Which kernel to use, when forced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Force {
-    Simple,
-    Tile,
-    Mma,
-    Vec,
-}
-
-/// Tuning knobs. `None` means the default, which depends on the device (see each field).
-/// `mod.rs` reads them from `GGML_DAWN_FA_*` environment variables.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Knobs {
-    /// Force a kernel (falls back, with the reason, if it cannot run the shapes).
-    pub force: Option<Force>,
-    /// KV splits (default: from `target_workgroups`).
-    pub split: Option<u32>,
-    /// Workgroups to aim for when choosing the split count (default 512 for the tile kernel,
-    /// 384 for the mma kernel; 8 on CPU adapters).
-    pub target_workgroups: Option<u32>,
-    /// Fewest KV tiles per split (default 2).
-    pub min_split_tiles: Option<u32>,
-    /// Load the next K/V tile into registers while the current one is computed (default: tile
-    /// kernel when a thread's share fits 16 chunks of 16 bytes; off for the mma kernel, whose
-    /// registers are better spent on occupancy).
-    pub prefetch: Option<bool>,
-    /// Skip KV tiles whose mask is -inf for every row of the workgroup (default on).
-    pub mask_skip: Option<bool>,
-    /// Tile kernel: threads per workgroup (default 128).
-    pub tile_threads: Option<u32>,
-    /// Tile kernel: most query rows per workgroup (default 32).
-    pub tile_rows: Option<u32>,
-    /// Tile kernel: keys per tile (default 32).
-    pub tile_kv: Option<u32>,
-    /// Tile kernel: rows per thread in Q·Kᵀ, at most (default 1: more lanes per key, fewer
-    /// per dot product).
-    pub tile_rq: Option<u32>,
-    /// Tile kernel: rows per thread in P·V (default 4).
-    pub tile_ro: Option<u32>,
-    /// Vec kernel: threads per workgroup (default 128).
-    pub vec_threads: Option<u32>,
-    /// Vec kernel: lanes per key (default: the head's 16-byte chunks rounded up to a power of
-    /// two, at most 16 and the subgroup size).
-    pub vec_lanes: Option<u32>,
-    /// Vec kernel: keys a lane group loads before using them (default 4).
-    pub vec_keys: Option<u32>,
-    /// Vec kernel: most query rows (per KV head) it takes (default 8).
-    pub vec_rows: Option<u32>,
-    /// Vec kernel: issue the next step's loads before this step's math (default off: more
-    /// registers, and occupancy hides the latency).
-    pub vec_prefetch: Option<bool>,
-    /// mma kernel: subgroups per workgroup (default 8).
-    pub mma_subgroups: Option<u32>,
-    /// mma kernel: row blocks of M rows per subgroup (default 1; 2 halves the K/V matrix
-    /// loads from workgroup memory, for twice the O registers).
-    pub mma_rh: Option<u32>,
-    /// mma kernel: keys per tile (default 64).
-    pub mma_kv: Option<u32>,
-    /// mma kernel: fewest query rows per KV head to prefer it over the tile kernel (default M).
-    pub mma_min_rows: Option<u32>,
-    /// mma kernel: keep Q in registers as left matrices (default: when they fit 32 words/lane).
-    pub mma_q_regs: Option<bool>,
-    /// mma kernel: f32 O accumulators per lane before splitting columns over subgroups (default 64).
-    pub mma_o_budget: Option<u32>,
-    /// mma kernel: lazy-rescale threshold on the running maximum (default 8; 0 rescales on
-    /// every increase).
-    pub tau: Option<f32>,
-}
+pub use super::knobs::{Force, Knobs};
 
 /// The tile kernel's layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,6 +190,8 @@ pub enum Kernel {
 /// How one FLASH_ATTN_EXT runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// The sizes and types it was made for.
+    pub shape: Shape,
     pub kernel: Kernel,
     /// Query rows per workgroup (0 for simple).
     pub rows: u32,
@@ -299,6 +207,64 @@ pub struct Plan {
     pub tau: f32,
     /// Fully masked tiles are skipped (a scan of the next tile's mask per tile).
     pub mask_skip: bool,
+    /// The fast kernels read K, and V, as 16-byte vectors (see [`Placement`]).
+    pub k_vec: bool,
+    pub v_vec: bool,
+}
+
+/// Where the operands lie in their bindings, as far as the kernels care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// Q, dst and sinks start on a 4-byte boundary of their bindings, K and V on a 2-byte one
+    /// (the fast kernels' element addressing); else only the simple kernel runs.
+    pub aligned: bool,
+    /// K (and V) can be bound as 16-byte vectors: a float type, every row and the start
+    /// 16-byte aligned, and the binding rounded up to whole vectors still inside the buffer.
+    pub k_vec: bool,
+    pub v_vec: bool,
+}
+
+impl Placement {
+    /// Operands at element-aligned starts that cannot be read as vectors.
+    pub const PLAIN: Placement = Placement {
+        aligned: true,
+        k_vec: false,
+        v_vec: false,
+    };
+}
+
+/// The plan for operands placed as `placement` says: [`plan`]'s, with the vector widths it
+/// allows; the simple kernel when the starts are misaligned.
+pub fn plan_placed(shape: &Shape, device: &DeviceFacts, knobs: &Knobs, placement: Placement) -> Plan {
+    if !placement.aligned {
+        return simple(
+            shape,
+            "an operand starts off its element alignment in its binding".into(),
+        );
+    }
+    let mut plan = plan(shape, device, knobs);
+    if !matches!(plan.kernel, Kernel::Simple(_)) {
+        plan.k_vec = placement.k_vec;
+        plan.v_vec = placement.v_vec;
+    }
+    plan
+}
+
+/// The simple kernel (over f32 copies of K and V), for `why`.
+pub fn simple(shape: &Shape, why: String) -> Plan {
+    Plan {
+        shape: *shape,
+        kernel: Kernel::Simple(why),
+        rows: 0,
+        row_blocks: 0,
+        n_split: 1,
+        split_len: shape.kv as u32,
+        kv_tile: 0,
+        tau: 0.0,
+        mask_skip: false,
+        k_vec: false,
+        v_vec: false,
+    }
 }
 
 impl Plan {
@@ -319,6 +285,98 @@ impl Plan {
     /// Workgroups of the main kernel.
     pub fn workgroups(&self, shape: &Shape) -> u64 {
         self.row_blocks as u64 * self.n_split as u64 * shape.kv_heads as u64 * shape.n_seq as u64
+    }
+}
+
+impl std::fmt::Display for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.shape;
+        let split = if self.n_split > 1 {
+            format!(
+                ", KV split {} x {} keys + reduce ({} KiB scratch)",
+                self.n_split,
+                self.split_len,
+                self.scratch_bytes(s).div_ceil(1024)
+            )
+        } else {
+            String::new()
+        };
+        let grid = format!(
+            "{} workgroups ({} row blocks x {} KV heads x {} seq x {} splits)",
+            self.workgroups(s),
+            self.row_blocks,
+            s.kv_heads,
+            s.n_seq,
+            self.n_split
+        );
+        let vectors = match (self.k_vec, self.v_vec) {
+            (true, true) => ", K and V as vec4",
+            (true, false) => ", K as vec4",
+            (false, true) => ", V as vec4",
+            (false, false) => "",
+        };
+        let mask_skip = if self.mask_skip { ", masked tiles skipped" } else { "" };
+        match &self.kernel {
+            Kernel::Simple(why) => write!(f, "simple (f32 copies of K and V; {why})"),
+            Kernel::Tile(t) => write!(
+                f,
+                "tile: {} rows x {} keys a tile, {} threads (q.k {} lanes x {} rows/thread, p.v {} rows x {} chunks, {} key splits), {} B shared{}{}{vectors}{mask_skip}; {grid}",
+                t.rows,
+                t.kv_tile,
+                t.threads,
+                t.ds,
+                t.rq,
+                t.ro,
+                t.ch,
+                t.ks,
+                t.shared_bytes,
+                if t.kv_alias { ", V over K" } else { "" },
+                split
+            ),
+            Kernel::Vec(v) => write!(
+                f,
+                "vec: {} rows, {} threads, {} lanes a key ({} / {} K/V chunks a lane), {} keys a group in flight{}, {} keys a step, merged over teams of {}, {} B shared{}{vectors}{mask_skip}; {grid}",
+                v.rows,
+                v.threads,
+                v.lanes,
+                v.ck,
+                v.cv,
+                v.keys,
+                if v.prefetch { " (next step's prefetched)" } else { "" },
+                v.kv_tile(),
+                v.team,
+                v.shared_bytes,
+                split
+            ),
+            Kernel::Mma(m) => write!(
+                f,
+                "mma {}x{}x{} f16->f32: {} rows ({} row blocks x {} a subgroup x {} col groups) x {} keys a tile, {} threads, heads {}/{} padded to {}/{}, Q in {}, {} B shared{}{}{}, tau {}{}{vectors}{mask_skip}; {grid}",
+                m.m,
+                m.n,
+                m.k,
+                m.rows,
+                m.rb,
+                m.rh,
+                m.cg,
+                m.kv_tile,
+                m.threads,
+                s.hsk,
+                s.hsv,
+                m.hskp,
+                m.hsvp,
+                if m.q_regs { "registers" } else { "shared memory" },
+                m.shared_bytes,
+                if m.kv_alias { ", V over K" } else { "" },
+                if m.p_alias { ", P over K" } else { "" },
+                if m.sb * m.cg < m.hsvp / m.n {
+                    ", O in rounds"
+                } else {
+                    ""
+                },
+                self.tau,
+                split
+            ),
+        }
     }
 }
 
@@ -355,17 +413,8 @@ const PREFETCH_CHUNKS: u32 = 16;
 const TILE_ACC_BUDGET: u32 = 64;
 
 /// Plans one FLASH_ATTN_EXT.
-pub fn plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Plan {
-    let simple = |why: String| Plan {
-        kernel: Kernel::Simple(why),
-        rows: 0,
-        row_blocks: 0,
-        n_split: 1,
-        split_len: shape.kv as u32,
-        kv_tile: 0,
-        tau: 0.0,
-        mask_skip: false,
-    };
+pub fn plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Plan {
+    let simple = |why: String| simple(shape, why);
     if let Some(why) = fast_path_obstacle(shape, device) {
         return simple(why);
     }
@@ -375,7 +424,7 @@ pub fn plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Plan {
     let rows_total = shape.rows_per_kv_head() as u32;
     let mma_min = knobs
         .mma_min_rows
-        .unwrap_or_else(|| device.matrix.map_or(u32::MAX, |c| c.m));
+        .unwrap_or_else(|| device.subgroup_matrix.map_or(u32::MAX, |c| c.m));
     let want_mma = match knobs.force {
         Some(Force::Mma) => true,
         Some(Force::Tile | Force::Vec) => false,
@@ -394,7 +443,7 @@ pub fn plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Plan {
     let Some(kernel) = kernel else {
         return simple(format!(
             "no tile of head sizes {}/{} fits {} bytes of workgroup memory",
-            shape.hsk, shape.hsv, device.workgroup_memory
+            shape.hsk, shape.hsv, device.max_workgroup_storage
         ));
     };
     let (rows, kv_tile) = match &kernel {
@@ -407,6 +456,7 @@ pub fn plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Plan {
     let mma = matches!(kernel, Kernel::Mma(_));
     let (n_split, split_len) = splits(shape, device, knobs, mma, rows.min(rows_total), row_blocks, kv_tile);
     Plan {
+        shape: *shape,
         kernel,
         rows,
         row_blocks,
@@ -415,11 +465,13 @@ pub fn plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Plan {
         kv_tile,
         tau: knobs.tau.unwrap_or(DEFAULT_TAU).max(0.0),
         mask_skip: shape.has_mask && knobs.mask_skip.unwrap_or(true),
+        k_vec: false,
+        v_vec: false,
     }
 }
 
 /// Why neither fast kernel can run these shapes on this device, if so.
-fn fast_path_obstacle(shape: &Shape, device: &Device) -> Option<String> {
+fn fast_path_obstacle(shape: &Shape, device: &DeviceFacts) -> Option<String> {
     if !device.subgroups {
         return Some("the device has no subgroups".into());
     }
@@ -453,7 +505,7 @@ fn row_bytes(ty: GgmlType, n: usize) -> u64 {
 #[allow(clippy::too_many_arguments)]
 fn splits(
     shape: &Shape,
-    device: &Device,
+    device: &DeviceFacts,
     knobs: &Knobs,
     mma: bool,
     rows: u32,
@@ -484,7 +536,7 @@ fn splits(
     n = n.clamp(1, tiles.min(MAX_SPLIT));
     // The scratch must fit one binding.
     let per_split = shape.out_rows() as u64 * (shape.hsv as u64 + 2) * 4 + 256;
-    if let Some(most) = device.max_binding.checked_div(per_split) {
+    if let Some(most) = device.max_storage_binding.checked_div(per_split) {
         n = n.min(most.clamp(1, u32::MAX as u64) as u32);
     }
     let split_len = tiles.div_ceil(n) * kv_tile;
@@ -492,13 +544,13 @@ fn splits(
 }
 
 /// The vec kernel's layout, if all query rows of a KV head fit its registers and workgroup memory.
-pub fn vec_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<VecPlan> {
-    let team = pow2_floor(device.subgroup_min.clamp(1, 32));
+pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<VecPlan> {
+    let team = pow2_floor(device.subgroup_min().clamp(1, 32));
     let threads = pow2_floor(
         knobs
             .vec_threads
             .unwrap_or(DEFAULT_VEC_THREADS)
-            .clamp(team, device.max_invocations.max(team)),
+            .clamp(team, device.max_threads().max(team)),
     );
     let hsk8 = shape.hsk as u32 / 8;
     let hsv8 = shape.hsv as u32 / 8;
@@ -518,7 +570,7 @@ pub fn vec_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<VecPlan
     }
     let keys = knobs.vec_keys.unwrap_or(DEFAULT_VEC_KEYS).clamp(1, 16);
     let shared_bytes = 2 * (threads / team) * rows * 4 + rows * shape.hsv as u32 * 4;
-    if shared_bytes > device.workgroup_memory {
+    if shared_bytes > device.max_workgroup_storage {
         return None;
     }
     Some(VecPlan {
@@ -535,13 +587,13 @@ pub fn vec_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<VecPlan
 }
 
 /// The tile kernel's layout, shrunk until it fits the device.
-pub fn tile_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<TilePlan> {
-    let sg_max = device.subgroup_max.max(1);
+pub fn tile_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<TilePlan> {
+    let sg_max = device.subgroup_max().max(1);
     let threads = knobs
         .tile_threads
         .unwrap_or(DEFAULT_TILE_THREADS)
         .next_multiple_of(sg_max)
-        .min(device.max_invocations / sg_max * sg_max)
+        .min(device.max_threads() / sg_max * sg_max)
         .max(sg_max);
     let threads = pow2_floor(threads).max(sg_max);
     let total = shape.rows_per_kv_head().max(1) as u32;
@@ -552,7 +604,7 @@ pub fn tile_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<TilePl
     let mut kv_alias = false;
     loop {
         if let Some(t) = tile_layout(shape, device, knobs, threads, rows, kv_tile, kv_alias)
-            && t.shared_bytes <= device.workgroup_memory
+            && t.shared_bytes <= device.max_workgroup_storage
         {
             return Some(t);
         }
@@ -573,7 +625,7 @@ pub fn tile_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<TilePl
 
 fn tile_layout(
     shape: &Shape,
-    device: &Device,
+    device: &DeviceFacts,
     knobs: &Knobs,
     threads: u32,
     rows: u32,
@@ -582,7 +634,7 @@ fn tile_layout(
 ) -> Option<TilePlan> {
     let hsk8 = shape.hsk as u32 / 8;
     let hsv8 = shape.hsv as u32 / 8;
-    let lane_cap = device.subgroup_min.clamp(1, 32);
+    let lane_cap = device.subgroup_min().clamp(1, 32);
     // Q·Kᵀ: threads per key split into row groups and lanes per dot product.
     // Q·Kᵀ: a thread takes up to `rq_pref` rows of one key (so each K chunk is read and
     // converted once for all of them), and the lanes of a key share its dimensions.
@@ -653,19 +705,19 @@ fn tile_layout(
 }
 
 /// The mma kernel's layout, if the device has a usable config and some layout fits.
-pub fn mma_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<MmaPlan> {
-    let cfg = device.matrix?;
+pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<MmaPlan> {
+    let cfg = device.subgroup_matrix?;
     if !cfg.f32_result || !device.shader_f16 || cfg.m == 0 || cfg.n % 8 != 0 || cfg.k % 8 != 0 {
         return None;
     }
     let (m, n, k) = (cfg.m, cfg.n, cfg.k);
-    let sg_min = device.subgroup_min.max(1);
-    let sg_max = device.subgroup_max.max(1);
+    let sg_min = device.subgroup_min().max(1);
+    let sg_max = device.subgroup_max().max(1);
     let subgroups = pow2_floor(
         knobs
             .mma_subgroups
             .unwrap_or(DEFAULT_MMA_SUBGROUPS)
-            .clamp(1, (device.max_invocations / sg_max).max(1)),
+            .clamp(1, (device.max_threads() / sg_max).max(1)),
     );
     let threads = subgroups * sg_max;
     let hskp = (shape.hsk as u32).next_multiple_of(k.max(8));
@@ -695,7 +747,7 @@ pub fn mma_plan(shape: &Shape, device: &Device, knobs: &Knobs) -> Option<MmaPlan
         let p = mma_layout(
             shape, device, knobs, m, n, k, subgroups, threads, rb, rh, cg, kv_tile, hskp, hsvp, q_regs, kv_alias,
         );
-        if p.shared_bytes <= device.workgroup_memory {
+        if p.shared_bytes <= device.max_workgroup_storage {
             return Some(p);
         }
         if kv_tile > unit {
@@ -725,7 +777,7 @@ fn lcm(a: u32, b: u32) -> u32 {
 #[allow(clippy::too_many_arguments)]
 fn mma_layout(
     shape: &Shape,
-    device: &Device,
+    device: &DeviceFacts,
     knobs: &Knobs,
     m: u32,
     n: u32,
@@ -780,7 +832,7 @@ fn mma_layout(
     let sf = (rows * sstr).max(subgroups * block);
     let obs = rh * (hsvp / n).div_ceil(cg);
     let sb = (sf / (subgroups * block)).clamp(1, obs.max(1));
-    let tpr = pow2_floor(threads / rows).clamp(1, device.subgroup_min.max(1).min(kv_tile / 8));
+    let tpr = pow2_floor(threads / rows).clamp(1, device.subgroup_min().max(1).min(kv_tile / 8));
     let shared_bytes = smem * 16 + sf * 16 + 5 * rows * 4 + 16;
     let prefetch = knobs.prefetch.unwrap_or(false);
     MmaPlan {
@@ -836,64 +888,70 @@ mod tests {
         }
     }
 
-    fn h200(m: u32, n: u32, k: u32) -> Device {
-        Device {
-            subgroups: true,
+    fn h200(m: u32, n: u32, k: u32) -> DeviceFacts {
+        DeviceFacts {
             shader_f16: true,
-            subgroup_min: 32,
-            subgroup_max: 32,
-            workgroup_memory: 49152,
-            max_invocations: 1024,
-            max_binding: 2_147_483_644,
-            matrix: Some(MatrixConfig {
+            subgroups: true,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            subgroup_matrix: Some(MatrixConfig {
                 m,
                 n,
                 k,
                 f32_result: true,
+                f16_result: true,
             }),
+            max_workgroup_storage: 49152,
+            max_invocations: 1024,
+            max_workgroup_size_x: 1024,
+            max_workgroups_per_dim: 65535,
+            max_storage_binding: 2_147_483_644,
             cpu: false,
         }
     }
 
-    fn lavapipe() -> Device {
-        Device {
-            subgroups: true,
+    fn lavapipe() -> DeviceFacts {
+        DeviceFacts {
             shader_f16: true,
-            subgroup_min: 8,
-            subgroup_max: 8,
-            workgroup_memory: 32768,
-            max_invocations: 1024,
-            max_binding: 134_217_728,
-            matrix: Some(MatrixConfig {
+            subgroups: true,
+            subgroup_min_size: 8,
+            subgroup_max_size: 8,
+            subgroup_matrix: Some(MatrixConfig {
                 m: 8,
                 n: 8,
                 k: 8,
                 f32_result: true,
+                f16_result: true,
             }),
+            max_workgroup_storage: 32768,
+            max_invocations: 1024,
+            max_workgroup_size_x: 1024,
+            max_workgroups_per_dim: 65535,
+            max_storage_binding: 134_217_728,
             cpu: true,
         }
     }
 
     /// Every plan respects the device's limits and its own invariants.
-    fn check(s: &Shape, d: &Device, p: &Plan) {
+    fn check(s: &Shape, d: &DeviceFacts, p: &Plan) {
         assert!(p.n_split >= 1 && p.n_split <= MAX_SPLIT);
-        assert!(p.scratch_bytes(s) <= d.max_binding);
+        assert!(p.scratch_bytes(s) <= d.max_storage_binding);
         match &p.kernel {
             Kernel::Simple(_) => {}
             Kernel::Tile(t) => {
-                assert!(t.shared_bytes <= d.workgroup_memory, "{t:?}");
-                assert!(t.threads <= d.max_invocations && t.threads % d.subgroup_max == 0);
+                assert!(t.shared_bytes <= d.max_workgroup_storage, "{t:?}");
+                assert!(t.threads <= d.max_threads() && t.threads % d.subgroup_max() == 0);
                 assert_eq!(t.ds * t.gq * t.kv_tile, t.threads, "{t:?}");
                 assert!(t.gq * t.rq >= t.rows);
-                assert!(t.ds <= d.subgroup_min && t.tpr <= d.subgroup_min);
+                assert!(t.ds <= d.subgroup_min() && t.tpr <= d.subgroup_min());
                 assert!(t.lv * t.rgn * t.ks <= t.threads && t.ro * t.rgn >= t.rows);
                 assert!(t.lv * t.ch * 8 >= s.hsv as u32);
                 assert!(t.ro * t.ch * 8 <= TILE_ACC_BUDGET);
                 assert_eq!(p.split_len % t.kv_tile, 0);
             }
             Kernel::Mma(m) => {
-                assert!(m.shared_bytes <= d.workgroup_memory, "{m:?}");
-                assert_eq!(m.threads % d.subgroup_max, 0);
+                assert!(m.shared_bytes <= d.max_workgroup_storage, "{m:?}");
+                assert_eq!(m.threads % d.subgroup_max(), 0);
                 assert_eq!(m.rb * m.cg, m.subgroups);
                 assert_eq!(m.rows, m.rh * m.rb * m.m);
                 assert_eq!(m.kv_tile % m.n, 0);
@@ -910,9 +968,9 @@ mod tests {
                 assert_eq!(p.split_len % m.kv_tile, 0);
             }
             Kernel::Vec(v) => {
-                assert!(v.shared_bytes <= d.workgroup_memory, "{v:?}");
-                assert!(v.threads <= d.max_invocations && v.threads % v.team == 0);
-                assert!(v.team <= d.subgroup_min && v.team % v.lanes == 0);
+                assert!(v.shared_bytes <= d.max_workgroup_storage, "{v:?}");
+                assert!(v.threads <= d.max_threads() && v.threads % v.team == 0);
+                assert!(v.team <= d.subgroup_min() && v.team % v.lanes == 0);
                 assert!(v.lanes * v.ck * 8 >= s.hsk as u32 && v.lanes * v.cv * 8 >= s.hsv as u32);
                 assert!(v.rows as usize >= s.rows_per_kv_head() && p.row_blocks == 1);
                 assert_eq!(p.split_len % v.kv_tile(), 0);
@@ -997,7 +1055,7 @@ mod tests {
             for no_matrix in [false, true] {
                 let mut d = d;
                 if no_matrix {
-                    d.matrix = None;
+                    d.subgroup_matrix = None;
                 }
                 for (hsk, hsv) in sizes {
                     for (r2, nb, kv) in [(1, 1, 113), (4, 1, 16384), (20, 1, 1024), (1, 75, 512), (8, 512, 7680)] {
@@ -1032,11 +1090,12 @@ mod tests {
         assert!(matches!(plan(&s, &no_sg, &Knobs::default()).kernel, Kernel::Simple(ref w) if w.contains("subgroups")));
         // Without f32 results the mma kernel is not used.
         let mut f16_only = d;
-        f16_only.matrix = Some(MatrixConfig {
+        f16_only.subgroup_matrix = Some(MatrixConfig {
             m: 16,
             n: 16,
             k: 16,
             f32_result: false,
+            f16_result: true,
         });
         let s = shape(64, 64, 1, 1, 100, 512, GgmlType::F16);
         assert!(matches!(plan(&s, &f16_only, &Knobs::default()).kernel, Kernel::Tile(_)));

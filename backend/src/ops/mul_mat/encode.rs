@@ -1,20 +1,15 @@
-//! Binding, parameters and dispatch of the planned MUL_MAT kernel.
+//! Binding, parameters and dispatch of a [`MulMatPlan`]: every choice comes from the plan.
 
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
-use crate::exec::{BufferRange, Stream, grid_2d};
+use crate::exec::{BufferRange, Stream};
 use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 use crate::shader_lib::ShaderVariant;
 
-use super::plan::{self, MulMatPlan, Path, Problem};
-
-/// Threads per workgroup of the simple kernel.
-const SIMPLE_WG: u32 = 64;
-/// Threads per workgroup of the pass that quantizes b for the integer mat-vec.
-const QUANTIZE_WG: u32 = 64;
+use super::plan::{MulMatPlan, Path, QUANTIZE_WG, SIMPLE_WG};
 
 /// The three storage bindings (a, b, dst).
 #[derive(Debug, Clone, Copy)]
@@ -26,7 +21,7 @@ pub struct Bindings {
 
 impl Bindings {
     pub fn new(ctx: &GpuContext, a: &DeviceTensor, b: &DeviceTensor, dst: &DeviceTensor) -> Result<Bindings> {
-        let limits = ctx.device.limits();
+        let limits = &ctx.capabilities().limits;
         let align = u64::from(limits.min_storage_buffer_offset_alignment);
         let max = limits.max_storage_buffer_binding_size;
         Ok(Bindings {
@@ -41,24 +36,6 @@ fn word(v: u64) -> Result<u32> {
     u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("MUL_MAT: a size or stride of {v}")))
 }
 
-/// Whether b can be bound as 16-byte words: contiguous, every row 16-byte aligned and a multiple
-/// of 16 bytes long (so every read lies inside a whole word of the binding).
-fn b_vec4(p: &Problem) -> bool {
-    let row_bytes = p.k * if p.b_type == GgmlType::F16 { 2 } else { 4 };
-    p.b_contiguous && p.b_align >= 16 && row_bytes.is_multiple_of(16)
-}
-
-/// Whether the subgroup-matrix kernel can also read a as 16-byte words: float rows in whole
-/// 16-byte units at 16-byte offsets.
-fn a_vec4(p: &Problem) -> bool {
-    let elem = match p.a_type {
-        GgmlType::F32 => 4,
-        GgmlType::F16 | GgmlType::BF16 => 2,
-        _ => return false,
-    };
-    p.a_align >= 16 && (p.k * elem).is_multiple_of(16)
-}
-
 /// Records the planned kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn encode(
@@ -68,9 +45,9 @@ pub fn encode(
     b: &DeviceTensor,
     dst: &DeviceTensor,
     bound: &Bindings,
-    problem: &Problem,
     plan: &MulMatPlan,
 ) -> Result<()> {
+    let problem = &plan.problem;
     if matches!(plan.path, Path::Simple { .. }) {
         return simple(ctx, stream, a, b, dst, bound, plan);
     }
@@ -84,17 +61,7 @@ pub fn encode(
             .flag("B_CONTIG", problem.b_contiguous)
             .flag("B_ALIGN4", problem.b_align >= 4)
             .flag("B_ALIGN2", problem.b_align >= 2)
-            .flag("B_VEC4", b_vec4(problem))
-    };
-    let a_as_vec4 = matches!(plan.path, Path::SubgroupMatrix { .. }) && a_vec4(problem);
-    let (int_dot, int_slots, probe) = match plan.path {
-        Path::Vec {
-            int_dot,
-            int_slots,
-            probe,
-            ..
-        } => (int_dot, int_slots, probe),
-        _ => (false, false, 0),
+            .flag("B_VEC4", plan.b_vec4)
     };
     let variant = match &plan.path {
         Path::Vec {
@@ -158,51 +125,43 @@ pub fn encode(
             .define("STAGES", stages)
             .define("WG_SIZE", format!("{wg_size}u"))
             .define("SCRATCH_SGS", format!("{scratch_sgs}u"))
-            .flag("A_VEC4", a_as_vec4)
+            .flag("A_VEC4", plan.a_vec4)
             .flag("ACC_F32", config.f32_result)
-            .flag("DIRECT_STORE", bound.dst.size >= u64::from(config.m * config.n * 4)),
+            .flag("DIRECT_STORE", plan.direct_store),
         Path::Simple { .. } => unreachable!("handled above"),
     };
-    let access: &[Access] = if a_as_vec4 {
+    let access: &[Access] = if plan.a_vec4 {
         &[Access::Read, Access::Read, Access::ReadWrite, Access::Read]
     } else {
         &[Access::Read, Access::Read, Access::ReadWrite]
     };
-    let kernel = ctx.kernels.get(&ctx.device, &variant, access)?;
+    let kernel = ctx.kernel(&variant, access)?;
     let params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan)?;
     let mut buffers = vec![
         BufferRange::new(a.buffer(), bound.a),
         BufferRange::new(b.buffer(), bound.b),
         BufferRange::new(dst.buffer(), bound.dst),
     ];
-    if a_as_vec4 {
+    if plan.a_vec4 {
         buffers.push(BufferRange::new(a.buffer(), bound.a));
     }
-    if int_dot {
+    if let Some(q) = &plan.quantize_b {
         // b's 8-bit blocks go to scratch first; the mat-vec reads them in b's place.
-        let bytes = plan::int_scratch_bytes(problem);
-        let scratch = ctx.scratch.get(&ctx.device, "MUL_MAT 8-bit b", bytes)?;
-        let blocks = word(bytes / 48)?;
-        let grid = grid_2d(
-            blocks.div_ceil(QUANTIZE_WG),
-            ctx.device.limits().max_compute_workgroups_per_dimension,
-        );
+        let scratch = ctx.scratch_buffer("MUL_MAT 8-bit b", q.scratch_bytes)?;
         let quantize = operands("mul_mat_quantize_b.wgsl")
             .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
-            .flag("B_Q8K", int_slots);
-        let quantize = ctx
-            .kernels
-            .get(&ctx.device, &quantize, &[Access::Read, Access::Read, Access::ReadWrite])?;
+            .flag("B_Q8K", q.slots);
+        let quantize = ctx.kernel(&quantize, &[Access::Read, Access::Read, Access::ReadWrite])?;
         let scratch = BufferRange {
             buffer: scratch,
             offset: 0,
-            size: bytes,
+            size: q.scratch_bytes,
         };
         let quantize_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
-        let quantize_params = operand_params(a, b, bound, 0, grid[0], plan)?;
-        stream.dispatch(&quantize, &quantize_buffers, &quantize_params, grid)?;
-        if probe == 2 {
-            stream.dispatch(&quantize, &quantize_buffers, &quantize_params, grid)?;
+        let quantize_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
+        stream.dispatch(&quantize, &quantize_buffers, &quantize_params, q.grid)?;
+        if q.twice {
+            stream.dispatch(&quantize, &quantize_buffers, &quantize_params, q.grid)?;
         }
         buffers[1] = scratch;
     }
@@ -260,9 +219,7 @@ fn simple(
         .define("A_TYPE", la.ty.gguf_id())
         .flag("B_F16", lb.ty == GgmlType::F16)
         .define("WG_SIZE", format!("{SIMPLE_WG}u"));
-    let kernel = ctx
-        .kernels
-        .get(&ctx.device, &variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
+    let kernel = ctx.kernel(&variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
     let outputs = dst.layout().elements();
     u32::try_from(outputs).map_err(|_| BackendError::Unsupported("more than 2^32 outputs".into()))?;
     let w = |v: usize| word(v as u64);

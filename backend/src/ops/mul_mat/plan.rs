@@ -15,35 +15,7 @@ use std::fmt;
 use crate::exec::grid_2d;
 use crate::ggml_type::GgmlType;
 
-/// A subgroup-matrix shape (rows of the left/result, columns of the right/result, depth), f16
-/// inputs, and whether the adapter offers it with f32 results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MatrixConfig {
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    pub f32_result: bool,
-}
-
-/// What the planner needs to know about the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceFacts {
-    pub shader_f16: bool,
-    pub subgroups: bool,
-    pub subgroup_min_size: u32,
-    pub subgroup_max_size: u32,
-    pub subgroup_matrix: Option<MatrixConfig>,
-    /// maxComputeWorkgroupStorageSize.
-    pub max_workgroup_storage: u32,
-    /// maxComputeInvocationsPerWorkgroup.
-    pub max_invocations: u32,
-    /// maxComputeWorkgroupSizeX.
-    pub max_workgroup_size_x: u32,
-    /// maxComputeWorkgroupsPerDimension.
-    pub max_workgroups_per_dim: u32,
-    /// maxStorageBufferBindingSize.
-    pub max_storage_binding: u64,
-}
+pub use crate::facts::{DeviceFacts, MatrixConfig};
 
 /// One MUL_MAT as the planner sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +34,8 @@ pub struct Problem {
     pub b_align: u32,
     /// b's elements are adjacent (`nb0` is the element size).
     pub b_contiguous: bool,
+    /// Bytes of dst's binding.
+    pub dst_bytes: u64,
 }
 
 /// The tuning knobs, with the defaults the planner uses. [`Tuning::parse`] reads overrides
@@ -416,9 +390,11 @@ pub enum Path {
     Simple { reason: String },
 }
 
-/// The plan of one MUL_MAT: kernel, tiles and grid.
+/// The plan of one MUL_MAT: every decision the encoder follows (kernel, tiles, grid, vector
+/// widths, stores, the quantize pass), and the problem it was made for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MulMatPlan {
+    pub problem: Problem,
     pub path: Path,
     /// Workgroups per dst matrix along m and n.
     pub tiles_m: u32,
@@ -428,6 +404,53 @@ pub struct MulMatPlan {
     pub grid: [u32; 3],
     /// Bytes of workgroup memory the kernel declares.
     pub workgroup_bytes: u32,
+    /// The fast kernels read b as 16-byte words ([`b_vec4`]).
+    pub b_vec4: bool,
+    /// The subgroup-matrix kernel also reads a as 16-byte words ([`a_vec4`]).
+    pub a_vec4: bool,
+    /// The subgroup-matrix kernel stores whole result matrices straight into dst (its binding
+    /// holds at least one), not through the edge scratch.
+    pub direct_store: bool,
+    /// The integer mat-vec's pass that quantizes b into scratch first.
+    pub quantize_b: Option<QuantizeB>,
+}
+
+/// The pass that quantizes b to 8-bit blocks for the integer mat-vec
+/// (`mul_mat_quantize_b.wgsl`), which then reads them in b's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuantizeB {
+    /// Bytes of scratch ([`int_scratch_bytes`]).
+    pub scratch_bytes: u64,
+    /// Blocks of 32 elements it writes.
+    pub blocks: u32,
+    /// Workgroups of [`QUANTIZE_WG`] threads, one block each.
+    pub grid: [u32; 3],
+    /// K-quant super-blocks in the slot kernel's layout.
+    pub slots: bool,
+    /// Recorded twice ([`Tuning::vec_int_probe`] 2: measurement only).
+    pub twice: bool,
+}
+
+/// Threads per workgroup of the simple kernel.
+pub const SIMPLE_WG: u32 = 64;
+/// Threads per workgroup of the pass that quantizes b for the integer mat-vec.
+pub const QUANTIZE_WG: u32 = 64;
+
+/// Whether b can be bound as 16-byte words: contiguous, every row 16-byte aligned and a multiple
+/// of 16 bytes long (so every read lies inside a whole word of the binding).
+pub fn b_vec4(p: &Problem) -> bool {
+    let row_bytes = p.k * if p.b_type == GgmlType::F16 { 2 } else { 4 };
+    p.b_contiguous && p.b_align >= 16 && row_bytes.is_multiple_of(16)
+}
+
+/// Whether a can be read as 16-byte words: float rows in whole 16-byte units at 16-byte offsets.
+pub fn a_vec4(p: &Problem) -> bool {
+    let elem = match p.a_type {
+        GgmlType::F32 => 4,
+        GgmlType::F16 | GgmlType::BF16 => 2,
+        _ => return false,
+    };
+    p.a_align >= 16 && (p.k * elem).is_multiple_of(16)
 }
 
 impl MulMatPlan {
@@ -525,7 +548,27 @@ impl fmt::Display for MulMatPlan {
             f,
             "; {}x{} tiles x {} batches, grid {:?}, {} B workgroup memory",
             self.tiles_m, self.tiles_n, self.batches, self.grid, self.workgroup_bytes
-        )
+        )?;
+        if self.a_vec4 {
+            f.write_str("; a as vec4")?;
+        }
+        if self.b_vec4 {
+            f.write_str("; b as vec4")?;
+        }
+        if self.direct_store {
+            f.write_str("; direct stores")?;
+        }
+        if let Some(q) = &self.quantize_b {
+            write!(
+                f,
+                "; b quantized first: {} blocks into {} B of scratch, grid {:?}{}",
+                q.blocks,
+                q.scratch_bytes,
+                q.grid,
+                if q.twice { " (twice)" } else { "" }
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -539,14 +582,19 @@ pub fn plan(problem: &Problem, device: &DeviceFacts, tuning: &Tuning) -> MulMatP
 
 fn simple(problem: &Problem, device: &DeviceFacts, reason: String) -> MulMatPlan {
     let outputs = problem.m * problem.n * problem.batches;
-    let groups = u32::try_from(outputs.div_ceil(64)).unwrap_or(u32::MAX);
+    let groups = u32::try_from(outputs.div_ceil(u64::from(SIMPLE_WG))).unwrap_or(u32::MAX);
     MulMatPlan {
+        problem: *problem,
         path: Path::Simple { reason },
         tiles_m: 1,
         tiles_n: 1,
         batches: u32::try_from(problem.batches).unwrap_or(u32::MAX),
         grid: grid_2d(groups, device.max_workgroups_per_dim),
         workgroup_bytes: 0,
+        b_vec4: false,
+        a_vec4: false,
+        direct_store: false,
+        quantize_b: None,
     }
 }
 
@@ -576,13 +624,42 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
     if groups > max * max || groups >= 1 << 32 {
         return Err(format!("{groups} workgroups exceed a 2-D grid"));
     }
+    let (a_vec4, direct_store) = match &path {
+        Path::SubgroupMatrix { config, .. } => (a_vec4(p), p.dst_bytes >= u64::from(config.m * config.n * 4)),
+        _ => (false, false),
+    };
+    let quantize_b = match path {
+        Path::Vec {
+            int_dot: true,
+            int_slots,
+            probe,
+            ..
+        } => {
+            let scratch_bytes = int_scratch_bytes(p);
+            // Within one binding (the path checked), so the block count fits 32 bits.
+            let blocks = (scratch_bytes / 48) as u32;
+            Some(QuantizeB {
+                scratch_bytes,
+                blocks,
+                grid: grid_2d(blocks.div_ceil(QUANTIZE_WG), d.max_workgroups_per_dim),
+                slots: int_slots,
+                twice: probe == 2,
+            })
+        }
+        _ => None,
+    };
     Ok(MulMatPlan {
+        problem: *p,
         path,
         tiles_m,
         tiles_n,
         batches,
         grid: grid_2d(groups as u32, d.max_workgroups_per_dim),
         workgroup_bytes,
+        b_vec4: b_vec4(p),
+        a_vec4,
+        direct_store,
+        quantize_b,
     })
 }
 
@@ -714,6 +791,11 @@ fn sg_bytes(c: &MatrixConfig, counts: (u32, u32), frags: (u32, u32), tk: u32, pa
 
 fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
     let c = d.subgroup_matrix?;
+    // f32 accumulators where the adapter offers them, unless `sg_acc_f16` asks for f16 ones.
+    let c = MatrixConfig {
+        f32_result: c.f32_result && !(t.sg_acc_f16 == 1 && c.f16_result),
+        ..c
+    };
     // Workgroup memory is read in 16-byte chunks of 8 halves, so K steps by whole chunks.
     if !d.shader_f16 || !d.subgroups || c.m == 0 || c.n == 0 || c.k == 0 || !c.k.is_multiple_of(8) {
         return None;
@@ -882,12 +964,14 @@ mod tests {
                 n: config.1,
                 k: config.2,
                 f32_result: true,
+                f16_result: true,
             }),
             max_workgroup_storage: 49152,
             max_invocations: 1024,
             max_workgroup_size_x: 1024,
             max_workgroups_per_dim: 65535,
             max_storage_binding: 2147483644,
+            cpu: false,
         }
     }
 
@@ -900,6 +984,7 @@ mod tests {
                 n: 8,
                 k: 8,
                 f32_result: true,
+                f16_result: true,
             }),
             max_workgroup_storage: 32768,
             ..nvidia((8, 8, 8))
@@ -917,6 +1002,7 @@ mod tests {
             a_align: 4,
             b_align: 4,
             b_contiguous: true,
+            dst_bytes: m * n * 4,
         }
     }
 

@@ -1,6 +1,7 @@
 //! A quick end-to-end check of the device: one compute pass whose result is verified on the CPU.
 
 use dawn::{BindGroupEntry, BufferUsage, ComputePipelineDescriptor, Device};
+use ggml_dawn::GpuContext;
 
 const SHADER: &str = "
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -52,4 +53,15 @@ pub fn saxpy(device: &Device, n: u32) -> dawn::Result<usize> {
         }
     }
     Ok(out.len())
+}
+
+/// [`saxpy`] on the backend's own device (set up as the context says, toggles and all).
+pub fn on_context(ctx: &GpuContext, n: u32) -> dawn::Result<usize> {
+    // SAFETY: saxpy keeps the promises of the device's unsafe toggles: its kernel reads and
+    // writes only indices below `arrayLength(&y)`, and `x` has as many elements as `y`; it
+    // declares no workgroup memory and divides nothing; its buffers are created initialised
+    // (`create_buffer_init`), mapped only for the read-back after the work is done (by
+    // `read_buffer`), and never destroyed.
+    let device = unsafe { ctx.device() };
+    saxpy(device, n)
 }

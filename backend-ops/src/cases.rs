@@ -15,9 +15,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::format::FormatError;
-use crate::ggml_type::GgmlType;
-use crate::tensor::{HostTensor, Layout, LayoutError};
+use ggml_dawn::format::FormatError;
+use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::tensor::{HostTensor, Layout, LayoutError};
 
 /// Types upstream names in its case lists that [`GgmlType`] does not (yet) list.
 const UPSTREAM_ONLY_TYPES: &[&str] = &["q1_0", "q2_0", "nvfp4"];
@@ -63,7 +63,7 @@ impl fmt::Display for CaseType {
 }
 
 impl FromStr for CaseType {
-    type Err = crate::ggml_type::UnknownType;
+    type Err = ggml_dawn::ggml_type::UnknownType;
 
     fn from_str(s: &str) -> Result<CaseType, Self::Err> {
         match s.parse::<GgmlType>() {
@@ -170,8 +170,8 @@ impl Case {
     /// Upstream's NMSE threshold for the case (`max_nmse_err`): 5e-4 for both ops.
     pub fn max_nmse(&self) -> f64 {
         match self {
-            Case::MulMat(_) => crate::reference::metric::MUL_MAT_MAX_NMSE,
-            Case::FlashAttnExt(_) => crate::reference::metric::FLASH_ATTN_EXT_MAX_NMSE,
+            Case::MulMat(_) => ggml_dawn::reference::metric::MUL_MAT_MAX_NMSE,
+            Case::FlashAttnExt(_) => ggml_dawn::reference::metric::FLASH_ATTN_EXT_MAX_NMSE,
         }
     }
 }

@@ -6,11 +6,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ggml_dawn::cases::{Case, CaseError};
-use ggml_dawn::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
-use ggml_dawn::golden::{self, Verdict};
-use ggml_dawn::harness::{self, Status};
-use ggml_dawn::{ContextOptions, GpuContext, case_lists, selfcheck};
+use ggml_dawn::tuning::{self, Tuning};
+use ggml_dawn::{ContextOptions, GpuContext};
+use ggml_dawn_bench::cases::{Case, CaseError};
+use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
+use ggml_dawn_bench::golden::{self, Verdict};
+use ggml_dawn_bench::harness::{self, Status};
+use ggml_dawn_bench::progress::Progress;
+use ggml_dawn_bench::{case_lists, selfcheck};
 use regex::Regex;
 use serde_json::json;
 
@@ -255,25 +258,38 @@ fn parse_config(text: &str) -> Result<(u32, u32, u32), String> {
     }
 }
 
+/// The knobs of `GGML_DAWN_MUL_MAT` and `GGML_DAWN_FA` (unset: the defaults). The tool is the
+/// one place that reads them; the library takes a [`Tuning`] per context.
+fn env_tuning() -> Result<Tuning, String> {
+    let var = |name: &str| match std::env::var(name) {
+        Ok(text) => Ok(text),
+        Err(std::env::VarError::NotPresent) => Ok(String::new()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name}: the value is not UTF-8")),
+    };
+    Tuning::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Invalid knobs in the environment are malformed input, like a malformed case (`info`
+    // runs no op, so it does not mind them).
+    let tuning = match env_tuning() {
+        Ok(t) => t,
+        Err(_) if matches!(cli.command, Command::Info) => Tuning::default(),
+        Err(e) => {
+            eprintln!("backend-ops: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let options = ContextOptions {
         safe_mode: cli.device.safe_mode,
         no_subgroup_matrix: cli.device.no_subgroup_matrix,
         force_config: cli.device.config,
         enable_toggles: cli.device.enable_toggles,
         disable_toggles: cli.device.disable_toggles,
+        tuning,
+        ..ContextOptions::default()
     };
-    // Invalid knobs in the environment are malformed input, like a malformed case.
-    if !matches!(cli.command, Command::Info) {
-        let knobs = ggml_dawn::ops::mul_mat::env_tuning()
-            .map(|_| ())
-            .and_then(|()| ggml_dawn::ops::flash_attn::env_knobs().map(|_| ()));
-        if let Err(e) = knobs {
-            eprintln!("backend-ops: {e}");
-            return ExitCode::from(2);
-        }
-    }
     let result = match cli.command {
         Command::Info => info(options, cli.output),
         Command::Test { selection, seed } => {
@@ -373,27 +389,32 @@ fn context(options: ContextOptions) -> Result<GpuContext, String> {
 fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, output: Output) -> Result<bool, String> {
     let ctx = context(options)?;
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
+    let mut progress = Progress::new(cases.len(), output == Output::Text);
     for case in cases {
-        let status = guarded(|| harness::test_case(&ctx, case, seed)).unwrap_or_else(|reason| Status::Fail { reason });
+        let (status, plan) = guarded(|| harness::test_case_planned(&ctx, case, seed))
+            .unwrap_or_else(|reason| (Status::Fail { reason }, None));
         match &status {
             Status::Ok { .. } => passed += 1,
             Status::Fail { .. } => failed += 1,
             Status::Unsupported { .. } => unsupported += 1,
         }
-        let path = verbose.then(|| harness::describe(&ctx, case));
+        // The plan the op followed; one it would follow when it did not run.
+        let path = verbose.then(|| plan.unwrap_or_else(|| harness::describe(&ctx, case)));
         match output {
             Output::Text => match &status {
                 _ if verbose && path.is_some() => {
                     let path = path.as_deref().unwrap_or_default();
                     match &status {
-                        Status::Ok { nmse } => println!("  {case}: OK (nmse={nmse:.3e}; {path})"),
-                        Status::Fail { reason } => println!("  {case}: FAIL ({reason}; {path})"),
-                        Status::Unsupported { reason } => println!("  {case}: not supported ({reason})"),
+                        Status::Ok { nmse } => progress.println(format!("  {case}: OK (nmse={nmse:.3e}; {path})")),
+                        Status::Fail { reason } => progress.println(format!("  {case}: FAIL ({reason}; {path})")),
+                        Status::Unsupported { reason } => {
+                            progress.println(format!("  {case}: not supported ({reason})"))
+                        }
                     }
                 }
-                Status::Ok { .. } => println!("  {case}: OK"),
-                Status::Fail { reason } => println!("  {case}: FAIL ({reason})"),
-                Status::Unsupported { reason } => println!("  {case}: not supported ({reason})"),
+                Status::Ok { .. } => progress.println(format!("  {case}: OK")),
+                Status::Fail { reason } => progress.println(format!("  {case}: FAIL ({reason})")),
+                Status::Unsupported { reason } => progress.println(format!("  {case}: not supported ({reason})")),
             },
             Output::Json => {
                 let (name, detail) = match &status {
@@ -408,7 +429,9 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
                 println!("{line}");
             }
         }
+        progress.advance(matches!(status, Status::Fail { .. }));
     }
+    progress.finish();
     if output == Output::Text {
         println!("{passed} passed, {failed} failed, {unsupported} not supported");
     }
@@ -453,27 +476,29 @@ fn perf(
 ) -> Result<bool, String> {
     let ctx = context(options)?;
     let mut ok = true;
+    let mut progress = Progress::new(cases.len(), output == Output::Text);
     for case in cases {
         let text = case.to_string();
         let timed = guarded(|| harness::perf_case(&ctx, case, min_time, max_repeats))
             .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
+        let failed = matches!(&timed, Err(e) if !matches!(e, ggml_dawn::error::BackendError::Unsupported(_)));
         match timed {
             Ok(t) => match output {
                 Output::Text => {
-                    println!("{}", perf_line(&text, &t));
+                    progress.println(perf_line(&text, &t));
                     if verbose {
-                        println!("      {}", harness::describe(&ctx, case));
+                        progress.println(format!("      {}", t.plan));
                     }
                 }
                 Output::Json => println!(
                     "{}",
                     json!({ "mode": "perf", "op": case.op_name(), "case": text, "runs": t.runs,
                             "us_per_run": t.us_per_run, "flops_per_run": t.flops_per_run, "tflops": t.tflops(),
-                            "path": harness::describe(&ctx, case) })
+                            "path": t.plan })
                 ),
             },
             Err(ggml_dawn::error::BackendError::Unsupported(reason)) => match output {
-                Output::Text => println!("  {text}: not supported ({reason})"),
+                Output::Text => progress.println(format!("  {text}: not supported ({reason})")),
                 Output::Json => println!(
                     "{}",
                     json!({ "mode": "perf", "case": text, "status": "unsupported", "reason": reason })
@@ -482,7 +507,7 @@ fn perf(
             Err(e) => {
                 ok = false;
                 match output {
-                    Output::Text => println!("  {text}: FAIL ({e})"),
+                    Output::Text => progress.println(format!("  {text}: FAIL ({e})")),
                     Output::Json => println!(
                         "{}",
                         json!({ "mode": "perf", "case": text, "status": "fail", "reason": e.to_string() })
@@ -490,7 +515,9 @@ fn perf(
                 }
             }
         }
+        progress.advance(failed);
     }
+    progress.finish();
     Ok(ok)
 }
 
@@ -566,11 +593,11 @@ fn support(options: ContextOptions, cases: &[Case], output: Output) -> Result<bo
 
 fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
     let ctx = context(options)?;
-    let caps = &ctx.capabilities;
+    let caps = ctx.capabilities();
     let info = &caps.info;
     if output == Output::Json {
         let n = 1 << 20;
-        let check = selfcheck::saxpy(&ctx.device, n).map_err(|e| e.to_string());
+        let check = selfcheck::on_context(&ctx, n).map_err(|e| e.to_string());
         let configs: Vec<_> = info
             .subgroup_matrix_configs
             .iter()
@@ -582,9 +609,9 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
             .into_iter()
             .map(|(k, v)| (k.to_owned(), json!(v)))
             .collect();
-        let enabled = ctx.device.features();
+        let enabled = &caps.features;
         let features: Vec<_> = ctx
-            .adapter
+            .adapter()
             .features()
             .iter()
             .map(|f| json!({ "name": f.to_string(), "enabled": enabled.contains(f) }))
@@ -617,8 +644,8 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
         info.subgroup_min_size, info.subgroup_max_size
     );
     println!("features:");
-    let enabled = ctx.device.features();
-    for feature in ctx.adapter.features() {
+    let enabled = &caps.features;
+    for feature in ctx.adapter().features() {
         let mark = if enabled.contains(&feature) { "enabled" } else { "" };
         println!("  {:<52} {mark}", feature.to_string());
     }
@@ -639,7 +666,7 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
         println!("  {config}{mark}");
     }
     let n = 1 << 20;
-    let checked = selfcheck::saxpy(&ctx.device, n).map_err(|e| format!("the compute check failed: {e}"))?;
+    let checked = selfcheck::on_context(&ctx, n).map_err(|e| format!("the compute check failed: {e}"))?;
     println!("compute check:  y = 3x + y over {checked} elements, every element matches the CPU: OK");
     Ok(true)
 }

@@ -4,15 +4,15 @@
 use std::time::{Duration, Instant};
 
 use crate::cases::{Case, CaseTensor, FlashAttnCase, MulMatCase};
-use crate::context::GpuContext;
-use crate::error::{BackendError, Result};
-use crate::exec::Stream;
-use crate::ggml_type::GgmlType;
-use crate::memory::{self, DeviceTensor};
-use crate::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
-use crate::ops::{flash_attn, mul_mat};
-use crate::reference::{self, metric};
-use crate::tensor::{HostTensor, Layout};
+use ggml_dawn::context::GpuContext;
+use ggml_dawn::error::{BackendError, Result};
+use ggml_dawn::exec::Stream;
+use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::memory::DeviceTensor;
+use ggml_dawn::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
+use ggml_dawn::ops::{flash_attn, mul_mat};
+use ggml_dawn::reference::{self, metric};
+use ggml_dawn::tensor::{HostTensor, Layout};
 
 /// How long a wait for the GPU may take before it counts as a hang.
 pub const TIMEOUT: Duration = Duration::from_secs(600);
@@ -67,7 +67,7 @@ const TIMING_CHUNK: usize = 1 << 16;
 fn input(rng: &mut Rng, t: &CaseTensor, exact: bool) -> Result<HostTensor> {
     let ty = t.storage.ty;
     let elements = t.storage.elements();
-    if crate::format::can_quantize(ty) {
+    if ggml_dawn::format::can_quantize(ty) {
         let quantized = ty.block_size() > 1;
         if exact || !quantized || elements <= TIMING_CHUNK || !elements.is_multiple_of(TIMING_CHUNK) {
             return Ok(t.host(&rng.fill(elements, -1.0, 1.0))?);
@@ -147,14 +147,16 @@ impl Prepared {
         self.tensors.last().expect("dst is last")
     }
 
-    fn record(&self, ctx: &GpuContext, stream: &mut Stream) -> Result<()> {
+    fn record(&self, ctx: &GpuContext, stream: &mut Stream) -> Result<String> {
         let missing = || BackendError::InvalidOperands("operands missing".into());
         match &self.op {
             Op::MulMat => {
                 let [a, b, dst] = self.tensors.as_slice() else {
                     return Err(missing());
                 };
-                mul_mat::mul_mat(ctx, stream, a, b, dst)
+                let (la, lb) = (a.layout(), b.layout());
+                let plan = mul_mat::mul_mat(ctx, stream, a, b, dst)?;
+                Ok(format!("MUL_MAT {}x{}: {plan}", la.ty, lb.ty))
             }
             Op::FlashAttn {
                 has_mask,
@@ -181,6 +183,7 @@ impl Prepared {
                     },
                     *params,
                 )
+                .map(|plan| plan.to_string())
             }
         }
     }
@@ -221,7 +224,7 @@ fn allocations(case: &Case) -> std::result::Result<Vec<(&'static str, Layout)>, 
 /// malformed case is [`BackendError::InvalidOperands`], one too large [`BackendError::TooLarge`].
 pub fn check_sizes(ctx: &GpuContext, case: &Case) -> Result<()> {
     let allocations = allocations(case).map_err(|e| BackendError::InvalidOperands(e.to_string()))?;
-    let limits = ctx.device.limits();
+    let limits = &ctx.capabilities().limits;
     let align = u64::from(limits.min_storage_buffer_offset_alignment.max(4));
     let too_large = |what: String, bytes: u64, limit: u64, limit_name: &'static str| {
         Err(BackendError::TooLarge {
@@ -308,15 +311,15 @@ fn prepare_mul_mat(
         Vec::new()
     };
     let (da, db) = if t.b_aliases_a {
-        let da = memory::upload(&ctx.device, &[&a])?.remove(0);
+        let da = ctx.upload(&a)?;
         let db = da.view(t.b.view)?;
         (da, db)
     } else {
-        let mut up = memory::upload(&ctx.device, &[&a, &b])?;
+        let mut up = ctx.upload_all(&[&a, &b])?;
         let db = up.remove(1);
         (up.remove(0), db)
     };
-    let dst = memory::poisoned(&ctx.device, t.dst, 0xff)?;
+    let dst = ctx.filled(t.dst, 0xff)?;
     Ok(Prepared {
         op: Op::MulMat,
         tensors: vec![da, db, dst],
@@ -372,7 +375,7 @@ fn prepare_flash_attn(
     }
     hosts.extend(mask.iter());
     hosts.extend(sinks.iter());
-    let mut up = memory::upload(&ctx.device, &hosts)?.into_iter();
+    let mut up = ctx.upload_all(&hosts)?.into_iter();
     let dq = up.next().expect("q");
     let dk = up.next().expect("k");
     let dv = if t.v_aliases_k {
@@ -382,7 +385,7 @@ fn prepare_flash_attn(
     };
     let mut tensors = vec![dq, dk, dv];
     tensors.extend(up);
-    tensors.push(memory::poisoned(&ctx.device, t.dst, 0xff)?);
+    tensors.push(ctx.filled(t.dst, 0xff)?);
     let op = Op::FlashAttn {
         has_mask: mask.is_some(),
         has_sinks: sinks.is_some(),
@@ -393,18 +396,24 @@ fn prepare_flash_attn(
 
 /// Runs one case on the GPU and compares it with the CPU reference.
 pub fn test_case(ctx: &GpuContext, case: &Case, seed: u64) -> Status {
+    test_case_planned(ctx, case, seed).0
+}
+
+/// [`test_case`], with the plan the op followed, in words (when it ran).
+pub fn test_case_planned(ctx: &GpuContext, case: &Case, seed: u64) -> (Status, Option<String>) {
     let prepared = match prepare(ctx, case, seed, true) {
         Ok(p) => p,
-        Err(BackendError::Unsupported(reason)) => return Status::Unsupported { reason },
-        Err(e) => return Status::Fail { reason: e.to_string() },
+        Err(BackendError::Unsupported(reason)) => return (Status::Unsupported { reason }, None),
+        Err(e) => return (Status::Fail { reason: e.to_string() }, None),
     };
-    let run = || -> Result<Vec<f32>> {
-        let mut stream = Stream::new(&ctx.device)?;
-        prepared.record(ctx, &mut stream)?;
+    let mut plan = None;
+    let mut run = || -> Result<Vec<f32>> {
+        let mut stream = ctx.stream()?;
+        plan = Some(prepared.record(ctx, &mut stream)?);
         stream.synchronize(TIMEOUT)?;
-        Ok(memory::download(&ctx.device, prepared.dst())?.to_f32()?)
+        ctx.read_f32(prepared.dst())
     };
-    match run() {
+    let status = match run() {
         Ok(actual) => match metric::check(&prepared.reference, &actual, case.max_nmse()) {
             Ok(nmse) => Status::Ok { nmse },
             Err(mismatch) => Status::Fail {
@@ -413,15 +422,18 @@ pub fn test_case(ctx: &GpuContext, case: &Case, seed: u64) -> Status {
         },
         Err(BackendError::Unsupported(reason)) => Status::Unsupported { reason },
         Err(e) => Status::Fail { reason: e.to_string() },
-    }
+    };
+    (status, plan)
 }
 
 /// The timing of one case.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Timing {
     pub runs: u64,
     pub us_per_run: f64,
     pub flops_per_run: u64,
+    /// The plan the op followed, in words.
+    pub plan: String,
 }
 
 impl Timing {
@@ -437,14 +449,16 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
     let prepared = prepare(ctx, case, 1, false)?;
     let flops = case.flops().max(1);
     let repeats = ((100_000_000_000 / flops).min(8191) + 1).min(max_repeats.max(1));
-    let mut stream = Stream::new(&ctx.device)?;
-    let graph = |stream: &mut Stream| -> Result<()> {
+    let mut stream = ctx.stream()?;
+    let graph = |stream: &mut Stream| -> Result<String> {
+        let mut plan = String::new();
         for _ in 0..repeats {
-            prepared.record(ctx, stream)?;
+            plan = prepared.record(ctx, stream)?;
         }
-        stream.synchronize(TIMEOUT)
+        stream.synchronize(TIMEOUT)?;
+        Ok(plan)
     };
-    graph(&mut stream)?;
+    let plan = graph(&mut stream)?;
     let start = Instant::now();
     let mut runs = 0;
     while runs == 0 || start.elapsed() < min_time {
@@ -455,6 +469,7 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
         runs,
         us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
         flops_per_run: flops,
+        plan,
     })
 }
 

@@ -2,7 +2,7 @@
 //! backend reports them on lavapipe, in `tests/data/cases/`) and upstream's perf cases.
 
 use crate::cases::{Case, CaseError, FlashAttnCase, MulMatCase};
-use crate::ggml_type::GgmlType;
+use ggml_dawn::ggml_type::GgmlType;
 
 /// Upstream's MUL_MAT cases that its WebGPU backend supports.
 pub const MUL_MAT_SUPPORTED: &str = include_str!("../../tests/data/cases/upstream-mul_mat-supported.txt");

@@ -3,15 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::context::GpuContext;
-use crate::error::{BackendError, Result};
-use crate::exec::Stream;
-use crate::format;
-use crate::ggml_type::GgmlType;
-use crate::gguf::GgufFile;
-use crate::memory;
-use crate::ops;
-use crate::tensor::{HostTensor, Layout};
+use ggml_dawn::context::GpuContext;
+use ggml_dawn::error::{BackendError, Result};
+use ggml_dawn::exec::Stream;
+use ggml_dawn::format;
+use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::gguf::GgufFile;
+use ggml_dawn::ops;
+use ggml_dawn::tensor::{HostTensor, Layout};
 
 /// What checking one file found.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,24 +195,29 @@ fn check_mul_mat(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
     let tensor = |name: &str| file.tensor(name).map_err(tensor_error);
     let (a, b) = (tensor("src0")?, tensor("src1")?);
     let expected = tensor("dst")?.to_f32()?;
-    let up = memory::upload(&ctx.device, &[&a, &b])?;
-    let dst = memory::poisoned(
-        &ctx.device,
+    let up = ctx.upload_all(&[&a, &b])?;
+    let dst = ctx.filled(
         Layout::contiguous(
             GgmlType::F32,
             [a.layout.ne[1], b.layout.ne[1], b.layout.ne[2], b.layout.ne[3]],
         )?,
         0xff,
     )?;
-    let run = |stream: &mut Stream| ops::mul_mat::mul_mat(ctx, stream, &up[0], &up[1], &dst);
-    compare(ctx, run, &dst, &expected, crate::reference::metric::MUL_MAT_MAX_NMSE)
+    let run = |stream: &mut Stream| ops::mul_mat::mul_mat(ctx, stream, &up[0], &up[1], &dst).map(|_| ());
+    compare(
+        ctx,
+        run,
+        &dst,
+        &expected,
+        ggml_dawn::reference::metric::MUL_MAT_MAX_NMSE,
+    )
 }
 
 /// A tensor the file lacks or holds malformed is a failure; one of a type this crate does not
 /// know is only not supported.
-fn tensor_error(e: crate::gguf::GgufError) -> BackendError {
+fn tensor_error(e: ggml_dawn::gguf::GgufError) -> BackendError {
     match e {
-        crate::gguf::GgufError::UnknownTensorType { .. } => BackendError::Unsupported(e.to_string()),
+        ggml_dawn::gguf::GgufError::UnknownTensorType { .. } => BackendError::Unsupported(e.to_string()),
         e => BackendError::InvalidOperands(e.to_string()),
     }
 }
@@ -237,12 +241,12 @@ fn check_flash_attn(ctx: &GpuContext, file: &GgufFile, case: &str) -> Result<Ver
     let mut hosts = vec![&q, &k, &v];
     hosts.extend(mask.iter());
     hosts.extend(sinks.iter());
-    let up = memory::upload(&ctx.device, &hosts)?;
+    let up = ctx.upload_all(&hosts)?;
     let dst_layout = Layout::contiguous(
         GgmlType::F32,
         [v.layout.ne[0], q.layout.ne[2], q.layout.ne[1], q.layout.ne[3]],
     )?;
-    let dst = memory::poisoned(&ctx.device, dst_layout, 0xff)?;
+    let dst = ctx.filled(dst_layout, 0xff)?;
     let mut rest = up[3..].iter();
     let mask_t = mask.as_ref().and_then(|_| rest.next());
     let sinks_t = sinks.as_ref().and_then(|_| rest.next());
@@ -259,13 +263,13 @@ fn check_flash_attn(ctx: &GpuContext, file: &GgufFile, case: &str) -> Result<Ver
         max_bias: case.max_bias,
         logit_softcap: case.logit_softcap,
     };
-    let run = |stream: &mut Stream| ops::flash_attn::flash_attn_ext(ctx, stream, &operands, params);
+    let run = |stream: &mut Stream| ops::flash_attn::flash_attn_ext(ctx, stream, &operands, params).map(|_| ());
     compare(
         ctx,
         run,
         &dst,
         &expected,
-        crate::reference::metric::FLASH_ATTN_EXT_MAX_NMSE,
+        ggml_dawn::reference::metric::FLASH_ATTN_EXT_MAX_NMSE,
     )
 }
 
@@ -273,18 +277,18 @@ fn check_flash_attn(ctx: &GpuContext, file: &GgufFile, case: &str) -> Result<Ver
 fn compare(
     ctx: &GpuContext,
     record: impl FnOnce(&mut Stream) -> Result<()>,
-    dst: &memory::DeviceTensor,
+    dst: &ggml_dawn::DeviceTensor,
     expected: &[f32],
     max_nmse: f64,
 ) -> Result<Verdict> {
-    let mut stream = Stream::new(&ctx.device)?;
+    let mut stream = ctx.stream()?;
     match record(&mut stream) {
         Err(BackendError::Unsupported(reason)) => return Ok(Verdict::Unsupported(reason)),
         other => other?,
     }
     stream.synchronize(Duration::from_secs(600))?;
-    let actual = memory::download(&ctx.device, dst)?.to_f32()?;
-    Ok(match crate::reference::metric::check(expected, &actual, max_nmse) {
+    let actual = ctx.read_f32(dst)?;
+    Ok(match ggml_dawn::reference::metric::check(expected, &actual, max_nmse) {
         Ok(nmse) => Verdict::Pass(format!("nmse={nmse:.3e}")),
         Err(mismatch) => Verdict::Fail(mismatch.to_string()),
     })
@@ -292,13 +296,13 @@ fn compare(
 
 /// Dequantizes a contiguous tensor on the GPU into a poisoned f32 tensor and reads it back.
 pub fn gpu_dequantize(ctx: &GpuContext, src: &HostTensor) -> Result<Vec<f32>> {
-    let uploaded = memory::upload(&ctx.device, &[src])?.remove(0);
+    let uploaded = ctx.upload(src)?;
     let out_layout = Layout::contiguous(GgmlType::F32, src.layout.ne)?;
-    let out = memory::poisoned(&ctx.device, out_layout, 0xff)?;
-    let mut stream = Stream::new(&ctx.device)?;
+    let out = ctx.filled(out_layout, 0xff)?;
+    let mut stream = ctx.stream()?;
     ops::dequantize::dequantize(ctx, &mut stream, &uploaded, &out)?;
     stream.synchronize(Duration::from_secs(60))?;
-    Ok(memory::download(&ctx.device, &out)?.to_f32()?)
+    ctx.read_f32(&out)
 }
 
 fn first_bit_difference(a: &[f32], b: &[f32]) -> Option<usize> {

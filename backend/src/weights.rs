@@ -1,0 +1,178 @@
+//! Weights from GGUF files straight into device tensors: each tensor's bytes go from the file
+//! (or a file in memory) to a device buffer as they are, in their own type, one tensor's worth
+//! of host memory at a time. Tensors share buffers up to the device's buffer size, each at a
+//! binding-aligned offset.
+
+use std::collections::BTreeMap;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use crate::context::GpuContext;
+use crate::error::{BackendError, Result};
+use crate::gguf::{GgufFile, GgufHeader, Metadata, TensorInfo};
+use crate::memory::{self, Arena, DeviceTensor};
+use crate::tensor::Layout;
+
+/// The tensors of a GGUF file on the device, by name, with the file's metadata.
+#[derive(Debug, Clone)]
+pub struct Weights {
+    metadata: Metadata,
+    tensors: BTreeMap<String, DeviceTensor>,
+}
+
+impl Weights {
+    /// The file's metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Tensor `name`, if the file has it.
+    pub fn get(&self, name: &str) -> Option<&DeviceTensor> {
+        self.tensors.get(name)
+    }
+
+    /// Tensor `name`, or an error naming it.
+    pub fn tensor(&self, name: &str) -> Result<&DeviceTensor> {
+        self.get(name)
+            .ok_or_else(|| BackendError::InvalidOperands(format!("the weights have no tensor `{name}`")))
+    }
+
+    /// The tensors' names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    /// How many tensors there are.
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+}
+
+/// Where each tensor goes, (buffer index, offset in it), and each buffer's size.
+type Places = (Vec<(usize, u64)>, Vec<u64>);
+
+/// Places the tensors, in order, in as few buffers as the device's buffer size allows.
+fn place(ctx: &GpuContext, infos: &[(String, Layout, u64)]) -> Result<Places> {
+    let limits = &ctx.capabilities().limits;
+    let align = u64::from(limits.min_storage_buffer_offset_alignment);
+    let mut places = Vec::with_capacity(infos.len());
+    let mut sizes = Vec::new();
+    let mut arena = Arena::new(align);
+    for (name, _, bytes) in infos {
+        let over = |limit: u64, limit_name: &'static str| BackendError::TooLarge {
+            what: format!("GGUF tensor `{name}`"),
+            bytes: *bytes,
+            limit,
+            limit_name,
+        };
+        if *bytes > limits.max_storage_buffer_binding_size {
+            return Err(over(
+                limits.max_storage_buffer_binding_size,
+                "maxStorageBufferBindingSize",
+            ));
+        }
+        if *bytes > limits.max_buffer_size {
+            return Err(over(limits.max_buffer_size, "maxBufferSize"));
+        }
+        let mut offset = arena.reserve(*bytes);
+        if arena.total() > limits.max_buffer_size {
+            sizes.push(offset);
+            arena = Arena::new(align);
+            offset = arena.reserve(*bytes);
+        }
+        places.push((sizes.len(), offset));
+    }
+    sizes.push(arena.total());
+    Ok((places, sizes))
+}
+
+/// The layout and byte count of each tensor; an error for a type this crate does not know.
+fn layouts(infos: &[TensorInfo]) -> Result<Vec<(String, Layout, u64)>> {
+    infos
+        .iter()
+        .map(|info| {
+            let layout = info.layout()?;
+            Ok((info.name.clone(), layout, layout.end_bytes()? as u64))
+        })
+        .collect()
+}
+
+/// Uploads tensors whose bytes `read(i, buf)` fills, tensor by tensor.
+fn upload(
+    ctx: &GpuContext,
+    metadata: Metadata,
+    infos: Vec<(String, Layout, u64)>,
+    mut read: impl FnMut(usize, &mut Vec<u8>) -> Result<()>,
+) -> Result<Weights> {
+    let (places, sizes) = place(ctx, &infos)?;
+    let buffers = sizes
+        .iter()
+        .map(|&size| memory::create_storage(&ctx.device, "GGUF weights", size))
+        .collect::<Result<Vec<_>>>()?;
+    let mut tensors = BTreeMap::new();
+    let mut bytes = Vec::new();
+    for (i, ((name, layout, len), (buffer, offset))) in infos.into_iter().zip(places).enumerate() {
+        read(i, &mut bytes)?;
+        // Whole 4-byte words for the copy; the padding lies inside the tensor's reservation.
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+        ctx.device.write_buffer(&buffers[buffer], offset, &bytes)?;
+        let tensor = DeviceTensor::new(layout, buffers[buffer].clone(), offset, len)?;
+        tensors.insert(name, tensor);
+    }
+    Ok(Weights { metadata, tensors })
+}
+
+impl GpuContext {
+    /// Reads the GGUF file at `path` and uploads its tensors, reading each tensor's bytes from
+    /// the file into its device buffer in turn (the whole file is never in memory).
+    pub fn load_gguf(&self, path: impl AsRef<Path>) -> Result<Weights> {
+        let path = path.as_ref();
+        let gguf_error = |e: crate::gguf::GgufError| BackendError::Gguf(format!("{}: {e}", path.display()));
+        let io_error = |e: std::io::Error| BackendError::Gguf(format!("{}: {e}", path.display()));
+        let mut file = BufReader::new(std::fs::File::open(path).map_err(io_error)?);
+        let header = GgufHeader::read(&mut file).map_err(gguf_error)?;
+        let infos = layouts(header.tensors()).map_err(|e| BackendError::Gguf(format!("{}: {e}", path.display())))?;
+        if header.data_offset as u64 > u64::MAX / 2 {
+            return Err(BackendError::Gguf(format!(
+                "{}: a data section past any file",
+                path.display()
+            )));
+        }
+        let starts: Vec<u64> = header
+            .tensors()
+            .iter()
+            .map(|t| (header.data_offset as u64).saturating_add(t.offset as u64))
+            .collect();
+        let lens: Vec<u64> = infos.iter().map(|(_, _, len)| *len).collect();
+        upload(self, header.metadata.clone(), infos, |i, bytes| {
+            file.seek(SeekFrom::Start(starts[i])).map_err(io_error)?;
+            bytes.clear();
+            let read = (&mut file).take(lens[i]).read_to_end(bytes).map_err(io_error)?;
+            if read as u64 != lens[i] {
+                return Err(BackendError::Gguf(format!(
+                    "{}: tensor {i} is cut short ({read} of {} bytes)",
+                    path.display(),
+                    lens[i]
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    /// Uploads the tensors of a GGUF file read into memory.
+    pub fn upload_gguf(&self, file: &GgufFile) -> Result<Weights> {
+        let infos = layouts(file.tensors())?;
+        let names: Vec<String> = infos.iter().map(|(name, _, _)| name.clone()).collect();
+        upload(self, file.metadata().clone(), infos, |i, bytes| {
+            let data = file.tensor_data(&names[i])?;
+            bytes.clear();
+            bytes.extend_from_slice(data);
+            Ok(())
+        })
+    }
+}
