@@ -9,7 +9,8 @@
 //! H200 an iq2_xxs mat-vec took 838 us against upstream's 281). So tables of at most 16 byte
 //! values are one `vec4<u32>` constant of packed bytes, read with `fmt_kv(TABLE, i)` (a
 //! vector's dynamic index copies nothing), and longer ones are module-scope `var<private>`
-//! arrays, indexed in place. The 8-byte grids, whose bytes take 3 values, are stored as 2-bit
+//! arrays. Those still cost each invocation its own copy on the H200 (iq2_xxs 783 us at n=1,
+//! BENCHMARKS.md): the grids want a read-only storage buffer instead. The 8-byte grids, whose bytes take 3 values, are stored as 2-bit
 //! codes: 16 bits per entry, entry `e` in bits `16 * (e % 2)..` of word `e / 2`, byte `j` the code
 //! at bit `2 * j` of that, decoded by a levels table (`fmt_kv(*_LEVELS, code)`). The 4-byte iq3
 //! grids are plain u32 (byte `j` of entry `e` is byte `j` of word `e`).
