@@ -10,6 +10,7 @@ use std::time::Duration;
 use dawn::{BindGroup, BindGroupEntry, Buffer, BufferDescriptor, BufferUsage, Device, GpuFuture};
 
 use crate::error::{BackendError, Result};
+use crate::format::wgsl_tables;
 use crate::kernel::{Kernel, PARAMS_BYTES};
 use crate::memory::Binding;
 use crate::params::KernelParams;
@@ -62,6 +63,8 @@ pub struct Stream {
     arena: Vec<u8>,
     recorded: Vec<Recorded>,
     groups: HashMap<GroupKey, BindGroup>,
+    /// The lookup tables of the grid formats, made when a kernel first needs them.
+    tables: Option<Buffer>,
     in_flight: VecDeque<GpuFuture<()>>,
     /// Dispatches after which `dispatch` submits (grows from [`FIRST_SUBMIT_DISPATCHES`]).
     submit_at: usize,
@@ -101,6 +104,7 @@ impl Stream {
             arena: Vec::new(),
             recorded: Vec::new(),
             groups: HashMap::new(),
+            tables: None,
             in_flight: VecDeque::new(),
             submit_at: FIRST_SUBMIT_DISPATCHES,
             timeout,
@@ -175,6 +179,7 @@ impl Stream {
         if let Some(group) = self.groups.get(&key) {
             return Ok(group.clone());
         }
+        let tables = if kernel.reads_tables { Some(self.tables()?) } else { None };
         // The cache keeps its buffers alive; bound it so it cannot grow without limit.
         if self.groups.len() >= 4096 {
             self.groups.clear();
@@ -195,11 +200,32 @@ impl Stream {
             offset: 0,
             size: Some(PARAMS_BYTES),
         });
+        if let Some(tables) = &tables {
+            entries.push(BindGroupEntry {
+                binding: wgsl_tables::TABLES_BINDING,
+                buffer: tables,
+                offset: 0,
+                size: None,
+            });
+        }
         let group = self
             .device
             .create_bind_group(Some(&kernel.variant.to_string()), &kernel.layout, &entries)?;
         self.groups.insert(key, group.clone());
         Ok(group)
+    }
+
+    /// The lookup-table buffer of the grid formats, made on first use.
+    fn tables(&mut self) -> Result<Buffer> {
+        if let Some(tables) = &self.tables {
+            return Ok(tables.clone());
+        }
+        let words = wgsl_tables::table_words();
+        let tables = self
+            .device
+            .create_buffer_init(Some("format tables"), BufferUsage::STORAGE, &words)?;
+        self.tables = Some(tables.clone());
+        Ok(tables)
     }
 
     /// The failure that stopped the stream, as an error.

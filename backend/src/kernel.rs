@@ -2,7 +2,8 @@
 //!
 //! Every kernel has an explicit layout: its storage buffers in binding order (read-only inputs,
 //! then read-write outputs), then a uniform parameter block with a dynamic offset, so one bind
-//! group serves every dispatch whose buffers are the same.
+//! group serves every dispatch whose buffers are the same. Kernels of the grid formats also bind
+//! the lookup-table buffer (`format::wgsl_tables`), which the stream supplies.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use dawn::{
 use parking_lot::Mutex;
 
 use crate::error::{BackendError, Result};
+use crate::format::wgsl_tables;
 use crate::shader_lib::ShaderVariant;
 
 /// Bytes of the uniform parameter window each dispatch sees.
@@ -35,6 +37,8 @@ pub struct Kernel {
     pub layout: BindGroupLayout,
     /// The storage bindings, in order (the parameter block follows them).
     pub storage: Vec<Access>,
+    /// Whether the shader reads the lookup-table buffer (bound at `TABLES_BINDING`).
+    pub reads_tables: bool,
 }
 
 /// The kernels of one device, by variant.
@@ -92,6 +96,13 @@ fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Resu
         has_dynamic_offset: true,
         min_binding_size: 0,
     });
+    let reads_tables = wgsl_tables::reads_tables(&wgsl);
+    if reads_tables {
+        entries.push(BindGroupLayoutEntry::buffer(
+            wgsl_tables::TABLES_BINDING,
+            BufferBindingType::ReadOnlyStorage,
+        ));
+    }
     let layout = device
         .create_bind_group_layout(Some(&key), &entries)
         .map_err(|e| shader_error(e.to_string()))?;
@@ -112,5 +123,6 @@ fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Resu
         pipeline,
         layout,
         storage: storage.to_vec(),
+        reads_tables,
     })
 }

@@ -414,6 +414,11 @@ fn a_block8(bb: u32, i: u32) -> array<vec4<f32>, 2> {
     let hi = vec4<u32>(bits >> 4u, bits >> 5u, bits >> 6u, bits >> 7u) & vec4<u32>(1u);
     return array<vec4<f32>, 2>((vec4<f32>(lo) * 2.0 - 1.0) * d, (vec4<f32>(hi) * 2.0 - 1.0) * d);
 }
+#elif A_TYPE == TYPE_IQ2_XXS || A_TYPE == TYPE_IQ2_XS || A_TYPE == TYPE_IQ2_S || A_TYPE == TYPE_IQ3_XXS || A_TYPE == TYPE_IQ3_S || A_TYPE == TYPE_IQ1_S || A_TYPE == TYPE_IQ1_M
+// The grid formats: 8 elements are one grid entry (two for iq3), decoded at once.
+fn a_block8(bb: u32, i: u32) -> array<vec4<f32>, 2> {
+    return fmt_unit8(bb, i);
+}
 #elif !defined(A_FLOAT)
 // Every other format: element by element through formats.wgsl.
 fn a_block8(bb: u32, i: u32) -> array<vec4<f32>, 2> {

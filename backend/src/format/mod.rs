@@ -16,8 +16,7 @@ mod fp4;
 mod iquants;
 mod kquants;
 mod legacy;
-#[cfg(test)]
-mod wgsl_tables;
+pub(crate) mod wgsl_tables;
 
 use crate::ggml_type::GgmlType;
 
