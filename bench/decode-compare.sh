@@ -11,6 +11,8 @@
 # (see bench/run-upstream.sh). Results also go under $OUT.
 # UPSTREAM_N (a regex, default [1-58]) narrows upstream's n, whose n = 5 and 8 cases take its
 # slow matrix path (over 1 ms each) and most of the run's time.
+# Prefill instead of decode: MM_N=512 FA_NB='([5-9]|[0-9][0-9]+)' (the n and nb regexes; the
+# defaults are decode's [1-58] and [1-4]).
 set -uo pipefail
 bundle=$1
 upstream=$2
@@ -18,6 +20,8 @@ types=${3:-"f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq2_x
 out=${OUT:-/tmp/decode-compare}
 mkdir -p "$out"
 min_time=${MIN_TIME:-0.3}
+mm_n=${MM_N:-[1-58]}
+fa_nb=${FA_NB:-[1-4]}
 ours() { "$bundle/run" perf --min-time "$min_time" "$@"; }
 theirs() { sh "$(dirname "$0")/run-upstream.sh" "$bundle" "$upstream" perf -b WebGPU "$@"; }
 # "CASE us" per line from either program's perf output (colour codes and spacing removed).
@@ -25,12 +29,12 @@ times() { sed -E 's/\x1b\[[0-9;]*m//g' | grep -E 'us/run' | sed -E 's/^ *([A-Z_]
 : >"$out/ours.txt"
 : >"$out/upstream.txt"
 for t in $types; do
-    theirs -o MUL_MAT -p "type_a=$t,type_b=f32,m=4096,n=${UPSTREAM_N:-[1-58]},k=14336," 2>&1 | times >>"$out/upstream.txt"
-    ours -o MUL_MAT -p "type_a=$t,type_b=f32,m=4096,n=[1-58],k=14336," 2>&1 | times >>"$out/ours.txt"
+    theirs -o MUL_MAT -p "type_a=$t,type_b=f32,m=4096,n=${UPSTREAM_N:-$mm_n},k=14336," 2>&1 | times >>"$out/upstream.txt"
+    ours -o MUL_MAT -p "type_a=$t,type_b=f32,m=4096,n=$mm_n,k=14336," 2>&1 | times >>"$out/ours.txt"
 done
 if [ -z "${3:-}" ] || [ -n "${WITH_FA:-}" ]; then
-    theirs -o FLASH_ATTN_EXT -p 'nb=[1-4],' 2>&1 | times >>"$out/upstream.txt"
-    ours -o FLASH_ATTN_EXT -p 'nb=[1-4],' 2>&1 | times >>"$out/ours.txt"
+    theirs -o FLASH_ATTN_EXT -p "nb=$fa_nb," 2>&1 | times >>"$out/upstream.txt"
+    ours -o FLASH_ATTN_EXT -p "nb=$fa_nb," 2>&1 | times >>"$out/ours.txt"
 fi
 # Join on the case string (ours prints upstream's full case string).
 awk 'NR == FNR { up[$1] = $2; next }

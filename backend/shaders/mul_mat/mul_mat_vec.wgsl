@@ -19,7 +19,7 @@
 // lane reads 16 elements of a block from one or two words of a row (mul_mat_vec_kq.wgsl).
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
-// VEC_KERNEL; B_Q8, B_Q8K, PROBE_LOADS (measuring only); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
+// VEC_KERNEL; B_Q8, B_Q8K, VEC_PREFETCH (with B_Q8), PROBE_LOADS (measuring only); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
 #ifdef USE_SUBGROUPS
 enable subgroups;
@@ -373,9 +373,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #for J in 0..N_COLS
     let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * (p.k / 128u) * 9u;
 #endfor
+#ifdef VEC_PREFETCH
+    // Each step issues the next slot's loads of a before its own arithmetic. A lane past the
+    // end reloads the last slot (in bounds: the planner takes this path only for k > 0).
+    let last = slots - 1u;
+#for R in 0..ROWS
+    var next_##R = kq_load(row_##R, min(lane, last) / 8u, min(lane, last) % 8u);
+#endfor
+#endif
     for (var u = lane; u < slots; u += GROUP_SIZE) {
         let h = u / 8u;
         let i = u % 8u;
+#ifdef VEC_PREFETCH
+        let following = min(u + GROUP_SIZE, last);
+#for R in 0..ROWS
+        let w_##R = next_##R;
+        next_##R = kq_load(row_##R, following / 8u, following % 8u);
+#endfor
+#endif
 #for J in 0..N_COLS
         let xq_##J = b[x_base_##J + 9u * h + i];
         let xd_##J = bitcast<vec4<f32>>(b[x_base_##J + 9u * h + 8u]);
@@ -385,7 +400,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
 #for R in 0..ROWS
         {
+#ifdef VEC_PREFETCH
+            let w = w_##R;
+#else
             let w = kq_load(row_##R, h, i);
+#endif
 #for J in 0..N_COLS
 #ifdef PROBE_LOADS
             // Measurement only: the loaded words folded, no dot products.
@@ -406,10 +425,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #for J in 0..N_COLS
     let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * units * W_SUBS;
 #endfor
+#ifdef VEC_PREFETCH
+    // Each step issues the next unit's loads of a before its own arithmetic. A lane past the
+    // end reloads the last unit (in bounds: the planner takes this path only for k > 0).
+    let last = units - 1u;
+#for R in 0..ROWS
+    var next_##R = w_raw(row_##R, min(lane, last));
+#endfor
+#endif
     for (var u = lane; u < units; u += GROUP_SIZE) {
+#ifdef VEC_PREFETCH
+        let following = min(u + GROUP_SIZE, last);
+#for R in 0..ROWS
+        let raw_##R = next_##R;
+        next_##R = w_raw(row_##R, following);
+#endfor
+#else
 #for R in 0..ROWS
         let raw_##R = w_raw(row_##R, u);
 #endfor
+#endif
 #for S in 0..W_SUBS
         {
 #for J in 0..N_COLS

@@ -74,10 +74,12 @@ pub fn encode(
             kernel,
             int_dot,
             int_slots,
+            prefetch,
             probe,
         } => operands("mul_mat_vec.wgsl")
             .flag("B_Q8", *int_dot)
             .flag("B_Q8K", *int_slots)
+            .flag("VEC_PREFETCH", *prefetch)
             .flag("PROBE_LOADS", *probe == 1)
             .define("WG_SIZE", format!("{wg_size}u"))
             .define("ROWS", format!("{rows}u"))

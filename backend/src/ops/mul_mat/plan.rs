@@ -77,10 +77,17 @@ pub struct Tuning {
     /// consecutive lanes on consecutive words (`mul_mat_vec_kq.wgsl`). Below it, a lane takes
     /// whole 32-element sub-blocks, two or four sharing their bytes (`mul_mat_vec_q8.wgsl`),
     /// which measured faster at n=1 on the H200 (q4_K 25.4 against 31.0 us; BENCHMARKS.md).
+    /// 0 (the default) picks by device: 2 on GPUs, 4 on CPU adapters, where the units kernel
+    /// measured faster at n = 2 and 3 (lavapipe, q4_K n=2: 18.7 against 29.9 ms).
     pub vec_int_slots_min_n: u32,
-    /// The slot kernel's rows per row group for n < 4 and n >= 4 (its groups: `vec_int_groups_k`).
+    /// The slot kernel's row groups per workgroup (a power of two), and its rows per row group
+    /// for n < 4 and n >= 4.
+    pub vec_int_slot_groups: u32,
     pub vec_int_slot_rows: u32,
     pub vec_int_slot_rows_wide: u32,
+    /// 1: the integer mat-vec loads each lane's next unit of a before it multiplies the
+    /// current one (two units' loads in flight per lane instead of one).
+    pub vec_int_prefetch: u32,
     /// Measurement only, results are wrong: 1 replaces the slot kernel's dot products with a
     /// bitwise fold of the same loaded words (the loads' own cost); 2 runs b's quantize pass
     /// twice (its cost, by difference).
@@ -140,13 +147,17 @@ impl Default for Tuning {
             vec_int_max_n: 8,
             vec_int_rows: 2,
             vec_int_groups: 4,
-            vec_int_rows_k: 1,
-            vec_int_groups_k: 8,
+            // H200, 2026-12-04 (BENCHMARKS.md): 4 groups of 2 rows at n=1 beat 8 of 1 for
+            // every K-quant by 5-14% (q4_K 23.7 against 25.0 us, q3_K 27.2 against 31.6).
+            vec_int_rows_k: 2,
+            vec_int_groups_k: 4,
             // H200 (BENCHMARKS.md): the slot kernel from n=2 (q2_K n=2: 37.0 against 41.9
             // us), two rows from n=4 (q4_K n=8: 75.0 against 90.7 us with one).
-            vec_int_slots_min_n: 2,
+            vec_int_slots_min_n: 0,
+            vec_int_slot_groups: 8,
             vec_int_slot_rows: 1,
             vec_int_slot_rows_wide: 2,
+            vec_int_prefetch: 0,
             vec_int_probe: 0,
             small_n_max: 64,
             // 4x4 subgroups (512 invocations) on a 128x128 tile: 990 us for f16 at n=512 on the
@@ -212,8 +223,10 @@ knobs!(
     vec_int_rows_k,
     vec_int_groups_k,
     vec_int_slots_min_n,
+    vec_int_slot_groups,
     vec_int_slot_rows,
     vec_int_slot_rows_wide,
+    vec_int_prefetch,
     vec_int_probe,
     small_n_max,
     sg_count_m,
@@ -276,10 +289,13 @@ impl Tuning {
             "vec_rows" | "vec_rows_wide" | "vec_rows_k" | "vec_rows_wide_k" | "vec_int_rows" | "vec_int_rows_k" => {
                 (1, 64)
             }
-            "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k" => (1, 1024),
+            "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k" | "vec_int_slot_groups" => {
+                (1, 1024)
+            }
             "vec_kernel" => (0, 2),
-            "vec_int_slots_min_n" => (1, 65),
+            "vec_int_slots_min_n" => (0, 65),
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" => (1, 64),
+            "vec_int_prefetch" => (0, 1),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
             "sg_count_m" | "sg_count_n" | "sg_small_count_m" | "sg_small_frag_m" => (1, 64),
@@ -313,6 +329,7 @@ impl Tuning {
             ("vec_groups_wide", self.vec_groups_wide),
             ("vec_int_groups", self.vec_int_groups),
             ("vec_int_groups_k", self.vec_int_groups_k),
+            ("vec_int_slot_groups", self.vec_int_slot_groups),
             ("tiled_tk", self.tiled_tk),
         ] {
             if !value.is_power_of_two() {
@@ -355,6 +372,9 @@ pub enum Path {
         int_dot: bool,
         /// With `int_dot`, K-quants in 16-element slots ([`Tuning::vec_int_slots_min_n`]).
         int_slots: bool,
+        /// With `int_dot`, the next unit's loads issued before the current one's arithmetic
+        /// ([`Tuning::vec_int_prefetch`]).
+        prefetch: bool,
         /// [`Tuning::vec_int_probe`] (0 but when measuring).
         probe: u32,
     },
@@ -491,11 +511,12 @@ impl fmt::Display for MulMatPlan {
                 kernel,
                 int_dot,
                 int_slots,
+                prefetch,
                 probe,
                 ..
             } => write!(
                 f,
-                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}",
+                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}",
                 if *int_slots {
                     " (8-bit b, integer dot products, 16-element slots)"
                 } else if *int_dot {
@@ -506,6 +527,7 @@ impl fmt::Display for MulMatPlan {
                     ""
                 },
                 if *subgroups { "subgroup" } else { "workgroup-memory" },
+                if *prefetch { ", next unit prefetched" } else { "" },
                 match probe {
                     0 => "",
                     1 => " (probe: loads only, results wrong)",
@@ -683,9 +705,15 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let int_dot = has_int_dot(p.a_type)
         && p.n <= u64::from(t.vec_int_max_n)
         && p.a_align >= 2
+        && p.k > 0
         && p.k.is_multiple_of(32)
         && int_scratch_bytes(p) <= d.max_storage_binding;
-    let int_slots = int_dot && super_blocks && p.n >= u64::from(t.vec_int_slots_min_n) && p.k.is_multiple_of(128);
+    let slots_min_n = match t.vec_int_slots_min_n {
+        0 if d.cpu => 4,
+        0 => 2,
+        n => n,
+    };
+    let int_slots = int_dot && super_blocks && p.n >= u64::from(slots_min_n) && p.k.is_multiple_of(128);
     let rows = match (cols <= 4, super_blocks) {
         _ if int_slots && cols >= 4 => t.vec_int_slot_rows_wide,
         _ if int_slots => t.vec_int_slot_rows,
@@ -703,6 +731,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     // A group must hold whole subgroups (each subgroup's sums belong to one group's rows).
     let min_group = if subgroups { d.subgroup_max_size.max(1) } else { 1 };
     let mut groups = match (int_dot, cols <= 4) {
+        (true, _) if int_slots => t.vec_int_slot_groups,
         (true, _) if super_blocks => t.vec_int_groups_k,
         (true, _) => t.vec_int_groups,
         (false, true) => t.vec_groups,
@@ -738,6 +767,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         },
         int_dot,
         int_slots,
+        prefetch: int_dot && t.vec_int_prefetch == 1,
         probe: if int_dot { t.vec_int_probe } else { 0 },
     };
     (path, tiles_m, 1, bytes)
@@ -987,6 +1017,7 @@ mod tests {
                 f16_result: true,
             }),
             max_workgroup_storage: 32768,
+            cpu: true,
             ..nvidia((8, 8, 8))
         }
     }
@@ -1306,8 +1337,8 @@ mod tests {
             matches!(
                 k.path,
                 Path::Vec {
-                    rows: 1,
-                    groups: 8,
+                    rows: 2,
+                    groups: 4,
                     int_slots: false,
                     ..
                 }
@@ -1343,6 +1374,15 @@ mod tests {
                 "{ty}: {k}"
             );
         }
+        // CPU adapters keep the units kernel up to n=3 unless told otherwise.
+        let cpu = lavapipe();
+        for (n, slots) in [(1, false), (2, false), (3, false), (4, true), (8, true)] {
+            let k = plan(&problem(GgmlType::Q4_K, 4096, n, 14336), &cpu, &t);
+            assert!(matches!(k.path, Path::Vec { int_dot: true, int_slots: s, .. } if s == slots), "n={n}: {k}");
+        }
+        let from_two = Tuning::parse("vec_int_slots_min_n=2").unwrap();
+        let k = plan(&problem(GgmlType::Q4_K, 4096, 2, 14336), &cpu, &from_two);
+        assert!(matches!(k.path, Path::Vec { int_slots: true, .. }), "{k}");
         let never = Tuning::parse("vec_int_slots_min_n=65").unwrap();
         let k = plan(&problem(GgmlType::Q6_K, 4096, 8, 14336), &d, &never);
         assert!(
@@ -1439,7 +1479,7 @@ mod tests {
                 let v = pick(name);
                 let v = match *name {
                     "vec_wg" | "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k"
-                    | "tiled_tk" => 1 << (31 - v.leading_zeros()),
+                    | "vec_int_slot_groups" | "tiled_tk" => 1 << (31 - v.leading_zeros()),
                     "sg_pad" => v / 8 * 8,
                     _ => v,
                 };
