@@ -54,6 +54,12 @@ pub struct Tuning {
     /// The same two for weights in 256-element super-blocks (K-quants, i-quants).
     pub vec_rows_k: u32,
     pub vec_rows_wide_k: u32,
+    /// The float mat-vec's (f32, f16, bf16 weights) accumulators (rows · columns) per thread at
+    /// most: above it, rows halve and row groups double (a workgroup covers as many rows), since
+    /// more spill registers (H200, n=8: f16 73 against 102 us, f32 92 against 114, bf16 73
+    /// against 103; n=5 keeps 16 rows). Quantized weights measured slower with it (iq4_nl,
+    /// mxfp4, nvfp4, q1_0 at n=8: 7-25%), so they keep their rows.
+    pub vec_acc_max: u32,
     /// Mat-vec row groups per workgroup (a power of two) for n <= 4 and n > 4: the workgroup's
     /// threads split into groups of `vec_wg / groups`, each with its own rows, so a workgroup
     /// covers `rows · groups` rows and b is read once per that many rows.
@@ -141,6 +147,7 @@ impl Default for Tuning {
             vec_rows_wide: 16,
             vec_rows_k: 2,
             vec_rows_wide_k: 4,
+            vec_acc_max: 80,
             vec_groups: 1,
             vec_groups_wide: 1,
             vec_kernel: 2,
@@ -214,6 +221,7 @@ knobs!(
     vec_rows_wide,
     vec_rows_k,
     vec_rows_wide_k,
+    vec_acc_max,
     vec_groups,
     vec_groups_wide,
     vec_kernel,
@@ -292,6 +300,7 @@ impl Tuning {
             "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k" | "vec_int_slot_groups" => {
                 (1, 1024)
             }
+            "vec_acc_max" => (1, 4096),
             "vec_kernel" => (0, 2),
             "vec_int_slots_min_n" => (0, 65),
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" => (1, 64),
@@ -737,6 +746,13 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         (false, true) => t.vec_groups,
         (false, false) => t.vec_groups_wide,
     };
+    let mut rows = rows;
+    if !p.a_type.is_quantized() {
+        while rows > 1 && rows * cols > t.vec_acc_max {
+            rows = rows.div_ceil(2);
+            groups = groups.saturating_mul(2);
+        }
+    }
     while groups > 1 && wg_size / groups < min_group {
         groups /= 2;
     }
@@ -1276,7 +1292,16 @@ mod tests {
             ..d
         };
         let plan = plan(&problem(GgmlType::Q4_0, 100, 8, 256), &bare, &small);
-        assert!(matches!(plan.path, Path::Vec { groups: 4, .. }), "{plan}");
+        assert!(matches!(plan.path, Path::Vec { groups: 4, rows: 16, .. }), "{plan}");
+        // Float weights cap their accumulators: half the rows in twice the groups.
+        let f = super::plan(&problem(GgmlType::F16, 100, 8, 256), &bare, &small);
+        assert!(matches!(f.path, Path::Vec { groups: 8, rows: 8, .. }), "{f}");
+        let uncapped = Tuning {
+            vec_acc_max: 4096,
+            ..small
+        };
+        let f = super::plan(&problem(GgmlType::F16, 100, 8, 256), &bare, &uncapped);
+        assert!(matches!(f.path, Path::Vec { groups: 4, rows: 16, .. }), "{f}");
         assert!(Tuning::parse("vec_groups=3").is_err());
         assert!(Tuning::parse("vec_int_max_n=0,vec_kernel=3").is_err());
         // vec_kernel=2: the whole-word kernel for q6_K only.
@@ -1372,6 +1397,15 @@ mod tests {
                     }
                 ),
                 "{ty}: {k}"
+            );
+        }
+        // The float mat-vec caps its accumulators per thread: 16 rows x 5 columns, but 8 rows
+        // in twice the groups for 8 columns.
+        for (n, rows, groups) in [(5, 16, 1), (8, 8, 2)] {
+            let f = plan(&problem(GgmlType::F16, 4096, n, 14336), &d, &t);
+            assert!(
+                matches!(f.path, Path::Vec { rows: r, groups: g, int_dot: false, .. } if r == rows && g == groups),
+                "n={n}: {f}"
             );
         }
         // CPU adapters keep the units kernel up to n=3 unless told otherwise.
