@@ -455,7 +455,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             {
                 let w = w_sub(raw_##R, S##u);
 #for J in 0..N_COLS
+#ifdef PROBE_LOADS
+                // Measurement only: the unit's words folded, no dot products.
+                let fold_##J = w.v0 ^ w.v1 ^ x_##J.q0 ^ x_##J.q1 ^ bitcast<vec4<u32>>(vec4<f32>(w.f, w.o) * x_##J.s);
+                acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y ^ fold_##J.z ^ fold_##J.w) & 0x3fffffffu);
+#else
                 acc_##R##_##J += w_dot(w, x_##J);
+#endif
 #endfor
             }
 #endfor
@@ -473,7 +479,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         {
             let av = a_pair(row_##R, e);
 #for J in 0..N_COLS
+#ifdef PROBE_LOADS
+            // Measurement only: the loaded words folded, no products.
+            let fold_##J = bitcast<vec2<u32>>(av) ^ bitcast<vec2<u32>>(b_##J);
+            acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y) & 0x3fffffffu);
+#else
             acc_##R##_##J += dot(av, b_##J);
+#endif
 #endfor
         }
 #endfor

@@ -89,14 +89,20 @@ pub struct Tuning {
     /// The slot kernel's row groups per workgroup (a power of two), and its rows per row group
     /// for n < 4 and n >= 4.
     pub vec_int_slot_groups: u32,
+    /// The slot kernel's rows per group and groups for q3_K and q6_K (signed bytes, no mins)
+    /// at n >= 8: H200, q6_K n=8 68.0 us against 81.3 with the general pair, q3_K 59.5
+    /// against 74.2 (q4_K and q5_K were 7-11% slower so; BENCHMARKS.md).
+    pub vec_int_slot_rows_q36: u32,
+    pub vec_int_slot_groups_q36: u32,
     pub vec_int_slot_rows: u32,
     pub vec_int_slot_rows_wide: u32,
     /// 1: the integer mat-vec loads each lane's next unit of a before it multiplies the
     /// current one (two units' loads in flight per lane instead of one).
     pub vec_int_prefetch: u32,
-    /// Measurement only, results are wrong: 1 replaces the slot kernel's dot products with a
-    /// bitwise fold of the same loaded words (the loads' own cost); 2 runs b's quantize pass
-    /// twice (its cost, by difference).
+    /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
+    /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
+    /// unpacked words (the loads' own cost); 2 runs b's quantize pass twice (its cost, by
+    /// difference).
     pub vec_int_probe: u32,
     /// Subgroup-matrix path: the narrow tile for n up to this.
     pub small_n_max: u32,
@@ -162,6 +168,8 @@ impl Default for Tuning {
             // us), two rows from n=4 (q4_K n=8: 75.0 against 90.7 us with one).
             vec_int_slots_min_n: 0,
             vec_int_slot_groups: 8,
+            vec_int_slot_rows_q36: 4,
+            vec_int_slot_groups_q36: 4,
             vec_int_slot_rows: 1,
             vec_int_slot_rows_wide: 2,
             vec_int_prefetch: 0,
@@ -232,6 +240,8 @@ knobs!(
     vec_int_groups_k,
     vec_int_slots_min_n,
     vec_int_slot_groups,
+    vec_int_slot_rows_q36,
+    vec_int_slot_groups_q36,
     vec_int_slot_rows,
     vec_int_slot_rows_wide,
     vec_int_prefetch,
@@ -297,13 +307,14 @@ impl Tuning {
             "vec_rows" | "vec_rows_wide" | "vec_rows_k" | "vec_rows_wide_k" | "vec_int_rows" | "vec_int_rows_k" => {
                 (1, 64)
             }
-            "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k" | "vec_int_slot_groups" => {
+            "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k" | "vec_int_slot_groups"
+            | "vec_int_slot_groups_q36" => {
                 (1, 1024)
             }
             "vec_acc_max" => (1, 4096),
             "vec_kernel" => (0, 2),
             "vec_int_slots_min_n" => (0, 65),
-            "vec_int_slot_rows" | "vec_int_slot_rows_wide" => (1, 64),
+            "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
             "vec_int_prefetch" => (0, 1),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
@@ -339,6 +350,7 @@ impl Tuning {
             ("vec_int_groups", self.vec_int_groups),
             ("vec_int_groups_k", self.vec_int_groups_k),
             ("vec_int_slot_groups", self.vec_int_slot_groups),
+            ("vec_int_slot_groups_q36", self.vec_int_slot_groups_q36),
             ("tiled_tk", self.tiled_tk),
         ] {
             if !value.is_power_of_two() {
@@ -723,7 +735,9 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         n => n,
     };
     let int_slots = int_dot && super_blocks && p.n >= u64::from(slots_min_n) && p.k.is_multiple_of(128);
+    let signed_k = matches!(p.a_type, GgmlType::Q3_K | GgmlType::Q6_K);
     let rows = match (cols <= 4, super_blocks) {
+        _ if int_slots && signed_k && cols >= 8 => t.vec_int_slot_rows_q36,
         _ if int_slots && cols >= 4 => t.vec_int_slot_rows_wide,
         _ if int_slots => t.vec_int_slot_rows,
         _ if int_dot && super_blocks => t.vec_int_rows_k,
@@ -740,6 +754,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     // A group must hold whole subgroups (each subgroup's sums belong to one group's rows).
     let min_group = if subgroups { d.subgroup_max_size.max(1) } else { 1 };
     let mut groups = match (int_dot, cols <= 4) {
+        (true, _) if int_slots && signed_k && cols >= 8 => t.vec_int_slot_groups_q36,
         (true, _) if int_slots => t.vec_int_slot_groups,
         (true, _) if super_blocks => t.vec_int_groups_k,
         (true, _) => t.vec_int_groups,
@@ -784,7 +799,11 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         int_dot,
         int_slots,
         prefetch: int_dot && t.vec_int_prefetch == 1,
-        probe: if int_dot { t.vec_int_probe } else { 0 },
+        probe: match t.vec_int_probe {
+            _ if int_dot => t.vec_int_probe,
+            1 if !p.a_type.is_quantized() => 1,
+            _ => 0,
+        },
     };
     (path, tiles_m, 1, bytes)
 }
@@ -1378,9 +1397,11 @@ mod tests {
                 GgmlType::Q5_K,
                 GgmlType::Q6_K,
             ] {
+                let signed_wide = n >= 8 && matches!(ty, GgmlType::Q3_K | GgmlType::Q6_K);
+                let (rows, groups) = if signed_wide { (4, 4) } else { (rows, 8) };
                 let k = plan(&problem(ty, 4096, n, 14336), &d, &t);
                 assert!(
-                    matches!(k.path, Path::Vec { int_slots: true, rows: r, probe: 0, .. } if r == rows),
+                    matches!(k.path, Path::Vec { int_slots: true, rows: r, groups: g, probe: 0, .. } if r == rows && g == groups),
                     "{ty} n={n}: {k}"
                 );
             }
@@ -1513,7 +1534,7 @@ mod tests {
                 let v = pick(name);
                 let v = match *name {
                     "vec_wg" | "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k"
-                    | "vec_int_slot_groups" | "tiled_tk" => 1 << (31 - v.leading_zeros()),
+                    | "vec_int_slot_groups" | "vec_int_slot_groups_q36" | "tiled_tk" => 1 << (31 - v.leading_zeros()),
                     "sg_pad" => v / 8 * 8,
                     _ => v,
                 };
