@@ -239,7 +239,10 @@ fn fast(
         has_sinks: u32::from(ops.sinks.is_some()),
         groups_x: rgrid[0],
     };
-    let scratch = scratch.expect("split");
+    // `split` made the scratch above; a plan that splits without it is refused, not unwrapped.
+    let Some(scratch) = scratch else {
+        return Err(BackendError::InvalidOperands("a split plan without its scratch buffer".into()));
+    };
     let part = BufferRange {
         buffer: scratch.clone(),
         offset: 0,
