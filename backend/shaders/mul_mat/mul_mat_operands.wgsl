@@ -15,6 +15,7 @@
 //                 16 bytes: bound as array<vec4<u32>>, read 16 bytes at a time
 //   A_ALIGN2      a's start and strides are even (f16 fields are read with one load)
 //   B_Q8          b is the 8-bit blocks of mul_mat_quantize_b.wgsl, bound as array<vec4<u32>>
+//   FUSED_B       with B_Q8: b is bound as itself after all (the mat-vec quantizes it, b_q8_block)
 //   DST_U32       dst is bound as array<u32> (the quantize pass writes b's blocks there)
 //   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //
@@ -26,8 +27,13 @@
 #define FMT_BUF a
 #define FMT_TYPE A_TYPE
 
+#if defined(B_Q8) && !defined(FUSED_B)
+// b's binding holds 8-bit blocks.
+#define B_BLOCKS 1
+#endif
+
 @group(0) @binding(0) var<storage, read> a: array<u32>;
-#if defined(B_VEC4) || defined(B_Q8)
+#if defined(B_VEC4) || defined(B_BLOCKS)
 @group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;
 #else
 @group(0) @binding(1) var<storage, read> b: array<u32>;
@@ -489,7 +495,7 @@ fn a_vec8(bb: u32, t: u32) -> array<vec4<f32>, 2> {
 
 // Word i of b's binding.
 fn b_word(i: u32) -> u32 {
-#if defined(B_VEC4) || defined(B_Q8)
+#if defined(B_VEC4) || defined(B_BLOCKS)
     return b[i >> 2u][i & 3u];
 #else
     return b[i];
@@ -497,7 +503,7 @@ fn b_word(i: u32) -> u32 {
 }
 
 fn b_last() -> u32 {
-#if defined(B_VEC4) || defined(B_Q8)
+#if defined(B_VEC4) || defined(B_BLOCKS)
     return 4u * arrayLength(&b) - 1u;
 #else
     return arrayLength(&b) - 1u;
@@ -558,4 +564,37 @@ fn b_vec4(row: u32, e: u32) -> vec4<f32> {
 #else
     return vec4<f32>(b_pair(row, e), b_pair(row, e + 2u));
 #endif
+}
+
+// b's elements [e0, e0 + 32) of the row at byte `row` as one 8-bit block: the values as signed
+// bytes round(x / d), d = max|x| / 127, four to a word; d; and d times the sum of the bytes of
+// each half. mul_mat_quantize_b.wgsl stores these for the integer mat-vec, which with FUSED_B
+// makes them itself.
+struct Q8Block {
+    q: array<vec4<i32>, 8>,
+    d: f32,
+    lo: f32,
+    hi: f32,
+}
+
+fn q8_sum4(q: vec4<i32>) -> i32 {
+    return q.x + q.y + q.z + q.w;
+}
+
+fn b_q8_block(row: u32, e0: u32) -> Q8Block {
+    var x: array<vec4<f32>, 8>;
+    var amax = vec4<f32>(0.0);
+#for C in 0..8
+    x[C##u] = b_vec4(row, e0 + 4u * C##u);
+    amax = max(amax, abs(x[C##u]));
+#endfor
+    var r: Q8Block;
+    r.d = max(max(amax.x, amax.y), max(amax.z, amax.w)) / 127.0;
+    let inv = select(0.0, 1.0 / r.d, r.d > 0.0);
+#for C in 0..8
+    r.q[C##u] = vec4<i32>(round(x[C##u] * inv));
+#endfor
+    r.lo = r.d * f32(q8_sum4(r.q[0] + r.q[1] + r.q[2] + r.q[3]));
+    r.hi = r.d * f32(q8_sum4(r.q[4] + r.q[5] + r.q[6] + r.q[7]));
+    return r;
 }

@@ -19,7 +19,8 @@
 // lane reads 16 elements of a block from one or two words of a row (mul_mat_vec_kq.wgsl).
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
-// VEC_KERNEL; B_Q8, B_Q8K, VEC_PREFETCH (with B_Q8), PROBE_LOADS (measuring only); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
+// VEC_KERNEL; B_Q8, B_Q8K, VEC_PREFETCH (with B_Q8), FUSED_B and FUSED_BLOCKS (with B_Q8, n = 1),
+// PROBE_LOADS (measuring only); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
 #ifdef USE_SUBGROUPS
 enable subgroups;
@@ -47,6 +48,20 @@ const GROUP_SIZE: u32 = WG_SIZE / GROUPS;
 var<workgroup> partial: array<f32, MAX_SUBGROUPS * RN>;
 #else
 var<workgroup> partial: array<f32, WG_SIZE>;
+#endif
+
+#ifdef FUSED_B
+// n = 1 with FUSED_B: b's column as the 8-bit blocks the quantize pass would write (three words
+// per block), made by this workgroup so that the op is one dispatch. FUSED_BLOCKS = k / 32.
+var<workgroup> xb: array<vec4<u32>, 3u * FUSED_BLOCKS>;
+
+fn xq_word(i: u32) -> vec4<u32> {
+    return xb[i];
+}
+#elif defined(B_Q8)
+fn xq_word(i: u32) -> vec4<u32> {
+    return b[i];
+}
 #endif
 
 #if VEC_KERNEL == 1 && defined(A_ALIGN2)
@@ -422,9 +437,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #elif defined(B_Q8)
     // Integer units: W_SUBS 32-element blocks of b (this batch's columns) per unit of a.
     let units = p.k / (32u * W_SUBS);
+#ifdef FUSED_B
+    for (var blk = lid; blk < FUSED_BLOCKS; blk += WG_SIZE) {
+        let x = b_q8_block(tile.b_base, 32u * blk);
+        xb[3u * blk] = vec4<u32>(pack4xI8(x.q[0]), pack4xI8(x.q[1]), pack4xI8(x.q[2]), pack4xI8(x.q[3]));
+        xb[3u * blk + 1u] = vec4<u32>(pack4xI8(x.q[4]), pack4xI8(x.q[5]), pack4xI8(x.q[6]), pack4xI8(x.q[7]));
+        xb[3u * blk + 2u] = bitcast<vec4<u32>>(vec4<f32>(x.d, x.lo, x.hi, 0.0));
+    }
+    workgroupBarrier();
+    let x_base_0 = 0u;
+#else
 #for J in 0..N_COLS
     let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * units * W_SUBS;
 #endfor
+#endif
 #ifdef VEC_PREFETCH
     // Each step issues the next unit's loads of a before its own arithmetic. A lane past the
     // end reloads the last unit (in bounds: the planner takes this path only for k > 0).
@@ -449,7 +475,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         {
 #for J in 0..N_COLS
             let xi_##J = 3u * (x_base_##J + u * W_SUBS + S##u);
-            let x_##J = Xq(b[xi_##J], b[xi_##J + 1u], bitcast<vec4<f32>>(b[xi_##J + 2u]));
+            let x_##J = Xq(xq_word(xi_##J), xq_word(xi_##J + 1u), bitcast<vec4<f32>>(xq_word(xi_##J + 2u)));
 #endfor
 #for R in 0..ROWS
             {

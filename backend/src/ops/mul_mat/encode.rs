@@ -75,8 +75,10 @@ pub fn encode(
             int_dot,
             int_slots,
             prefetch,
+            fused_blocks,
             probe,
         } => operands("mul_mat_vec.wgsl")
+            .flag("FUSED_B", *fused_blocks > 0)
             .flag("B_Q8", *int_dot)
             .flag("B_Q8K", *int_slots)
             .flag("VEC_PREFETCH", *prefetch)
@@ -131,6 +133,11 @@ pub fn encode(
             .flag("ACC_F32", config.f32_result)
             .flag("DIRECT_STORE", plan.direct_store),
         Path::Simple { .. } => unreachable!("handled above"),
+    };
+    // The workgroup array b is quantized into is sized by k.
+    let variant = match &plan.path {
+        Path::Vec { fused_blocks, .. } if *fused_blocks > 0 => variant.define("FUSED_BLOCKS", format!("{fused_blocks}u")),
+        _ => variant,
     };
     let access: &[Access] = if plan.a_vec4 {
         &[Access::Read, Access::Read, Access::ReadWrite, Access::Read]

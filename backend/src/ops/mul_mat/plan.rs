@@ -99,6 +99,9 @@ pub struct Tuning {
     /// 1: the integer mat-vec loads each lane's next unit of a before it multiplies the
     /// current one (two units' loads in flight per lane instead of one).
     pub vec_int_prefetch: u32,
+    /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
+    /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
+    pub vec_int_fused: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
     /// unpacked words (the loads' own cost); 2 runs b's quantize pass twice (its cost, by
@@ -173,6 +176,7 @@ impl Default for Tuning {
             vec_int_slot_rows: 1,
             vec_int_slot_rows_wide: 2,
             vec_int_prefetch: 0,
+            vec_int_fused: 0,
             vec_int_probe: 0,
             small_n_max: 64,
             // 4x4 subgroups (512 invocations) on a 128x128 tile: 990 us for f16 at n=512 on the
@@ -245,6 +249,7 @@ knobs!(
     vec_int_slot_rows,
     vec_int_slot_rows_wide,
     vec_int_prefetch,
+    vec_int_fused,
     vec_int_probe,
     small_n_max,
     sg_count_m,
@@ -316,6 +321,7 @@ impl Tuning {
             "vec_int_slots_min_n" => (0, 65),
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
             "vec_int_prefetch" => (0, 1),
+            "vec_int_fused" => (0, 1),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
             "sg_count_m" | "sg_count_n" | "sg_small_count_m" | "sg_small_frag_m" => (1, 64),
@@ -396,6 +402,10 @@ pub enum Path {
         /// With `int_dot`, the next unit's loads issued before the current one's arithmetic
         /// ([`Tuning::vec_int_prefetch`]).
         prefetch: bool,
+        /// With `int_dot` at n=1, b quantized by the mat-vec's own workgroups into this many
+        /// 32-element blocks of workgroup memory (0: by a separate pass;
+        /// [`Tuning::vec_int_fused`]).
+        fused_blocks: u32,
         /// [`Tuning::vec_int_probe`] (0 but when measuring).
         probe: u32,
     },
@@ -533,11 +543,12 @@ impl fmt::Display for MulMatPlan {
                 int_dot,
                 int_slots,
                 prefetch,
+                fused_blocks,
                 probe,
                 ..
             } => write!(
                 f,
-                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}",
+                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}",
                 if *int_slots {
                     " (8-bit b, integer dot products, 16-element slots)"
                 } else if *int_dot {
@@ -549,6 +560,7 @@ impl fmt::Display for MulMatPlan {
                 },
                 if *subgroups { "subgroup" } else { "workgroup-memory" },
                 if *prefetch { ", next unit prefetched" } else { "" },
+                if *fused_blocks > 0 { ", b quantized in workgroup memory" } else { "" },
                 match probe {
                     0 => "",
                     1 => " (probe: loads only, results wrong)",
@@ -676,6 +688,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
             int_dot: true,
             int_slots,
             probe,
+            fused_blocks: 0,
             ..
         } => {
             let scratch_bytes = int_scratch_bytes(p);
@@ -783,6 +796,18 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     } else {
         4 * wg_size
     };
+    // b quantized in workgroup memory at n=1 (the units kernel), where its blocks fit.
+    let fused_bytes = (p.k / 32) * 48;
+    let fused = t.vec_int_fused == 1
+        && int_dot
+        && !int_slots
+        && cols == 1
+        && u64::from(bytes) + fused_bytes <= u64::from(d.max_workgroup_storage);
+    let (fused_blocks, bytes) = if fused {
+        ((p.k / 32) as u32, bytes + fused_bytes as u32)
+    } else {
+        (0, bytes)
+    };
     let tiles_m = (p.m.div_ceil(u64::from(rows * groups))) as u32;
     let path = Path::Vec {
         wg_size,
@@ -799,6 +824,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         int_dot,
         int_slots,
         prefetch: int_dot && t.vec_int_prefetch == 1,
+        fused_blocks,
         probe: match t.vec_int_probe {
             _ if int_dot => t.vec_int_probe,
             1 if !p.a_type.is_quantized() => 1,
