@@ -309,16 +309,11 @@ const FMT##_block_bytes: u32 = 66u;
 #include "format_tables.wgsl"
 // d, then per 32 elements two u32: four grid indices (bytes), and four 7-bit sign indices
 // with a 4-bit scale on top.
-fn FMT##_value(block_byte: u32, i: u32) -> f32 {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let j = i % 8u;
+fn FMT##_grid_unit(block_byte: u32, ib32: u32, l: u32) -> FmtGridUnit {
     let off = block_byte + 2u + 8u * ib32;
     let aux1 = FMT##_u32(off + 4u);
     let db = FMT##_f16(block_byte) * (0.5 + f32(aux1 >> 28u)) * 0.25;
-    let grid = FMT##_iq2_grid(FMT##_u8(off + l), j);
-    let signs = fmt_ksigns((aux1 >> (7u * l)) & 127u);
-    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+    return FmtGridUnit(FMT##_u8(off + l), 0u, fmt_ksigns((aux1 >> (7u * l)) & 127u), db, 0.0);
 }
 #elif FMT_TYPE == TYPE_IQ2_XS
 const FMT##_block: u32 = 256u;
@@ -326,16 +321,11 @@ const FMT##_block_bytes: u32 = 74u;
 #define FMT_IQ2_GRID IQ2XS_GRID
 #include "format_tables.wgsl"
 // d, qs[32] (u16: 9-bit grid index, 7-bit sign index), scales[8] (a nibble per 16 elements).
-fn FMT##_value(block_byte: u32, i: u32) -> f32 {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let j = i % 8u;
+fn FMT##_grid_unit(block_byte: u32, ib32: u32, l: u32) -> FmtGridUnit {
     let sc = FMT##_u8(block_byte + 66u + ib32);
     let db = FMT##_f16(block_byte) * (0.5 + f32(select(sc & 15u, sc >> 4u, l >= 2u))) * 0.25;
     let q = FMT##_u16(block_byte + 2u + 2u * (4u * ib32 + l));
-    let grid = FMT##_iq2_grid(q & 511u, j);
-    let signs = fmt_ksigns(q >> 9u);
-    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+    return FmtGridUnit(q & 511u, 0u, fmt_ksigns(q >> 9u), db, 0.0);
 }
 #elif FMT_TYPE == TYPE_IQ2_S
 const FMT##_block: u32 = 256u;
@@ -344,17 +334,12 @@ const FMT##_block_bytes: u32 = 82u;
 #include "format_tables.wgsl"
 // d, qs[32] (grid index low bits), signs[32], qh[8] (2 high index bits per 8 elements),
 // scales[8] (a nibble per 16 elements).
-fn FMT##_value(block_byte: u32, i: u32) -> f32 {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let j = i % 8u;
+fn FMT##_grid_unit(block_byte: u32, ib32: u32, l: u32) -> FmtGridUnit {
     let sc = FMT##_u8(block_byte + 74u + ib32);
     let db = FMT##_f16(block_byte) * (0.5 + f32(select(sc & 15u, sc >> 4u, l >= 2u))) * 0.25;
     let qh = FMT##_u8(block_byte + 66u + ib32);
     let index = FMT##_u8(block_byte + 2u + 4u * ib32 + l) | ((qh << (8u - 2u * l)) & 0x300u);
-    let grid = FMT##_iq2_grid(index, j);
-    let signs = FMT##_u8(block_byte + 34u + 4u * ib32 + l);
-    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+    return FmtGridUnit(index, 0u, FMT##_u8(block_byte + 34u + 4u * ib32 + l), db, 0.0);
 }
 #elif FMT_TYPE == TYPE_IQ3_XXS
 const FMT##_block: u32 = 256u;
@@ -362,16 +347,11 @@ const FMT##_block_bytes: u32 = 98u;
 #include "format_tables.wgsl"
 // d, qs[64] (grid indices, 4 elements each), then per 32 elements a u32: four 7-bit sign
 // indices and a 4-bit scale.
-fn FMT##_value(block_byte: u32, i: u32) -> f32 {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let j = i % 8u;
+fn FMT##_grid_unit(block_byte: u32, ib32: u32, l: u32) -> FmtGridUnit {
     let aux = FMT##_u32(block_byte + 66u + 4u * ib32);
     let db = FMT##_f16(block_byte) * (0.5 + f32(aux >> 28u)) * 0.5;
-    let signs = fmt_ksigns((aux >> (7u * l)) & 127u);
-    let index = FMT##_u8(block_byte + 2u + 8u * ib32 + 2u * l + j / 4u);
-    let grid = (fmt_tables[IQ3XXS_GRID + index] >> (8u * (j % 4u))) & 255u;
-    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+    let q = block_byte + 2u + 8u * ib32 + 2u * l;
+    return FmtGridUnit(FMT##_u8(q), FMT##_u8(q + 1u), fmt_ksigns((aux >> (7u * l)) & 127u), db, 0.0);
 }
 #elif FMT_TYPE == TYPE_IQ3_S
 const FMT##_block: u32 = 256u;
@@ -379,18 +359,14 @@ const FMT##_block_bytes: u32 = 110u;
 #include "format_tables.wgsl"
 // d, qs[64] (grid index low bits, 4 elements each), qh[8] (9th index bits), signs[32],
 // scales[4] (a nibble per 32 elements).
-fn FMT##_value(block_byte: u32, i: u32) -> f32 {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let j = i % 8u;
-    let half = j / 4u;
+fn FMT##_grid_unit(block_byte: u32, ib32: u32, l: u32) -> FmtGridUnit {
     let nibble = (FMT##_u8(block_byte + 106u + ib32 / 2u) >> (4u * (ib32 % 2u))) & 15u;
     let db = FMT##_f16(block_byte) * f32(1 + 2 * i32(nibble));
     let qh = FMT##_u8(block_byte + 66u + ib32);
-    let index = FMT##_u8(block_byte + 2u + 8u * ib32 + 2u * l + half) | ((qh << (8u - 2u * l - half)) & 256u);
-    let grid = (fmt_tables[IQ3S_GRID + index] >> (8u * (j % 4u))) & 255u;
-    let signs = FMT##_u8(block_byte + 74u + 4u * ib32 + l);
-    return db * f32(grid) * select(1.0, -1.0, (signs & (1u << j)) != 0u);
+    let q = block_byte + 2u + 8u * ib32 + 2u * l;
+    let index0 = FMT##_u8(q) | ((qh << (8u - 2u * l)) & 256u);
+    let index1 = FMT##_u8(q + 1u) | ((qh << (7u - 2u * l)) & 256u);
+    return FmtGridUnit(index0, index1, FMT##_u8(block_byte + 74u + 4u * ib32 + l), db, 0.0);
 }
 #elif FMT_TYPE == TYPE_IQ1_S
 const FMT##_block: u32 = 256u;
@@ -398,16 +374,12 @@ const FMT##_block_bytes: u32 = 50u;
 #include "format_tables.wgsl"
 // d, qs[32] (grid index low bits), qh[8] (u16 per 32 elements: 3 high index bits per 8
 // elements, a 3-bit scale, the delta's sign).
-fn FMT##_value(block_byte: u32, i: u32) -> f32 {
-    let ib = i / 32u;
-    let l = (i % 32u) / 8u;
-    let j = i % 8u;
+fn FMT##_grid_unit(block_byte: u32, ib: u32, l: u32) -> FmtGridUnit {
     let qh = FMT##_u16(block_byte + 34u + 2u * ib);
     let dl = FMT##_f16(block_byte) * f32(i32(2u * ((qh >> 12u) & 7u)) + 1);
     let delta = select(0.125, -0.125, (qh & 0x8000u) != 0u);
     let index = FMT##_u8(block_byte + 2u + 4u * ib + l) | (((qh >> (3u * l)) & 7u) << 8u);
-    let grid = FMT##_iq1_grid(index, j);
-    return dl * (f32(grid) + delta);
+    return FmtGridUnit(index, 0u, 0u, dl, delta);
 }
 #elif FMT_TYPE == TYPE_IQ1_M
 const FMT##_block: u32 = 256u;
@@ -415,10 +387,7 @@ const FMT##_block_bytes: u32 = 56u;
 #include "format_tables.wgsl"
 // qs[32] (grid index low bits), qh[16] (per 8 elements 3 high index bits and the delta's sign),
 // scales: 4 u16 of 3-bit scales, with the f16 super-scale in their top nibbles.
-fn FMT##_value(block_byte: u32, i: u32) -> f32 {
-    let ib = i / 32u;
-    let l = (i % 32u) / 8u;
-    let j = i % 8u;
+fn FMT##_grid_unit(block_byte: u32, ib: u32, l: u32) -> FmtGridUnit {
     let sc = block_byte + 48u;
     let bits = (FMT##_u16(sc) >> 12u) | ((FMT##_u16(sc + 2u) >> 8u) & 0x00f0u) | ((FMT##_u16(sc + 4u) >> 4u) & 0x0f00u) |
         (FMT##_u16(sc + 6u) & 0xf000u);
@@ -429,129 +398,86 @@ fn FMT##_value(block_byte: u32, i: u32) -> f32 {
     let odd = (l % 2u) == 1u;
     let index = FMT##_u8(block_byte + 4u * ib + l) | ((h << select(8u, 4u, odd)) & 0x700u);
     let delta = select(0.125, -0.125, (h & select(0x08u, 0x80u, odd)) != 0u);
-    let grid = FMT##_iq1_grid(index, j);
-    return dl * (f32(grid) + delta);
+    return FmtGridUnit(index, 0u, 0u, dl, delta);
 }
 #endif
 
-// Grid lookups: format_tables.wgsl stores the 8-byte grids as 2-bit codes into a levels table,
-// two entries per u32 of fmt_tables (entry `index` in the half `index % 2` of word `index / 2`,
-// byte j at bit 2j of that half).
+// The grid formats: per 8 elements (l = 0..3 of 32-element block ib32) one unit of the block,
+// FMT##_grid_unit, decoded once: a grid index (iq3: two, for elements 0-3 and 4-7), 8 sign bits
+// (a set bit negates), the scale, and iq1's delta. The grids are in fmt_tables
+// (format_tables.wgsl): the 8-byte ones as 2-bit codes into a levels table, two entries per u32
+// (entry `index` in the half `index % 2` of word `index / 2`, byte j at bit 2j of that half);
+// the 4-byte iq3 ones as plain words. `<FMT>_value` follows ggml's dequantization element by
+// element; `<FMT>_unit8(block_byte, i)` (i a multiple of 8) gives elements i..i+8 at once.
+#if FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ2_S || FMT_TYPE == TYPE_IQ3_XXS || FMT_TYPE == TYPE_IQ3_S || FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M
+#ifndef HAVE_FMT_GRID_UNIT
+#define HAVE_FMT_GRID_UNIT 1
+struct FmtGridUnit {
+    index: u32,
+    index2: u32,
+    signs: u32,
+    d: f32,
+    delta: f32,
+}
+#endif
+#endif
+
 #if FMT_TYPE == TYPE_IQ2_XXS || FMT_TYPE == TYPE_IQ2_XS || FMT_TYPE == TYPE_IQ2_S
 // The 16 bits of codes of entry `index` of the type's grid (FMT_IQ2_GRID).
 fn FMT##_iq2_codes(index: u32) -> u32 {
     return fmt_tables[FMT_IQ2_GRID + index / 2u] >> (16u * (index % 2u));
 }
 
-// Byte j of entry `index` of the type's grid.
-fn FMT##_iq2_grid(index: u32, j: u32) -> u32 {
-    return u32(fmt_kv(IQ2_GRID_LEVELS, (FMT##_iq2_codes(index) >> (2u * j)) & 3u));
+fn FMT##_value(block_byte: u32, i: u32) -> f32 {
+    let u = FMT##_grid_unit(block_byte, i / 32u, (i % 32u) / 8u);
+    let j = i % 8u;
+    let grid = u32(fmt_kv(IQ2_GRID_LEVELS, (FMT##_iq2_codes(u.index) >> (2u * j)) & 3u));
+    return u.d * f32(grid) * select(1.0, -1.0, (u.signs & (1u << j)) != 0u);
 }
 
-// The 8 values of entry `index`, with the signs of the low 8 bits of `signs`, times `d`.
-fn FMT##_iq2_unit8(index: u32, signs: u32, d: f32) -> array<vec4<f32>, 2> {
-    let codes = FMT##_iq2_codes(index);
-    return array<vec4<f32>, 2>(fmt_grid4(IQ2_GRID_LEVELS, codes) * fmt_signs4(signs) * d,
-                               fmt_grid4(IQ2_GRID_LEVELS, codes >> 8u) * fmt_signs4(signs >> 4u) * d);
+fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
+    let u = FMT##_grid_unit(block_byte, i / 32u, (i % 32u) / 8u);
+    let codes = FMT##_iq2_codes(u.index);
+    return array<vec4<f32>, 2>(fmt_grid4(IQ2_GRID_LEVELS, codes) * fmt_signs4(u.signs) * u.d,
+                               fmt_grid4(IQ2_GRID_LEVELS, codes >> 8u) * fmt_signs4(u.signs >> 4u) * u.d);
 }
+#elif FMT_TYPE == TYPE_IQ3_XXS || FMT_TYPE == TYPE_IQ3_S
+#if FMT_TYPE == TYPE_IQ3_XXS
+#define FMT_IQ3_GRID IQ3XXS_GRID
+#else
+#define FMT_IQ3_GRID IQ3S_GRID
+#endif
+fn FMT##_value(block_byte: u32, i: u32) -> f32 {
+    let u = FMT##_grid_unit(block_byte, i / 32u, (i % 32u) / 8u);
+    let j = i % 8u;
+    let index = select(u.index, u.index2, j >= 4u);
+    let grid = (fmt_tables[FMT_IQ3_GRID + index] >> (8u * (j % 4u))) & 255u;
+    return u.d * f32(grid) * select(1.0, -1.0, (u.signs & (1u << j)) != 0u);
+}
+
+fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
+    let u = FMT##_grid_unit(block_byte, i / 32u, (i % 32u) / 8u);
+    return array<vec4<f32>, 2>(fmt_bytes4(fmt_tables[FMT_IQ3_GRID + u.index]) * fmt_signs4(u.signs) * u.d,
+                               fmt_bytes4(fmt_tables[FMT_IQ3_GRID + u.index2]) * fmt_signs4(u.signs >> 4u) * u.d);
+}
+#undef FMT_IQ3_GRID
 #elif FMT_TYPE == TYPE_IQ1_S || FMT_TYPE == TYPE_IQ1_M
 // The 16 bits of codes of entry `index` of iq1s_grid.
 fn FMT##_iq1_codes(index: u32) -> u32 {
     return fmt_tables[IQ1S_GRID + index / 2u] >> (16u * (index % 2u));
 }
 
-// The int8 byte j of entry `index` of iq1s_grid.
-fn FMT##_iq1_grid(index: u32, j: u32) -> i32 {
-    return fmt_kv(IQ1S_GRID_LEVELS, (FMT##_iq1_codes(index) >> (2u * j)) & 3u);
+fn FMT##_value(block_byte: u32, i: u32) -> f32 {
+    let u = FMT##_grid_unit(block_byte, i / 32u, (i % 32u) / 8u);
+    let j = i % 8u;
+    let grid = fmt_kv(IQ1S_GRID_LEVELS, (FMT##_iq1_codes(u.index) >> (2u * j)) & 3u);
+    return u.d * (f32(grid) + u.delta);
 }
 
-// The 8 values of entry `index` plus `delta`, times `d`.
-fn FMT##_iq1_unit8(index: u32, delta: f32, d: f32) -> array<vec4<f32>, 2> {
-    let codes = FMT##_iq1_codes(index);
-    return array<vec4<f32>, 2>((fmt_grid4(IQ1S_GRID_LEVELS, codes) + delta) * d,
-                               (fmt_grid4(IQ1S_GRID_LEVELS, codes >> 8u) + delta) * d);
-}
-#endif
-
-// Grid formats, 8 elements at once: `<FMT>_unit8(block_byte, i)` for i a multiple of 8 is
-// elements i..i+8, one grid entry (two for iq3), decoded once instead of per element.
-#if FMT_TYPE == TYPE_IQ2_XXS
 fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let off = block_byte + 2u + 8u * ib32;
-    let aux1 = FMT##_u32(off + 4u);
-    let db = FMT##_f16(block_byte) * (0.5 + f32(aux1 >> 28u)) * 0.25;
-    return FMT##_iq2_unit8(FMT##_u8(off + l), fmt_ksigns((aux1 >> (7u * l)) & 127u), db);
-}
-#elif FMT_TYPE == TYPE_IQ2_XS
-fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let sc = FMT##_u8(block_byte + 66u + ib32);
-    let db = FMT##_f16(block_byte) * (0.5 + f32(select(sc & 15u, sc >> 4u, l >= 2u))) * 0.25;
-    let q = FMT##_u16(block_byte + 2u + 2u * (4u * ib32 + l));
-    return FMT##_iq2_unit8(q & 511u, fmt_ksigns(q >> 9u), db);
-}
-#elif FMT_TYPE == TYPE_IQ2_S
-fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let sc = FMT##_u8(block_byte + 74u + ib32);
-    let db = FMT##_f16(block_byte) * (0.5 + f32(select(sc & 15u, sc >> 4u, l >= 2u))) * 0.25;
-    let qh = FMT##_u8(block_byte + 66u + ib32);
-    let index = FMT##_u8(block_byte + 2u + 4u * ib32 + l) | ((qh << (8u - 2u * l)) & 0x300u);
-    return FMT##_iq2_unit8(index, FMT##_u8(block_byte + 34u + 4u * ib32 + l), db);
-}
-#elif FMT_TYPE == TYPE_IQ3_XXS
-fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let aux = FMT##_u32(block_byte + 66u + 4u * ib32);
-    let db = FMT##_f16(block_byte) * (0.5 + f32(aux >> 28u)) * 0.5;
-    let signs = fmt_ksigns((aux >> (7u * l)) & 127u);
-    let q = block_byte + 2u + 8u * ib32 + 2u * l;
-    return array<vec4<f32>, 2>(fmt_bytes4(fmt_tables[IQ3XXS_GRID + FMT##_u8(q)]) * fmt_signs4(signs) * db,
-                               fmt_bytes4(fmt_tables[IQ3XXS_GRID + FMT##_u8(q + 1u)]) * fmt_signs4(signs >> 4u) * db);
-}
-#elif FMT_TYPE == TYPE_IQ3_S
-fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
-    let ib32 = i / 32u;
-    let l = (i % 32u) / 8u;
-    let nibble = (FMT##_u8(block_byte + 106u + ib32 / 2u) >> (4u * (ib32 % 2u))) & 15u;
-    let db = FMT##_f16(block_byte) * f32(1 + 2 * i32(nibble));
-    let qh = FMT##_u8(block_byte + 66u + ib32);
-    let q = block_byte + 2u + 8u * ib32 + 2u * l;
-    let index0 = FMT##_u8(q) | ((qh << (8u - 2u * l)) & 256u);
-    let index1 = FMT##_u8(q + 1u) | ((qh << (7u - 2u * l)) & 256u);
-    let signs = FMT##_u8(block_byte + 74u + 4u * ib32 + l);
-    return array<vec4<f32>, 2>(fmt_bytes4(fmt_tables[IQ3S_GRID + index0]) * fmt_signs4(signs) * db,
-                               fmt_bytes4(fmt_tables[IQ3S_GRID + index1]) * fmt_signs4(signs >> 4u) * db);
-}
-#elif FMT_TYPE == TYPE_IQ1_S
-fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
-    let ib = i / 32u;
-    let l = (i % 32u) / 8u;
-    let qh = FMT##_u16(block_byte + 34u + 2u * ib);
-    let dl = FMT##_f16(block_byte) * f32(i32(2u * ((qh >> 12u) & 7u)) + 1);
-    let delta = select(0.125, -0.125, (qh & 0x8000u) != 0u);
-    let index = FMT##_u8(block_byte + 2u + 4u * ib + l) | (((qh >> (3u * l)) & 7u) << 8u);
-    return FMT##_iq1_unit8(index, delta, dl);
-}
-#elif FMT_TYPE == TYPE_IQ1_M
-fn FMT##_unit8(block_byte: u32, i: u32) -> array<vec4<f32>, 2> {
-    let ib = i / 32u;
-    let l = (i % 32u) / 8u;
-    let sc = block_byte + 48u;
-    let bits = (FMT##_u16(sc) >> 12u) | ((FMT##_u16(sc + 2u) >> 8u) & 0x00f0u) | ((FMT##_u16(sc + 4u) >> 4u) & 0x0f00u) |
-        (FMT##_u16(sc + 6u) & 0xf000u);
-    let d = unpack2x16float(bits).x;
-    let s = FMT##_u16(sc + 2u * (ib / 2u));
-    let dl = d * f32(i32(2u * ((s >> (6u * (ib % 2u) + select(0u, 3u, l >= 2u))) & 7u)) + 1);
-    let h = FMT##_u8(block_byte + 32u + 2u * ib + l / 2u);
-    let odd = (l % 2u) == 1u;
-    let index = FMT##_u8(block_byte + 4u * ib + l) | ((h << select(8u, 4u, odd)) & 0x700u);
-    let delta = select(0.125, -0.125, (h & select(0x08u, 0x80u, odd)) != 0u);
-    return FMT##_iq1_unit8(index, delta, dl);
+    let u = FMT##_grid_unit(block_byte, i / 32u, (i % 32u) / 8u);
+    let codes = FMT##_iq1_codes(u.index);
+    return array<vec4<f32>, 2>((fmt_grid4(IQ1S_GRID_LEVELS, codes) + u.delta) * u.d,
+                               (fmt_grid4(IQ1S_GRID_LEVELS, codes >> 8u) + u.delta) * u.d);
 }
 #endif
