@@ -344,9 +344,12 @@ impl<'a> MapFuture<'a> {
         self.wait_timeout(Duration::MAX)
     }
 
-    /// Blocks until the buffer is mapped or `timeout` passes.
+    /// Blocks until the buffer is mapped or `timeout` passes. A future already polled to its
+    /// result (as a `Future`) has nothing more to give: an error.
     pub fn wait_timeout(mut self, timeout: Duration) -> Result<BufferMapping<'a>> {
-        let inner = self.inner.take().expect("a MapFuture resolves once");
+        let Some(inner) = self.inner.take() else {
+            return Err(Error::Map("the map future was already resolved".into()));
+        };
         let result = inner.wait_timeout(timeout);
         self.finish(result)
     }

@@ -188,7 +188,7 @@ impl CommandEncoder {
         if first.checked_add(count).is_none_or(|end| end > query_set.count()) {
             return Err(Error::InvalidArgument(format!(
                 "queries {first}..{} exceed the set of {}",
-                first + count,
+                u64::from(first) + u64::from(count),
                 query_set.count()
             )));
         }

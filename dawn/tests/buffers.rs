@@ -172,6 +172,22 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// A map future polled to its result, then waited on as well, is an error rather than a panic.
+#[test]
+fn a_map_future_resolves_once() {
+    let device = common::device();
+    let buffer = device
+        .create_buffer(&desc(64, BufferUsage::MAP_READ | BufferUsage::COPY_DST))
+        .unwrap();
+    let mut future = buffer.map(MapMode::Read, 0, 64);
+    let mapping = block_on(&mut future).unwrap();
+    assert!(matches!(block_on(&mut future), Err(Error::Map(_))));
+    assert!(matches!(future.wait(), Err(Error::Map(_))));
+    assert_eq!(mapping.bytes().len(), 64);
+    drop(mapping);
+    assert!(!buffer.is_mapped());
+}
+
 #[test]
 fn futures_can_be_awaited_without_a_runtime() {
     let device = common::device();
