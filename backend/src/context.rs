@@ -186,7 +186,9 @@ fn device_toggles(options: &ContextOptions) -> Toggles {
     // `UPHELD_WHEN_ENABLED` / `UPHELD_WHEN_DISABLED`. The promise covers the backend's own use of
     // the device: the device is reachable only through the `unsafe` `GpuContext::device`, whose
     // callers take the promise on, and device tensors reach only kernels whose context checked
-    // that their buffers belong to its device (`GpuContext::check_operands`).
+    // that their buffers belong to its device (`GpuContext::check_operands`), recorded only on a
+    // stream of that same device (`GpuContext::check_stream`, and `Stream::dispatch` for every
+    // binding).
     unsafe {
         for toggle in vouched_on {
             toggles = toggles.enable_unsafe(toggle);
@@ -394,6 +396,17 @@ impl GpuContext {
                     "a tensor's buffer belongs to another device than the context's".into(),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Refuses a stream of another device: its kernels, bind groups and commands would mix this
+    /// context's objects with another device's, which nothing checks without validation.
+    pub(crate) fn check_stream(&self, stream: &Stream) -> Result<()> {
+        if !stream.is_on(&self.device) {
+            return Err(BackendError::InvalidOperands(
+                "the stream records on another device than the context's".into(),
+            ));
         }
         Ok(())
     }

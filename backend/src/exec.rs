@@ -133,6 +133,15 @@ impl Stream {
                 buffers.len()
             )));
         }
+        // A kernel of this device must never bind another device's memory: without validation
+        // nothing else would stop it. The ops check their operands against their context and the
+        // context against the stream (`GpuContext::check_stream`); this holds for every binding.
+        if buffers.iter().any(|b| !self.is_on(b.buffer.device())) {
+            return Err(BackendError::InvalidOperands(format!(
+                "kernel `{}`: a buffer of another device than the stream's",
+                kernel.variant
+            )));
+        }
         if params.len() * 4 > PARAMS_BYTES as usize {
             return Err(BackendError::InvalidOperands(format!(
                 "{} parameter words exceed the 64-word block",
@@ -168,6 +177,29 @@ impl Stream {
         Ok(())
     }
 
+    /// Makes room for `dispatches` dispatches in the current submit, submitting what is recorded
+    /// first if they would not fit: the dispatches an op records next then go to the GPU in one
+    /// submit. Ops call it before dispatches that pass data through the context's scratch, which
+    /// the context's other streams use too: in one submit, no other stream's work can run between
+    /// the producer and its consumer.
+    pub(crate) fn reserve(&mut self, dispatches: usize) -> Result<()> {
+        self.check()?;
+        if dispatches > MAX_DISPATCHES {
+            return Err(BackendError::InvalidOperands(format!(
+                "{dispatches} dispatches cannot share one submit (at most {MAX_DISPATCHES})"
+            )));
+        }
+        while self.recorded.len() + dispatches > self.submit_at {
+            if self.recorded.is_empty() {
+                self.submit_at = MAX_DISPATCHES;
+            } else {
+                self.flush()?;
+                self.submit_at = (self.submit_at * 2).min(MAX_DISPATCHES);
+            }
+        }
+        Ok(())
+    }
+
     fn bind_group(&mut self, kernel: &Arc<Kernel>, buffers: &[BufferRange]) -> Result<BindGroup> {
         let key: GroupKey = (
             Arc::as_ptr(kernel) as usize,
@@ -179,7 +211,11 @@ impl Stream {
         if let Some(group) = self.groups.get(&key) {
             return Ok(group.clone());
         }
-        let tables = if kernel.reads_tables { Some(self.tables()?) } else { None };
+        let tables = if kernel.reads_tables {
+            Some(self.tables()?)
+        } else {
+            None
+        };
         // The cache keeps its buffers alive; bound it so it cannot grow without limit.
         if self.groups.len() >= 4096 {
             self.groups.clear();
@@ -243,6 +279,11 @@ impl Stream {
         self.in_flight.clear();
         self.failed = Some(error.to_string());
         error
+    }
+
+    /// Whether the stream records on `device`.
+    pub(crate) fn is_on(&self, device: &Device) -> bool {
+        self.device.as_raw() == device.as_raw()
     }
 
     /// Whether a timeout or a lost device stopped the stream (it then refuses all work).

@@ -74,6 +74,57 @@ impl DeviceFacts {
         }
     }
 
+    /// Fails, naming the first fact, unless these facts claim nothing the device `actual`
+    /// describes lacks: features and limits at most the device's, the same subgroup sizes (the
+    /// kernels size workgroup arrays by them), and no subgroup-matrix shape or result type but
+    /// the device's. Plans for such facts only use what the device has: what an op run with facts
+    /// of its own (`mul_mat_with`, `flash_attn_ext_with`) must check, since the backend's device
+    /// runs without the validation and robustness that would otherwise catch a kernel the device
+    /// cannot run.
+    pub fn check_within(&self, actual: &DeviceFacts) -> Result<(), String> {
+        let claim = |ok: bool, what: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("{what} ({self:?}, device {actual:?})"))
+            }
+        };
+        claim(
+            !self.shader_f16 || actual.shader_f16,
+            "shader_f16 on a device without it",
+        )?;
+        claim(
+            !self.subgroups || actual.subgroups,
+            "subgroups on a device without them",
+        )?;
+        claim(
+            (self.subgroup_min_size, self.subgroup_max_size) == (actual.subgroup_min_size, actual.subgroup_max_size),
+            "subgroup sizes other than the device's",
+        )?;
+        if let Some(c) = self.subgroup_matrix {
+            let ok = actual.subgroup_matrix.is_some_and(|a| {
+                (c.m, c.n, c.k) == (a.m, a.n, a.k) && (!c.f32_result || a.f32_result) && (!c.f16_result || a.f16_result)
+            });
+            claim(ok, "a subgroup-matrix config the device does not use")?;
+        }
+        claim(
+            self.max_workgroup_storage <= actual.max_workgroup_storage,
+            "more workgroup storage than the device's",
+        )?;
+        claim(
+            self.max_invocations <= actual.max_invocations && self.max_workgroup_size_x <= actual.max_workgroup_size_x,
+            "larger workgroups than the device's",
+        )?;
+        claim(
+            self.max_workgroups_per_dim <= actual.max_workgroups_per_dim,
+            "more workgroups per dimension than the device's",
+        )?;
+        claim(
+            self.max_storage_binding <= actual.max_storage_binding,
+            "larger bindings than the device's",
+        )
+    }
+
     /// The smallest subgroup size, at least 1.
     pub fn subgroup_min(&self) -> u32 {
         self.subgroup_min_size.max(1)

@@ -196,6 +196,72 @@ fn repeated_attention_reuses_its_buffers() {
     assert!(counts.windows(2).all(|w| w[0] == w[1]), "bind groups grew: {counts:?}");
 }
 
+/// An op whose dispatches pass data through the context's scratch submits them together, so
+/// another stream of the same context cannot overwrite the scratch between them: here stream `a`
+/// has a submit nearly full when it records attention's f32 copies of K and V and the kernel
+/// reading them, and stream `b` runs attention over other K and V (through the same scratch)
+/// before `a` submits again.
+#[test]
+fn an_ops_scratch_is_not_overwritten_by_another_stream() {
+    use ggml_dawn::exec::FIRST_SUBMIT_DISPATCHES;
+    use ggml_dawn::ops::dequantize;
+    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let ctx = ctx
+        .with_tuning(Tuning {
+            flash_attn: flash_attn::parse_knobs("path=simple").unwrap(),
+            ..Tuning::default()
+        })
+        .unwrap();
+    let values =
+        |n: usize, seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7 + seed) % 23) as f32 / 11.0 - 1.0).collect() };
+    let kv = |seed| {
+        ctx.from_f32(GgmlType::F16, [64, 32, 1, 1], &values(64 * 32, seed))
+            .unwrap()
+    };
+    let q = ctx.from_f32(GgmlType::F32, [64, 1, 2, 1], &values(128, 1)).unwrap();
+    let (k1, v1, k2, v2) = (kv(2), kv(3), kv(4), kv(5));
+    let params = FlashAttnParams {
+        scale: 0.125,
+        max_bias: 0.0,
+        logit_softcap: 0.0,
+    };
+    let expected = ctx
+        .read_f32(&ctx.flash_attn_ext(&q, &k1, &v1, None, None, params).unwrap())
+        .unwrap();
+    let (dst1, dst2) = (
+        tensor(&ctx, GgmlType::F32, [64, 2, 1, 1]),
+        tensor(&ctx, GgmlType::F32, [64, 2, 1, 1]),
+    );
+    fn ops<'a>(
+        q: &'a DeviceTensor,
+        k: &'a DeviceTensor,
+        v: &'a DeviceTensor,
+        dst: &'a DeviceTensor,
+    ) -> FlashAttnOperands<'a> {
+        FlashAttnOperands {
+            q,
+            k,
+            v,
+            mask: None,
+            sinks: None,
+            dst,
+        }
+    }
+    let (mut a, mut b) = (ctx.stream().unwrap(), ctx.stream().unwrap());
+    let (x, y) = (kv(6), tensor(&ctx, GgmlType::F32, [64, 32, 1, 1]));
+    for _ in 0..FIRST_SUBMIT_DISPATCHES - 2 {
+        dequantize::dequantize(&ctx, &mut a, &x, &y).unwrap();
+    }
+    flash_attn::flash_attn_ext(&ctx, &mut a, &ops(&q, &k1, &v1, &dst1), params).unwrap();
+    // The copies and the kernel wait in `a`, all three, not split over two submits.
+    assert_eq!(a.pending(), 3, "{:?}", a.pending_dispatches());
+    flash_attn::flash_attn_ext(&ctx, &mut b, &ops(&q, &k2, &v2, &dst2), params).unwrap();
+    b.synchronize(std::time::Duration::from_secs(600)).unwrap();
+    a.synchronize(std::time::Duration::from_secs(600)).unwrap();
+    assert_eq!(ctx.read_f32(&dst1).unwrap(), expected);
+}
+
 /// A tensor of another device never reaches a kernel: without validation nothing else would stop
 /// a binding of foreign memory.
 #[test]
@@ -211,6 +277,141 @@ fn tensors_of_another_device_are_refused() {
     let dst = tensor(&ctx, GgmlType::F32, [4, 2, 1, 1]);
     assert!(ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).is_err());
     assert_eq!(stream.pending(), 0);
+}
+
+/// A stream of another device never records this context's kernels: its bind groups and passes
+/// would mix the two devices' objects, which nothing checks without validation.
+#[test]
+fn streams_of_another_device_are_refused() {
+    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let other = GpuContext::new(ContextOptions::default()).unwrap();
+    let mut foreign = other.stream().unwrap();
+    let a = tensor(&ctx, GgmlType::F32, [32, 4, 1, 1]);
+    let b = tensor(&ctx, GgmlType::F32, [32, 2, 1, 1]);
+    let dst = tensor(&ctx, GgmlType::F32, [4, 2, 1, 1]);
+    let err = ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut foreign, &a, &b, &dst).unwrap_err();
+    assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
+
+    let q = tensor(&ctx, GgmlType::F32, [64, 1, 2, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [64, 32, 1, 1]);
+    let v = tensor(&ctx, GgmlType::F16, [64, 32, 1, 1]);
+    let out = tensor(&ctx, GgmlType::F32, [64, 2, 1, 1]);
+    let ops = FlashAttnOperands {
+        q: &q,
+        k: &k,
+        v: &v,
+        mask: None,
+        sinks: None,
+        dst: &out,
+    };
+    let params = FlashAttnParams {
+        scale: 0.125,
+        max_bias: 0.0,
+        logit_softcap: 0.0,
+    };
+    let err = flash_attn::flash_attn_ext(&ctx, &mut foreign, &ops, params).unwrap_err();
+    assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
+
+    let f32_k = tensor(&ctx, GgmlType::F32, [64, 32, 1, 1]);
+    let err = ggml_dawn::ops::dequantize::dequantize(&ctx, &mut foreign, &k, &f32_k).unwrap_err();
+    assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
+    assert_eq!(foreign.pending(), 0);
+
+    // The context's own streams still take the same operands.
+    let mut own = ctx.stream().unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut own, &a, &b, &dst).unwrap();
+    own.synchronize(std::time::Duration::from_secs(600)).unwrap();
+}
+
+/// Device facts that claim more than the device has are refused before anything is recorded: a
+/// kernel planned for them could need workgroup memory, workgroup sizes or subgroup matrices the
+/// device lacks, which nothing checks without validation and robustness. Facts that claim less
+/// run.
+#[test]
+fn facts_beyond_the_device_are_refused() {
+    use ggml_dawn::DeviceFacts;
+    use ggml_dawn::facts::MatrixConfig;
+    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams, Knobs};
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let facts = ctx.facts();
+    let a = tensor(&ctx, GgmlType::F32, [256, 64, 1, 1]);
+    let b = tensor(&ctx, GgmlType::F32, [256, 16, 1, 1]);
+    let dst = tensor(&ctx, GgmlType::F32, [64, 16, 1, 1]);
+    let q = tensor(&ctx, GgmlType::F32, [64, 8, 2, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [64, 32, 1, 1]);
+    let out = tensor(&ctx, GgmlType::F32, [64, 2, 8, 1]);
+    let ops = FlashAttnOperands {
+        q: &q,
+        k: &k,
+        v: &k,
+        mask: None,
+        sinks: None,
+        dst: &out,
+    };
+    let params = FlashAttnParams {
+        scale: 0.125,
+        max_bias: 0.0,
+        logit_softcap: 0.0,
+    };
+    let mul_mat_tuning = Tuning::default().mul_mat;
+    let mut stream = ctx.stream().unwrap();
+    let huge_matrices = MatrixConfig {
+        m: 64,
+        n: 64,
+        k: 64,
+        f32_result: true,
+        f16_result: true,
+    };
+    for (what, claimed) in [
+        (
+            "workgroup storage",
+            DeviceFacts {
+                max_workgroup_storage: facts.max_workgroup_storage.saturating_mul(4),
+                ..facts
+            },
+        ),
+        (
+            "workgroup size",
+            DeviceFacts {
+                max_invocations: facts.max_invocations.saturating_mul(2),
+                max_workgroup_size_x: facts.max_workgroup_size_x.saturating_mul(2),
+                ..facts
+            },
+        ),
+        (
+            "subgroup sizes",
+            DeviceFacts {
+                subgroup_min_size: facts.subgroup_min_size + 1,
+                ..facts
+            },
+        ),
+        (
+            "subgroup matrices",
+            DeviceFacts {
+                subgroup_matrix: Some(huge_matrices),
+                ..facts
+            },
+        ),
+    ] {
+        let err = ggml_dawn::ops::mul_mat::mul_mat_with(&ctx, &mut stream, &a, &b, &dst, &claimed, &mul_mat_tuning)
+            .unwrap_err();
+        assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
+        let err =
+            flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &claimed, &Knobs::default()).unwrap_err();
+        assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
+    }
+    assert_eq!(stream.pending(), 0);
+    // Claiming less is planning for a smaller device: it runs.
+    let less = DeviceFacts {
+        subgroups: false,
+        subgroup_matrix: None,
+        max_workgroup_storage: facts.max_workgroup_storage / 2,
+        ..facts
+    };
+    ggml_dawn::ops::mul_mat::mul_mat_with(&ctx, &mut stream, &a, &b, &dst, &less, &mul_mat_tuning).unwrap();
+    flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &less, &Knobs::default()).unwrap();
+    stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
 }
 
 /// Knobs out of range are refused where a context takes them.

@@ -223,6 +223,10 @@ fn fast(
         sinks_range.clone(),
         out.clone(),
     ];
+    if split {
+        // The split partials pass through the context's scratch to the reduce: one submit.
+        stream.reserve(2)?;
+    }
     stream.dispatch(&kernel, &buffers, &params, grid)?;
     if !split {
         return Ok(());
@@ -241,7 +245,9 @@ fn fast(
     };
     // `split` made the scratch above; a plan that splits without it is refused, not unwrapped.
     let Some(scratch) = scratch else {
-        return Err(BackendError::InvalidOperands("a split plan without its scratch buffer".into()));
+        return Err(BackendError::InvalidOperands(
+            "a split plan without its scratch buffer".into(),
+        ));
     };
     let part = BufferRange {
         buffer: scratch.clone(),
@@ -380,6 +386,8 @@ fn simple(
         dequantize::dequantize(ctx, stream, t, &out)?;
         Ok(out)
     };
+    // The f32 copies live in the context's scratch until the kernel reads them: one submit.
+    stream.reserve(3)?;
     let k = f32_copy(ops.k, stream)?;
     let v = f32_copy(ops.v, stream)?;
     let (q, dst) = (ops.q.layout(), ops.dst.layout());

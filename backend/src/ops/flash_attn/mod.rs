@@ -148,8 +148,8 @@ pub fn flash_attn_ext(
     flash_attn_ext_with(ctx, stream, ops, p, &ctx.facts(), &ctx.tuning().flash_attn)
 }
 
-/// [`flash_attn_ext`] planned for other device facts or knobs than `ctx`'s own. The facts must
-/// not claim more than the device has; the knobs are checked.
+/// [`flash_attn_ext`] planned for other device facts or knobs than `ctx`'s own. Facts that claim
+/// more than the device has are refused ([`DeviceFacts::check_within`]); the knobs are checked.
 pub fn flash_attn_ext_with(
     ctx: &GpuContext,
     stream: &mut Stream,
@@ -162,12 +162,17 @@ pub fn flash_attn_ext_with(
         name: "FLASH_ATTN_EXT knobs",
         message,
     })?;
+    facts.check_within(&ctx.facts()).map_err(|message| BackendError::Config {
+        name: "FLASH_ATTN_EXT device facts",
+        message,
+    })?;
     let layouts = ops.layouts();
     check(&layouts)?;
     let mut tensors = vec![ops.q, ops.k, ops.v, ops.dst];
     tensors.extend(ops.mask);
     tensors.extend(ops.sinks);
     ctx.check_operands(&tensors)?;
+    ctx.check_stream(stream)?;
     let bound = encode::Bound::new(ctx, ops)?;
     let plan = plan::plan_placed(&shape(&layouts), facts, knobs, bound.placement());
     encode::record(ctx, stream, ops, p, &bound, &plan)?;

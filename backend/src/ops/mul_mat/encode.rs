@@ -136,7 +136,9 @@ pub fn encode(
     };
     // The workgroup array b is quantized into is sized by k.
     let variant = match &plan.path {
-        Path::Vec { fused_blocks, .. } if *fused_blocks > 0 => variant.define("FUSED_BLOCKS", format!("{fused_blocks}u")),
+        Path::Vec { fused_blocks, .. } if *fused_blocks > 0 => {
+            variant.define("FUSED_BLOCKS", format!("{fused_blocks}u"))
+        }
         _ => variant,
     };
     let access: &[Access] = if plan.a_vec4 {
@@ -155,6 +157,8 @@ pub fn encode(
         buffers.push(BufferRange::new(a.buffer(), bound.a));
     }
     if let Some(q) = &plan.quantize_b {
+        // The quantize pass and the kernel share the context's scratch: one submit.
+        stream.reserve(if q.twice { 3 } else { 2 })?;
         // b's 8-bit blocks go to scratch first; the mat-vec reads them in b's place.
         let scratch = ctx.scratch_buffer("MUL_MAT 8-bit b", q.scratch_bytes)?;
         let quantize = operands("mul_mat_quantize_b.wgsl")

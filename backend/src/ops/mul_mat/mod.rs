@@ -74,7 +74,8 @@ pub fn mul_mat(
 
 /// [`mul_mat`] planned for other device facts or knobs than `ctx`'s own: a device with fewer
 /// capabilities (no subgroups, less workgroup memory, no subgroup matrices) or other tiles.
-/// The facts must not claim more than the device has; the knobs are checked.
+/// Facts that claim more than the device has are refused ([`DeviceFacts::check_within`]), and
+/// the knobs are checked.
 pub fn mul_mat_with(
     ctx: &GpuContext,
     stream: &mut Stream,
@@ -88,12 +89,17 @@ pub fn mul_mat_with(
         name: "MUL_MAT tuning",
         message,
     })?;
+    facts.check_within(&ctx.facts()).map_err(|message| BackendError::Config {
+        name: "MUL_MAT device facts",
+        message,
+    })?;
     check(a.layout(), b.layout(), dst.layout())?;
     if dst.layout().elements() == 0 {
         // Nothing to dispatch.
         return Ok(plan::plan(&problem(a.layout(), b.layout(), 0, 0, 0), facts, tuning));
     }
     ctx.check_operands(&[a, b, dst])?;
+    ctx.check_stream(stream)?;
     let bound = encode::Bindings::new(ctx, a, b, dst)?;
     let problem = problem(
         a.layout(),
