@@ -129,7 +129,8 @@ fn upload(
 
 impl GpuContext {
     /// Reads the GGUF file at `path` and uploads its tensors, reading each tensor's bytes from
-    /// the file into its device buffer in turn (the whole file is never in memory).
+    /// the file into its device buffer in turn (the whole file is never in memory). A tensor
+    /// whose bytes pass the end of the file is an error before anything is allocated.
     pub fn load_gguf(&self, path: impl AsRef<Path>) -> Result<Weights> {
         let path = path.as_ref();
         let gguf_error = |e: crate::gguf::GgufError| BackendError::Gguf(format!("{}: {e}", path.display()));
@@ -149,6 +150,18 @@ impl GpuContext {
             .map(|t| (header.data_offset as u64).saturating_add(t.offset as u64))
             .collect();
         let lens: Vec<u64> = infos.iter().map(|(_, _, len)| *len).collect();
+        // Judged from the header, before any device memory is taken: every tensor lies inside
+        // the file, so what the upload allocates is bounded by the file's size.
+        let file_len = file.get_ref().metadata().map_err(io_error)?.len();
+        for ((name, _, _), (&start, &len)) in infos.iter().zip(starts.iter().zip(&lens)) {
+            if start.checked_add(len).is_none_or(|end| end > file_len) {
+                return Err(BackendError::Gguf(format!(
+                    "{}: tensor `{name}` is cut short: its {len} bytes at {start} pass the end of the \
+                     {file_len}-byte file",
+                    path.display()
+                )));
+            }
+        }
         upload(self, header.metadata.clone(), infos, |i, bytes| {
             file.seek(SeekFrom::Start(starts[i])).map_err(io_error)?;
             bytes.clear();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use dawn::{DeviceDescriptor, Instance, InstanceDescriptor, RequestAdapterOptions};
 use ggml_dawn::error::BackendError;
-use ggml_dawn::gguf::{GgufFile, GgufWriter};
+use ggml_dawn::gguf::{GgufFile, GgufHeader, GgufWriter};
 use ggml_dawn::reference::{self, metric};
 use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor};
 
@@ -136,6 +136,14 @@ fn weights_load_from_gguf_files() {
     let err = cut.unwrap_err().to_string();
     assert!(err.contains("weights-test") && err.contains("cut short"), "{err}");
     assert!(ctx.load_gguf("/nonexistent/file.gguf").is_err());
+    // A header whose tensors lie past the file's end is refused from the header alone (nothing
+    // is allocated for them), naming the tensor.
+    let header = GgufHeader::read(&bytes[..]).unwrap();
+    std::fs::write(&path, &bytes[..header.data_offset]).unwrap();
+    let headless = ctx.load_gguf(&path);
+    std::fs::remove_file(&path).unwrap();
+    let err = headless.unwrap_err().to_string();
+    assert!(err.contains("`w.q4_k`") && err.contains("cut short"), "{err}");
     for weights in [&from_file, &from_memory] {
         assert_eq!(weights.len(), 3);
         for (name, t) in &tensors {
