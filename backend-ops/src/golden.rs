@@ -195,14 +195,20 @@ fn check_mul_mat(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
     let tensor = |name: &str| file.tensor(name).map_err(tensor_error);
     let (a, b) = (tensor("src0")?, tensor("src1")?);
     let expected = tensor("dst")?.to_f32()?;
-    let up = ctx.upload_all(&[&a, &b])?;
-    let dst = ctx.filled(
-        Layout::contiguous(
-            GgmlType::F32,
-            [a.layout.ne[1], b.layout.ne[1], b.layout.ne[2], b.layout.ne[3]],
-        )?,
-        0xff,
+    let dst_layout = Layout::contiguous(
+        GgmlType::F32,
+        [a.layout.ne[1], b.layout.ne[1], b.layout.ne[2], b.layout.ne[3]],
     )?;
+    // Judged before anything is allocated: the operands' shapes, and a result as long as the
+    // file's (so the device and host memory taken stay bounded by the file's size).
+    if let Some(fail) = result_length(&dst_layout, &expected) {
+        return Ok(fail);
+    }
+    if let Some(verdict) = not_runnable(ops::mul_mat::check(&a.layout, &b.layout, &dst_layout)) {
+        return verdict;
+    }
+    let up = ctx.upload_all(&[&a, &b])?;
+    let dst = ctx.filled(dst_layout, 0xff)?;
     let run = |stream: &mut Stream| ops::mul_mat::mul_mat(ctx, stream, &up[0], &up[1], &dst).map(|_| ());
     compare(
         ctx,
@@ -211,6 +217,28 @@ fn check_mul_mat(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
         &expected,
         ggml_dawn::reference::metric::MUL_MAT_MAX_NMSE,
     )
+}
+
+/// What to return when an op's check of its operands refuses them: not supported (this backend
+/// or device cannot run them) or the error (the file is malformed); `None` when they may run.
+fn not_runnable(check: Result<()>) -> Option<Result<Verdict>> {
+    match check {
+        Ok(()) => None,
+        Err(BackendError::Unsupported(reason)) => Some(Ok(Verdict::Unsupported(reason))),
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// A failure when the op's result (of `layout`) and the file's `dst` differ in length.
+fn result_length(layout: &Layout, expected: &[f32]) -> Option<Verdict> {
+    (layout.checked_elements() != Some(expected.len())).then(|| {
+        Verdict::Fail(format!(
+            "`dst` has {} elements, the op's result {:?} has {}",
+            expected.len(),
+            layout.ne,
+            layout.elements()
+        ))
+    })
 }
 
 /// A tensor the file lacks or holds malformed is a failure; one of a type this crate does not
@@ -238,14 +266,29 @@ fn check_flash_attn(ctx: &GpuContext, file: &GgufFile, case: &str) -> Result<Ver
     let (q, k, v) = (tensor("q")?, tensor("k")?, tensor("v")?);
     let (mask, sinks) = (optional("mask")?, optional("sinks")?);
     let expected = tensor("dst")?.to_f32()?;
-    let mut hosts = vec![&q, &k, &v];
-    hosts.extend(mask.iter());
-    hosts.extend(sinks.iter());
-    let up = ctx.upload_all(&hosts)?;
     let dst_layout = Layout::contiguous(
         GgmlType::F32,
         [v.layout.ne[0], q.layout.ne[2], q.layout.ne[1], q.layout.ne[3]],
     )?;
+    // Judged before anything is allocated, as for MUL_MAT.
+    if let Some(fail) = result_length(&dst_layout, &expected) {
+        return Ok(fail);
+    }
+    let layouts = ops::flash_attn::FlashAttnLayouts {
+        q: q.layout,
+        k: k.layout,
+        v: v.layout,
+        mask: mask.as_ref().map(|m| m.layout),
+        sinks: sinks.as_ref().map(|s| s.layout),
+        dst: dst_layout,
+    };
+    if let Some(verdict) = not_runnable(ops::flash_attn::check(&layouts)) {
+        return verdict;
+    }
+    let mut hosts = vec![&q, &k, &v];
+    hosts.extend(mask.iter());
+    hosts.extend(sinks.iter());
+    let up = ctx.upload_all(&hosts)?;
     let dst = ctx.filled(dst_layout, 0xff)?;
     let mut rest = up[3..].iter();
     let mask_t = mask.as_ref().and_then(|_| rest.next());

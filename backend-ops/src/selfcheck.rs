@@ -14,8 +14,11 @@ fn main(@builtin(global_invocation_id) id: vec3u) {
     }
 }";
 
+/// How long the check waits for the device at most (a second or less on any adapter).
+pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Runs `y = 3x + y` over `n` elements on the GPU and compares every element with the CPU.
-/// Returns the number of elements checked.
+/// Returns the number of elements checked. Waits at most [`TIMEOUT`] for the device.
 pub fn saxpy(device: &Device, n: u32) -> dawn::Result<usize> {
     let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.25 - 7.0).collect();
     let y: Vec<f32> = (0..n).map(|i| (i % 37) as f32 - 11.5).collect();
@@ -43,7 +46,7 @@ pub fn saxpy(device: &Device, n: u32) -> dawn::Result<usize> {
         pass.dispatch(n.div_ceil(64), 1, 1)?;
     }
     device.submit([encoder.finish()?])?;
-    let out: Vec<f32> = device.read_buffer(&yb, 0, u64::from(n) * 4)?;
+    let out: Vec<f32> = device.read_buffer_timeout(&yb, 0, u64::from(n) * 4, TIMEOUT)?;
     for (i, ((&got, &xi), &yi)) in out.iter().zip(&x).zip(&y).enumerate() {
         let want = 3.0 * xi + yi;
         if got != want {

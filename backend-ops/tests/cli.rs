@@ -240,3 +240,48 @@ fn golden_folders_with_loops_and_corrupt_files() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("1 passed, 1 failed"), "{text}");
 }
+
+/// Golden files whose `dst` is not as long as the op's result, or whose shapes are degenerate
+/// (zero query heads), are failures with a message, judged before anything is allocated; the
+/// other files of the folder still run.
+#[test]
+fn golden_files_with_bad_shapes_fail_cleanly() {
+    use ggml_dawn::gguf::{GgufWriter, Value};
+    use ggml_dawn::{GgmlType, HostTensor};
+    let dir = std::env::temp_dir().join(format!("backend-ops-golden-shapes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let host = |ty: GgmlType, ne: [usize; 4]| HostTensor::from_f32(ty, ne, &vec![0.5; ne.iter().product()]).unwrap();
+    let golden = |op: &str, case: &str| {
+        let mut w = GgufWriter::new();
+        w.set("golden.op", Value::String(op.into()));
+        w.set("golden.case", Value::String(case.into()));
+        w
+    };
+    // MUL_MAT: 12 values in `dst` where the op gives 4 x 2.
+    let mut w = golden("MUL_MAT", "MUL_MAT(type_a=f32,type_b=f32,m=4,n=2,k=32)");
+    w.add_host_tensor("src0", &host(GgmlType::F32, [32, 4, 1, 1])).unwrap();
+    w.add_host_tensor("src1", &host(GgmlType::F32, [32, 2, 1, 1])).unwrap();
+    w.add_host_tensor("dst", &host(GgmlType::F32, [4, 3, 1, 1])).unwrap();
+    std::fs::write(dir.join("long_dst.gguf"), w.to_bytes().unwrap()).unwrap();
+    // FLASH_ATTN_EXT with no query heads (and so an empty `dst`).
+    let mut w = golden("FLASH_ATTN_EXT", "FLASH_ATTN_EXT(hsk=64,hsv=64,nh=1,kv=32,nb=1)");
+    w.add_raw_tensor("q", GgmlType::F32.gguf_id(), 4, [64, 1, 0, 1], Vec::new())
+        .unwrap();
+    w.add_host_tensor("k", &host(GgmlType::F16, [64, 32, 1, 1])).unwrap();
+    w.add_host_tensor("v", &host(GgmlType::F16, [64, 32, 1, 1])).unwrap();
+    w.add_raw_tensor("dst", GgmlType::F32.gguf_id(), 4, [64, 0, 1, 1], Vec::new())
+        .unwrap();
+    std::fs::write(dir.join("zero_heads.gguf"), w.to_bytes().unwrap()).unwrap();
+    let good = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/golden/quant/q4_0.gguf");
+    std::fs::copy(good, dir.join("q4_0.gguf")).unwrap();
+
+    let out = backend_ops(&["golden", dir.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("1 passed, 2 failed"), "{text}");
+    assert!(!text.contains("panic"), "{text}");
+    assert!(text.contains("`dst` has 12 elements"), "{text}");
+    assert!(text.contains("degenerate shapes"), "{text}");
+}
