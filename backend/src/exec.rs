@@ -1,7 +1,8 @@
 //! Executing kernels: dispatches are recorded, then encoded many to a compute pass and one
 //! command buffer per submit. Each dispatch's parameters take a slot of one uniform buffer
 //! (bound with a dynamic offset), written once per submit. Bind groups are cached by their
-//! buffers, so repeated ops create none. At most [`MAX_IN_FLIGHT`] submits run unawaited.
+//! buffers, so repeated ops create none, and let go at the next submit once nothing but the cache
+//! holds one of their buffers. At most [`MAX_IN_FLIGHT`] submits run unawaited.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -63,6 +64,10 @@ pub struct Stream {
     arena: Vec<u8>,
     recorded: Vec<Recorded>,
     groups: HashMap<GroupKey, BindGroup>,
+    /// One handle to each buffer the cached bind groups bind, by raw handle: a buffer whose only
+    /// handle is this one is held by nothing but the cache, and its bind groups are let go at
+    /// the next submit ([`Stream::sweep`]).
+    held: HashMap<usize, Buffer>,
     /// The lookup tables of the grid formats, made when a kernel first needs them.
     tables: Option<Buffer>,
     in_flight: VecDeque<GpuFuture<()>>,
@@ -104,6 +109,7 @@ impl Stream {
             arena: Vec::new(),
             recorded: Vec::new(),
             groups: HashMap::new(),
+            held: HashMap::new(),
             tables: None,
             in_flight: VecDeque::new(),
             submit_at: FIRST_SUBMIT_DISPATCHES,
@@ -219,6 +225,7 @@ impl Stream {
         // The cache keeps its buffers alive; bound it so it cannot grow without limit.
         if self.groups.len() >= 4096 {
             self.groups.clear();
+            self.held.clear();
         }
         let mut entries: Vec<BindGroupEntry<'_>> = buffers
             .iter()
@@ -247,6 +254,11 @@ impl Stream {
         let group = self
             .device
             .create_bind_group(Some(&kernel.variant.to_string()), &kernel.layout, &entries)?;
+        for b in buffers {
+            self.held
+                .entry(b.buffer.as_raw() as usize)
+                .or_insert_with(|| b.buffer.clone());
+        }
         self.groups.insert(key, group.clone());
         Ok(group)
     }
@@ -291,10 +303,33 @@ impl Stream {
         self.failed.as_deref()
     }
 
+    /// Lets go of the cached bind groups that bind a buffer nothing but the cache holds any more
+    /// (its tensors were dropped): the cache must not keep every earlier call's tensors alive
+    /// when an op runs again and again on fresh ones. Recorded dispatches hold their own bind
+    /// groups, and submitted work is kept alive by Dawn, so nothing in use goes.
+    fn sweep(&mut self) {
+        let dropped: Vec<usize> = self
+            .held
+            .iter()
+            .filter(|(_, buffer)| buffer.handle_count() == 1)
+            .map(|(&raw, _)| raw)
+            .collect();
+        if dropped.is_empty() {
+            return;
+        }
+        self.groups
+            .retain(|(_, bound), _| bound.iter().all(|(raw, _, _)| !dropped.contains(raw)));
+        for raw in &dropped {
+            self.held.remove(raw);
+        }
+    }
+
     /// Encodes and submits everything recorded, without waiting for it (beyond the oldest of
-    /// more than [`MAX_IN_FLIGHT`] submits, at most the stream's timeout).
+    /// more than [`MAX_IN_FLIGHT`] submits, at most the stream's timeout). Cached bind groups
+    /// of buffers nothing else holds are let go first.
     pub fn flush(&mut self) -> Result<()> {
         self.check()?;
+        self.sweep();
         if self.recorded.is_empty() {
             return Ok(());
         }
@@ -353,7 +388,8 @@ impl Stream {
             .collect()
     }
 
-    /// Bind groups the stream keeps for reuse (each keeps its buffers alive).
+    /// Bind groups the stream keeps for reuse (each keeps its buffers alive until the next submit
+    /// after the last of their tensors is dropped).
     pub fn cached_bind_groups(&self) -> usize {
         self.groups.len()
     }

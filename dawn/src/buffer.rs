@@ -197,6 +197,13 @@ impl Buffer {
         &self.state.device
     }
 
+    /// How many `Buffer` handles share this buffer (this one and its clones) at the moment of the
+    /// call; other threads may clone or drop theirs meanwhile. For caches that hold a handle and
+    /// want to let go of buffers nobody else holds.
+    pub fn handle_count(&self) -> usize {
+        Arc::strong_count(&self.state)
+    }
+
     /// Whether the buffer is mapped, or a map request is in flight.
     pub fn is_mapped(&self) -> bool {
         matches!(*self.state.map.lock(), MapState::Pending | MapState::Mapped)

@@ -172,6 +172,17 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
+#[test]
+fn handle_count_counts_the_clones() {
+    let device = common::device();
+    let buffer = device.create_buffer(&desc(64, BufferUsage::STORAGE)).unwrap();
+    assert_eq!(buffer.handle_count(), 1);
+    let clone = buffer.clone();
+    assert_eq!((buffer.handle_count(), clone.handle_count()), (2, 2));
+    drop(clone);
+    assert_eq!(buffer.handle_count(), 1);
+}
+
 /// A map future polled to its result, then waited on as well, is an error rather than a panic.
 #[test]
 fn a_map_future_resolves_once() {

@@ -262,6 +262,31 @@ fn an_ops_scratch_is_not_overwritten_by_another_stream() {
     assert_eq!(ctx.read_f32(&dst1).unwrap(), expected);
 }
 
+/// The bind groups a stream caches keep their buffers alive; once nothing else holds one of
+/// their buffers (its tensors were dropped), they are let go at the next submit, so an op run
+/// again and again on fresh tensors does not keep every earlier call's tensors alive (what the
+/// 4096-entry cap alone allowed: gigabytes of dropped outputs).
+#[test]
+fn cached_bind_groups_let_go_of_dropped_tensors() {
+    use ggml_dawn::ops::dequantize;
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let src = ctx.zeros(GgmlType::F16, [256, 4, 1, 1]).unwrap();
+    let kept = tensor(&ctx, GgmlType::F32, [256, 4, 1, 1]);
+    let mut stream = ctx.stream().unwrap();
+    dequantize::dequantize(&ctx, &mut stream, &src, &kept).unwrap();
+    for _ in 0..40 {
+        let fresh = tensor(&ctx, GgmlType::F32, [256, 4, 1, 1]);
+        dequantize::dequantize(&ctx, &mut stream, &src, &fresh).unwrap();
+    }
+    stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
+    // Only the group of the tensors still held is left.
+    assert_eq!(stream.cached_bind_groups(), 1);
+    dequantize::dequantize(&ctx, &mut stream, &src, &kept).unwrap();
+    assert_eq!(stream.cached_bind_groups(), 1, "reused, not made again");
+    stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
+    assert_eq!(stream.cached_bind_groups(), 1);
+}
+
 /// A tensor of another device never reaches a kernel: without validation nothing else would stop
 /// a binding of foreign memory.
 #[test]
