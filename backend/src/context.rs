@@ -173,7 +173,8 @@ fn device_toggles(options: &ContextOptions) -> Toggles {
     //   alignments, usages and limits in `dawn`; operand counts, parameter sizes and grid limits
     //   in `Stream::dispatch`); no submitted work uses a mapped or destroyed buffer (the backend
     //   maps only the staging buffers of `Device::read_buffer`, which no kernel binds, and
-    //   destroys no buffer).
+    //   destroys no buffer); and no object whose creation failed is used (the device checks
+    //   every creation, `ErrorChecking::EveryCall`, so a failure is an error where it happens).
     // - `disable_workgroup_init`: the kernels write workgroup memory before reading it.
     // - `disable_polyfills_on_integer_div_and_mod`: the kernels divide only `u32`s (so never the
     //   most negative integer by -1), by tensor extents, block sizes and split counts, which the
@@ -259,12 +260,12 @@ impl GpuContext {
             label: Some("ggml-dawn".into()),
             required_features: features,
             toggles,
-            // Validation errors of hot calls surface at synchronize; safe mode checks each call.
-            error_checking: if options.safe_mode {
-                ErrorChecking::EveryCall
-            } else {
-                ErrorChecking::Deferred
-            },
+            // Every creation is checked where it happens, in every mode: without validation, a
+            // buffer, bind group or command buffer whose creation failed (out of memory) would
+            // reach the driver through its next use as if it were valid (Dawn checks for error
+            // objects only in its validation), so deferring the error would break the promise
+            // of `skip_validation` below.
+            error_checking: ErrorChecking::EveryCall,
             ..Default::default()
         }
         .with_adapter_limits();

@@ -73,6 +73,10 @@ pub enum ErrorChecking {
     /// Calls return at once; their errors arrive as uncaptured errors, read with
     /// [`Device::take_uncaptured_errors`] (and reported by [`Device::synchronize`]). For hot
     /// paths. Shader modules, pipelines and layouts are always checked at creation.
+    ///
+    /// A failed call then returns an invalid object as if it were valid. With validation on,
+    /// its uses fail too; with `skip_validation` (see [`crate::Toggles::enable_unsafe`]) they
+    /// reach the driver, so a device with that toggle should check every call.
     Deferred,
 }
 
@@ -436,6 +440,11 @@ impl Device {
     /// Whether `feature` is enabled.
     pub fn has_feature(&self, feature: Feature) -> bool {
         self.features.contains(&feature)
+    }
+
+    /// When the frequent calls report their errors (as the device was created with).
+    pub fn error_checking(&self) -> ErrorChecking {
+        self.shared.error_checking
     }
 
     /// The loss of the device, if it is lost.

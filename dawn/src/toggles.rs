@@ -172,8 +172,10 @@ impl Toggles {
     /// device created with these toggles, the caller promises, for as long as the device is used
     /// (by any code that can reach it), that:
     /// - `skip_validation`: every call would pass WebGPU's validation: copies, bindings and
-    ///   dispatches stay inside their buffers and usages, and no submitted work uses a buffer that
-    ///   is mapped or destroyed, or runs while one it uses gets mapped;
+    ///   dispatches stay inside their buffers and usages, no submitted work uses a buffer that
+    ///   is mapped or destroyed, or runs while one it uses gets mapped, and no object whose
+    ///   creation failed is used (with [`crate::ErrorChecking::Deferred`] such an object comes
+    ///   back as if valid: use [`crate::ErrorChecking::EveryCall`]);
     /// - `disable_robustness` (and the `vulkan_use_*_robust_access*` toggles on adapters without
     ///   the matching driver robustness): no shader reads or writes outside the buffer range
     ///   bound to it;

@@ -439,6 +439,26 @@ fn facts_beyond_the_device_are_refused() {
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
 }
 
+/// The backend's device checks every creation where it happens, also without validation: an
+/// object whose creation failed (out of memory) must never reach the driver through a later call.
+#[test]
+fn the_backends_device_checks_every_creation() {
+    for safe_mode in [false, true] {
+        let ctx = GpuContext::new(ContextOptions {
+            safe_mode,
+            ..ContextOptions::default()
+        })
+        .unwrap();
+        // SAFETY: only reads a setting of the device.
+        let device = unsafe { ctx.device() };
+        assert_eq!(
+            device.error_checking(),
+            dawn::ErrorChecking::EveryCall,
+            "safe mode {safe_mode}"
+        );
+    }
+}
+
 /// Knobs out of range are refused where a context takes them.
 #[test]
 fn contexts_refuse_invalid_knobs() {
