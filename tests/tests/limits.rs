@@ -459,6 +459,22 @@ fn the_backends_device_checks_every_creation() {
     }
 }
 
+/// Planning layouts of nearly 2^64 bytes at an unaligned offset is arithmetic that must not
+/// overflow (a panic in debug builds before).
+#[test]
+fn plans_for_huge_views_do_not_overflow() {
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let m = (1usize << 62) - 1;
+    let la = Layout::contiguous(GgmlType::F32, [1, m, 1, 1]).unwrap();
+    let lb = Layout::contiguous(GgmlType::F32, [1, 1, 1, 1]).unwrap();
+    let ld = Layout {
+        offset: 252,
+        ..Layout::contiguous(GgmlType::F32, [m, 1, 1, 1]).unwrap()
+    };
+    let plan = ggml_dawn::ops::mul_mat::plan_for(&ctx, &la, &lb, &ld).unwrap();
+    assert_eq!(plan.problem.m, m as u64);
+}
+
 /// Knobs out of range are refused where a context takes them.
 #[test]
 fn contexts_refuse_invalid_knobs() {

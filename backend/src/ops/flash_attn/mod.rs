@@ -162,10 +162,12 @@ pub fn flash_attn_ext_with(
         name: "FLASH_ATTN_EXT knobs",
         message,
     })?;
-    facts.check_within(&ctx.facts()).map_err(|message| BackendError::Config {
-        name: "FLASH_ATTN_EXT device facts",
-        message,
-    })?;
+    facts
+        .check_within(&ctx.facts())
+        .map_err(|message| BackendError::Config {
+            name: "FLASH_ATTN_EXT device facts",
+            message,
+        })?;
     let layouts = ops.layouts();
     check(&layouts)?;
     let mut tensors = vec![ops.q, ops.k, ops.v, ops.dst];

@@ -89,10 +89,12 @@ pub fn mul_mat_with(
         name: "MUL_MAT tuning",
         message,
     })?;
-    facts.check_within(&ctx.facts()).map_err(|message| BackendError::Config {
-        name: "MUL_MAT device facts",
-        message,
-    })?;
+    facts
+        .check_within(&ctx.facts())
+        .map_err(|message| BackendError::Config {
+            name: "MUL_MAT device facts",
+            message,
+        })?;
     check(a.layout(), b.layout(), dst.layout())?;
     if dst.layout().elements() == 0 {
         // Nothing to dispatch.
@@ -118,8 +120,12 @@ pub fn mul_mat_with(
 pub fn plan_for(ctx: &GpuContext, la: &Layout, lb: &Layout, ld: &Layout) -> Result<MulMatPlan> {
     check(la, lb, ld)?;
     let align = u64::from(ctx.capabilities().limits.min_storage_buffer_offset_alignment.max(1));
-    let dst_bytes = (ld.offset as u64 % align + ld.span_bytes()? as u64)
-        .next_multiple_of(4)
+    // Saturating: a view of nearly 2^64 bytes at an unaligned offset must not overflow (it is
+    // planned, and refused where it would be bound).
+    let dst_bytes = (ld.offset as u64 % align)
+        .saturating_add(ld.span_bytes()? as u64)
+        .checked_next_multiple_of(4)
+        .unwrap_or(u64::MAX)
         .max(4);
     let p = problem(la, lb, la.offset as u64 % align, lb.offset as u64 % align, dst_bytes);
     Ok(plan::plan(&p, &ctx.facts(), &ctx.tuning().mul_mat))
