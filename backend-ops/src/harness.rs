@@ -426,6 +426,21 @@ pub fn test_case_planned(ctx: &GpuContext, case: &Case, seed: u64) -> (Status, O
     (status, plan)
 }
 
+/// How long [`device_unusable`] waits for the device to be idle again.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why `ctx`'s device can take no more cases, if it cannot: it was lost, or it is still busy
+/// [`PROBE_TIMEOUT`] later (a case that timed out left it hung). Any other failure of a case
+/// leaves the device usable. A list stops here instead of failing (or waiting out the timeout
+/// of) every case after it.
+pub fn device_unusable(ctx: &GpuContext) -> Option<String> {
+    let probe = ctx.stream().and_then(|mut stream| stream.synchronize(PROBE_TIMEOUT));
+    match probe {
+        Err(BackendError::Dawn(e @ (dawn::Error::DeviceLost { .. } | dawn::Error::Timeout(_)))) => Some(e.to_string()),
+        _ => None,
+    }
+}
+
 /// The timing of one case.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timing {
@@ -518,5 +533,22 @@ pub fn describe(ctx: &GpuContext, case: &Case) -> String {
             ),
             Err(e) => format!("not run: {e}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device that is idle is usable after a failed case; a lost one is not, and says why.
+    #[test]
+    fn a_lost_device_is_unusable() {
+        let ctx = GpuContext::new(ggml_dawn::ContextOptions::default()).unwrap();
+        assert_eq!(device_unusable(&ctx), None);
+        // SAFETY: nothing is recorded on or submitted to the device; after the destroy only the
+        // probe below uses it, and it fails before recording anything.
+        unsafe { ctx.device() }.destroy().unwrap();
+        let why = device_unusable(&ctx).expect("a lost device is unusable");
+        assert!(why.contains("lost"), "{why}");
     }
 }

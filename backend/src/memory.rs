@@ -16,7 +16,19 @@ use crate::tensor::{HostTensor, Layout, LayoutError};
 /// Its fields are private: [`DeviceTensor::new`] and [`DeviceTensor::view`] check that the
 /// storage lies inside the buffer and the layout inside the storage, so every tensor that
 /// reaches a kernel addresses only bytes of its own buffer (Dawn's validation and robustness
-/// are off: nothing else would stop it).
+/// are off: nothing else would stop it). Code outside the crate cannot change them:
+///
+/// ```compile_fail
+/// fn widen(t: &mut ggml_dawn::DeviceTensor) {
+///     t.storage_bytes = u64::MAX;
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn forge(t: &ggml_dawn::DeviceTensor, layout: ggml_dawn::Layout) -> ggml_dawn::DeviceTensor {
+///     ggml_dawn::DeviceTensor { layout, ..t.clone() }
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct DeviceTensor {
     layout: Layout,

@@ -390,7 +390,8 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
     let ctx = context(options)?;
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
     let mut progress = Progress::new(cases.len(), output == Output::Text);
-    for case in cases {
+    let mut stopped = None;
+    for (done, case) in cases.iter().enumerate() {
         let (status, plan) = guarded(|| harness::test_case_planned(&ctx, case, seed))
             .unwrap_or_else(|reason| (Status::Fail { reason }, None));
         match &status {
@@ -430,12 +431,37 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
             }
         }
         progress.advance(matches!(status, Status::Fail { .. }));
+        if matches!(status, Status::Fail { .. })
+            && let Some(why) = harness::device_unusable(&ctx)
+        {
+            stopped = Some((done + 1, why));
+            break;
+        }
     }
     progress.finish();
     if output == Output::Text {
         println!("{passed} passed, {failed} failed, {unsupported} not supported");
     }
+    report_stop("test", stopped, cases.len(), output);
     Ok(failed == 0)
+}
+
+/// After a case that left the device lost or hung, the rest of a list is not run: says so (on
+/// standard error, and as a JSON line under `--output json`).
+fn report_stop(mode: &str, stopped: Option<(usize, String)>, total: usize, output: Output) {
+    let Some((done, why)) = stopped else {
+        return;
+    };
+    let not_run = total - done;
+    eprintln!(
+        "backend-ops: stopped after {done} of {total} cases, {not_run} not run: the device can take no more work ({why})"
+    );
+    if output == Output::Json {
+        println!(
+            "{}",
+            json!({ "mode": mode, "status": "stopped", "reason": why, "run": done, "not_run": not_run })
+        );
+    }
 }
 
 /// Upstream's perf line: the case, padded, then runs, us/run, GFLOP/run and TFLOPS.
@@ -477,7 +503,8 @@ fn perf(
     let ctx = context(options)?;
     let mut ok = true;
     let mut progress = Progress::new(cases.len(), output == Output::Text);
-    for case in cases {
+    let mut stopped = None;
+    for (done, case) in cases.iter().enumerate() {
         let text = case.to_string();
         let timed = guarded(|| harness::perf_case(&ctx, case, min_time, max_repeats))
             .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
@@ -516,9 +543,15 @@ fn perf(
             }
         }
         progress.advance(failed);
+        if failed && let Some(why) = harness::device_unusable(&ctx) {
+            stopped = Some((done + 1, why));
+            break;
+        }
     }
     progress.finish();
-    Ok(ok)
+    let clean = stopped.is_none();
+    report_stop("perf", stopped, cases.len(), output);
+    Ok(ok && clean)
 }
 
 fn golden_files(options: ContextOptions, paths: &[PathBuf], output: Output) -> Result<bool, String> {
