@@ -277,7 +277,13 @@ mod generate {
         for g in &grids {
             writeln!(out, "\n#if ({}) && !defined(HAVE_{})", condition(g.users), g.name).unwrap();
             writeln!(out, "#define HAVE_{} 1", g.name).unwrap();
-            writeln!(out, "// {} Words {offset}..{} of fmt_tables.", g.doc, offset + g.words.len()).unwrap();
+            writeln!(
+                out,
+                "// {} Words {offset}..{} of fmt_tables.",
+                g.doc,
+                offset + g.words.len()
+            )
+            .unwrap();
             writeln!(out, "const {}: u32 = {offset}u;", g.name).unwrap();
             out.push_str("#endif\n");
             offset += g.words.len();
@@ -358,7 +364,10 @@ mod generate {
         let words = pack_grid(&iquants::IQ1S_GRID, &iq1, true);
         for (e, &entry) in iquants::IQ1S_GRID.iter().enumerate() {
             for j in 0..8 {
-                assert_eq!(unpack_grid(&words, &iq1, e, j), i32::from((entry >> (8 * j)) as u8 as i8));
+                assert_eq!(
+                    unpack_grid(&words, &iq1, e, j),
+                    i32::from((entry >> (8 * j)) as u8 as i8)
+                );
             }
         }
     }
@@ -372,7 +381,10 @@ mod generate {
             offset += g.words.len();
         }
         assert_eq!(offset, words.len());
-        assert_eq!(&words[words.len() - 1024..], &pack_grid(&iquants::IQ1S_GRID, &iq1_levels(), true)[..]);
+        assert_eq!(
+            &words[words.len() - 1024..],
+            &pack_grid(&iquants::IQ1S_GRID, &iq1_levels(), true)[..]
+        );
     }
 
     #[test]

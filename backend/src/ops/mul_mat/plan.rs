@@ -312,10 +312,12 @@ impl Tuning {
             "vec_rows" | "vec_rows_wide" | "vec_rows_k" | "vec_rows_wide_k" | "vec_int_rows" | "vec_int_rows_k" => {
                 (1, 64)
             }
-            "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k" | "vec_int_slot_groups"
-            | "vec_int_slot_groups_q36" => {
-                (1, 1024)
-            }
+            "vec_groups"
+            | "vec_groups_wide"
+            | "vec_int_groups"
+            | "vec_int_groups_k"
+            | "vec_int_slot_groups"
+            | "vec_int_slot_groups_q36" => (1, 1024),
             "vec_acc_max" => (1, 4096),
             "vec_kernel" => (0, 2),
             "vec_int_slots_min_n" => (0, 65),
@@ -560,7 +562,11 @@ impl fmt::Display for MulMatPlan {
                 },
                 if *subgroups { "subgroup" } else { "workgroup-memory" },
                 if *prefetch { ", next unit prefetched" } else { "" },
-                if *fused_blocks > 0 { ", b quantized in workgroup memory" } else { "" },
+                if *fused_blocks > 0 {
+                    ", b quantized in workgroup memory"
+                } else {
+                    ""
+                },
                 match probe {
                     0 => "",
                     1 => " (probe: loads only, results wrong)",
@@ -1337,7 +1343,17 @@ mod tests {
             ..d
         };
         let plan = plan(&problem(GgmlType::Q4_0, 100, 8, 256), &bare, &small);
-        assert!(matches!(plan.path, Path::Vec { groups: 4, rows: 16, .. }), "{plan}");
+        assert!(
+            matches!(
+                plan.path,
+                Path::Vec {
+                    groups: 4,
+                    rows: 16,
+                    ..
+                }
+            ),
+            "{plan}"
+        );
         // Float weights cap their accumulators: half the rows in twice the groups.
         let f = super::plan(&problem(GgmlType::F16, 100, 8, 256), &bare, &small);
         assert!(matches!(f.path, Path::Vec { groups: 8, rows: 8, .. }), "{f}");
@@ -1346,7 +1362,17 @@ mod tests {
             ..small
         };
         let f = super::plan(&problem(GgmlType::F16, 100, 8, 256), &bare, &uncapped);
-        assert!(matches!(f.path, Path::Vec { groups: 4, rows: 16, .. }), "{f}");
+        assert!(
+            matches!(
+                f.path,
+                Path::Vec {
+                    groups: 4,
+                    rows: 16,
+                    ..
+                }
+            ),
+            "{f}"
+        );
         assert!(Tuning::parse("vec_groups=3").is_err());
         assert!(Tuning::parse("vec_int_max_n=0,vec_kernel=3").is_err());
         // vec_kernel=2: the whole-word kernel for q6_K only.
@@ -1459,7 +1485,10 @@ mod tests {
         let cpu = lavapipe();
         for (n, slots) in [(1, false), (2, false), (3, false), (4, true), (8, true)] {
             let k = plan(&problem(GgmlType::Q4_K, 4096, n, 14336), &cpu, &t);
-            assert!(matches!(k.path, Path::Vec { int_dot: true, int_slots: s, .. } if s == slots), "n={n}: {k}");
+            assert!(
+                matches!(k.path, Path::Vec { int_dot: true, int_slots: s, .. } if s == slots),
+                "n={n}: {k}"
+            );
         }
         let from_two = Tuning::parse("vec_int_slots_min_n=2").unwrap();
         let k = plan(&problem(GgmlType::Q4_K, 4096, 2, 14336), &cpu, &from_two);
@@ -1559,8 +1588,14 @@ mod tests {
             for name in Tuning::NAMES {
                 let v = pick(name);
                 let v = match *name {
-                    "vec_wg" | "vec_groups" | "vec_groups_wide" | "vec_int_groups" | "vec_int_groups_k"
-                    | "vec_int_slot_groups" | "vec_int_slot_groups_q36" | "tiled_tk" => 1 << (31 - v.leading_zeros()),
+                    "vec_wg"
+                    | "vec_groups"
+                    | "vec_groups_wide"
+                    | "vec_int_groups"
+                    | "vec_int_groups_k"
+                    | "vec_int_slot_groups"
+                    | "vec_int_slot_groups_q36"
+                    | "tiled_tk" => 1 << (31 - v.leading_zeros()),
                     "sg_pad" => v / 8 * 8,
                     _ => v,
                 };
