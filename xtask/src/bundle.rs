@@ -63,28 +63,41 @@ fn check_bin_name(bin: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks what can be checked before the build: the binary's name and the output folder.
+/// Where `bundle` gathers the program and its libraries first: a folder of the build folder.
+fn staging_dir(bin: &str) -> PathBuf {
+    sandbox::target_dir().join("bundle").join(bin)
+}
+
+/// Checks what can be checked before the build: the binary's name, the output folder and the
+/// staging folder.
 pub fn check(args: &BundleArgs) -> Result<()> {
     check_bin_name(&args.bin)?;
-    if made_by_older_xtask(&args.out, &args.bin, true) {
+    check_folders(args, &staging_dir(&args.bin))
+}
+
+/// Refuses an output or staging folder that `bundle` would not be allowed to replace.
+fn check_folders(args: &BundleArgs, staging: &Path) -> Result<()> {
+    owned::check_fresh(staging, owned::Kind::BundleStaging)?;
+    if made_by_older_xtask(&args.out, &args.bin) {
         return Ok(());
     }
     owned::check_fresh(&args.out, owned::Kind::Bundle)
 }
 
-/// Makes `dir` a fresh folder of `kind` (see [`owned::fresh_dir`]), also replacing one that an
+/// Makes `dir` a fresh bundle folder (see [`owned::fresh_dir`]), also replacing one that an
 /// xtask from before the markers made.
-fn fresh_dir(dir: &Path, kind: owned::Kind, bin: &str) -> Result<()> {
-    if made_by_older_xtask(dir, bin, kind == owned::Kind::Bundle) {
-        owned::mark(dir, kind)?;
+fn fresh_bundle_dir(dir: &Path, bin: &str) -> Result<()> {
+    if made_by_older_xtask(dir, bin) {
+        owned::mark(dir, owned::Kind::Bundle)?;
     }
-    owned::fresh_dir(dir, kind)
+    owned::fresh_dir(dir, owned::Kind::Bundle)
 }
 
-/// Whether `dir` is a bundle (`launcher`) or a staging folder that an xtask from before the
-/// markers made: a real folder with no marker and nothing but regular files, among them the binary
-/// and sid's loader, and for a bundle exactly the launcher xtask writes.
-fn made_by_older_xtask(dir: &Path, bin: &str, launcher: bool) -> bool {
+/// Whether `dir` is a bundle that an xtask from before the markers made: a real folder with no
+/// marker and nothing but regular files, among them the binary, sid's loader and exactly the
+/// launcher xtask writes. (The staging folder has no such exception: it is replaced only when it
+/// holds the marker, since without the launcher nothing tells an old one from other files.)
+fn made_by_older_xtask(dir: &Path, bin: &str) -> bool {
     if !fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
         return false;
     }
@@ -105,7 +118,7 @@ fn made_by_older_xtask(dir: &Path, bin: &str, launcher: bool) -> bool {
     !has(owned::MARKER)
         && has(bin)
         && has("ld-linux-x86-64.so.2")
-        && (!launcher || fs::read_to_string(dir.join("run")).is_ok_and(|text| text == launcher_script(bin)))
+        && fs::read_to_string(dir.join("run")).is_ok_and(|text| text == launcher_script(bin))
 }
 
 pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
@@ -139,8 +152,8 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
             .iter()
             .map(|name| format!("/usr/lib/x86_64-linux-gnu/{name}")),
     );
-    let staging = sandbox::target_dir().join("bundle").join(&args.bin);
-    fresh_dir(&staging, owned::Kind::BundleStaging, &args.bin)?;
+    let staging = staging_dir(&args.bin);
+    owned::fresh_dir(&staging, owned::Kind::BundleStaging)?;
     let staging_str = staging.display().to_string();
     let mut cp = vec!["cp", "-L", "--target-directory", &staging_str, &inside];
     cp.extend(libraries.iter().map(String::as_str));
@@ -150,7 +163,7 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
         "A library is missing from the sid root; re-run `cargo xtask env`.",
     )?;
 
-    fresh_dir(&args.out, owned::Kind::Bundle, &args.bin)?;
+    fresh_bundle_dir(&args.out, &args.bin)?;
     for entry in fs::read_dir(&staging)? {
         let entry = entry?;
         if entry.file_name() != owned::MARKER {
@@ -257,6 +270,13 @@ mod tests {
     use super::*;
     use crate::owned::TempDir;
 
+    /// [`check`] with a staging folder that does not exist (the real one lies in the build
+    /// folder of this machine, which the tests leave alone).
+    fn check_here(args: &BundleArgs) -> Result<()> {
+        check_bin_name(&args.bin)?;
+        check_folders(args, Path::new("/nonexistent/dawn-compute-bundle-staging"))
+    }
+
     fn args(out: &Path, bin: &str) -> BundleArgs {
         BundleArgs {
             package: "ggml-dawn-bench".into(),
@@ -272,7 +292,7 @@ mod tests {
         let out = tmp.path().join("out");
         fs::create_dir(&out).unwrap();
         fs::write(out.join("notes"), "mine").unwrap();
-        let err = check(&args(&out, "backend-ops")).unwrap_err().to_string();
+        let err = check_here(&args(&out, "backend-ops")).unwrap_err().to_string();
         assert!(err.contains("refusing") && err.contains("--out"), "{err}");
         assert!(owned::fresh_dir(&out, owned::Kind::Bundle).is_err());
         assert_eq!(fs::read_to_string(out.join("notes")).unwrap(), "mine");
@@ -282,12 +302,12 @@ mod tests {
     fn accepts_a_missing_an_empty_or_its_own_out_folder() {
         let tmp = TempDir::new("bundle-ok");
         let out = tmp.path().join("out");
-        check(&args(&out, "backend-ops")).unwrap();
+        check_here(&args(&out, "backend-ops")).unwrap();
         fs::create_dir(&out).unwrap();
-        check(&args(&out, "backend-ops")).unwrap();
+        check_here(&args(&out, "backend-ops")).unwrap();
         owned::fresh_dir(&out, owned::Kind::Bundle).unwrap();
         fs::write(out.join("backend-ops"), "old build").unwrap();
-        check(&args(&out, "backend-ops")).unwrap();
+        check_here(&args(&out, "backend-ops")).unwrap();
         owned::fresh_dir(&out, owned::Kind::Bundle).unwrap();
         assert!(!out.join("backend-ops").exists());
     }
@@ -298,7 +318,7 @@ mod tests {
         let root = tmp.path().join("sid-root");
         owned::fresh_dir(&root, owned::Kind::SidRoot).unwrap();
         fs::create_dir(root.join("usr")).unwrap();
-        assert!(check(&args(&root, "backend-ops")).is_err());
+        assert!(check_here(&args(&root, "backend-ops")).is_err());
         assert!(root.join("usr").is_dir());
     }
 
@@ -316,16 +336,41 @@ mod tests {
         let tmp = TempDir::new("bundle-older");
         let out = tmp.path().join("gpu-bundle");
         older_bundle(&out, &launcher_script("backend-ops"));
-        check(&args(&out, "backend-ops")).unwrap();
-        fresh_dir(&out, owned::Kind::Bundle, "backend-ops").unwrap();
+        check_folders(&args(&out, "backend-ops"), &tmp.path().join("staging")).unwrap();
+        fresh_bundle_dir(&out, "backend-ops").unwrap();
         assert!(!out.join("libc.so.6").exists());
         assert!(owned::is_marked(&out, owned::Kind::Bundle));
+    }
 
+    /// The staging folder is replaced only when it holds the marker `bundle` wrote when it made
+    /// it: a folder there with other files, even ones that look like a program and its loader,
+    /// is refused before the build and left as it is.
+    #[test]
+    fn refuses_an_unmarked_staging_folder() {
+        let tmp = TempDir::new("bundle-staging");
+        let out = tmp.path().join("gpu-bundle");
         let staging = tmp.path().join("staging");
         older_bundle(&staging, "");
         fs::remove_file(staging.join("run")).unwrap();
-        fresh_dir(&staging, owned::Kind::BundleStaging, "backend-ops").unwrap();
+        let err = check_folders(&args(&out, "backend-ops"), &staging)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("refusing") && err.contains("staging") && err.contains("DAWN_COMPUTE_TARGET_DIR"),
+            "{err}"
+        );
+        assert!(owned::fresh_dir(&staging, owned::Kind::BundleStaging).is_err());
+        assert!(staging.join("libc.so.6").exists() && staging.join("backend-ops").exists());
+        // Once marked (as `bundle` marks the folder it creates), it is replaced.
+        owned::mark(&staging, owned::Kind::BundleStaging).unwrap();
+        check_folders(&args(&out, "backend-ops"), &staging).unwrap();
+        owned::fresh_dir(&staging, owned::Kind::BundleStaging).unwrap();
         assert!(!staging.join("libc.so.6").exists());
+        // A missing or empty one is made and marked.
+        let fresh = tmp.path().join("fresh");
+        check_folders(&args(&out, "backend-ops"), &fresh).unwrap();
+        owned::fresh_dir(&fresh, owned::Kind::BundleStaging).unwrap();
+        assert!(owned::is_marked(&fresh, owned::Kind::BundleStaging));
     }
 
     #[test]
@@ -333,15 +378,15 @@ mod tests {
         let tmp = TempDir::new("bundle-resembles");
         let edited = tmp.path().join("edited");
         older_bundle(&edited, "#!/bin/sh\necho my own launcher\n");
-        assert!(check(&args(&edited, "backend-ops")).is_err());
-        assert!(fresh_dir(&edited, owned::Kind::Bundle, "backend-ops").is_err());
+        assert!(check_here(&args(&edited, "backend-ops")).is_err());
+        assert!(fresh_bundle_dir(&edited, "backend-ops").is_err());
         assert!(edited.join("libc.so.6").exists());
 
         let with_folder = tmp.path().join("with-folder");
         older_bundle(&with_folder, &launcher_script("backend-ops"));
         fs::create_dir(with_folder.join("results")).unwrap();
-        assert!(check(&args(&with_folder, "backend-ops")).is_err());
-        assert!(fresh_dir(&with_folder, owned::Kind::Bundle, "backend-ops").is_err());
+        assert!(check_here(&args(&with_folder, "backend-ops")).is_err());
+        assert!(fresh_bundle_dir(&with_folder, "backend-ops").is_err());
         assert!(with_folder.join("results").is_dir());
     }
 
@@ -349,9 +394,9 @@ mod tests {
     fn refuses_a_bin_that_is_a_path() {
         let out = Path::new("/nonexistent/out");
         for bad in ["", ".", "..", "../..", "a/b"] {
-            assert!(check(&args(out, bad)).is_err(), "{bad:?} accepted");
+            assert!(check_here(&args(out, bad)).is_err(), "{bad:?} accepted");
         }
-        check(&args(out, "backend-ops")).unwrap();
+        check_here(&args(out, "backend-ops")).unwrap();
     }
 
     #[test]
