@@ -80,7 +80,8 @@ impl Device {
         self.create_buffer_impl(desc, false)
     }
 
-    /// Creates a buffer holding `data`, with `usage` (plus nothing else).
+    /// Creates a buffer holding `data`, with `usage` (plus nothing else). Its size is `data`'s
+    /// rounded up to whole 4-byte words (at least one); the bytes past `data` are zero.
     pub fn create_buffer_init<T: bytemuck::NoUninit>(
         &self,
         label: Option<&str>,
@@ -95,13 +96,18 @@ impl Device {
         let buffer = self.create_buffer_impl(&BufferDescriptor { label, size, usage }, true)?;
         // SAFETY: the buffer was created mapped at creation over its whole size, and no other
         // thread has it yet, so nothing can unmap or destroy it but us; `access` keeps the device
-        // from being destroyed. We write `bytes.len() <= size` bytes, then unmap.
+        // from being destroyed. We write all `size` bytes, the data then zeros for the padding
+        // up to a whole word (with `disable_lazy_clear_for_mapped_at_creation_buffer` Dawn does
+        // not clear the range, and a kernel reading the last word, or a read-back, would see
+        // whatever the memory held before), then unmap.
         unsafe {
             let ptr = sys::wgpuBufferGetMappedRange(buffer.as_raw(), 0, size as usize);
             if ptr.is_null() {
                 return Err(Error::Map("the buffer could not be mapped at creation".into()));
             }
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>(), bytes.len());
+            let ptr = ptr.cast::<u8>();
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len());
+            std::ptr::write_bytes(ptr.add(bytes.len()), 0, size as usize - bytes.len());
             sys::wgpuBufferUnmap(buffer.as_raw());
         }
         drop(access);
