@@ -218,6 +218,24 @@ fn a_case_too_large_does_not_end_the_run() {
     assert!(text.contains("1 passed, 0 failed, 1 not supported"), "{text}");
 }
 
+/// A `--toggle` / `--no-toggle` name Dawn does not know (Dawn would ignore it without a word)
+/// is exit 2, naming it, before any adapter is requested.
+#[test]
+fn unknown_toggle_names_are_exit_2() {
+    for (flag, name) in [
+        ("--toggle", "dump_shaderz"),
+        ("--no-toggle", "timestamp_quantisation"),
+        ("--toggle", "SKIP_VALIDATION"),
+    ] {
+        let out = backend_ops(&[flag, name, "test", "--case", MM]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {name}: {err}");
+        assert!(err.contains(&format!("unknown Dawn toggle `{name}`")), "{err}");
+    }
+    let out = backend_ops(&["--toggle", "dump_shaders", "support", "--case", MM]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Golden folders with links that loop are walked once; a corrupt file is one failure among
 /// the others.
 #[test]

@@ -63,7 +63,10 @@ impl Default for ContextOptions {
 pub struct Capabilities {
     pub info: AdapterInfo,
     pub limits: Limits,
+    /// The device's features (those the context enabled).
     pub features: Vec<Feature>,
+    /// The adapter's features (all it offers).
+    pub adapter_features: Vec<Feature>,
     pub shader_f16: bool,
     pub subgroups: bool,
     pub timestamp_query: bool,
@@ -101,6 +104,68 @@ pub enum ContextError {
     NoSuchConfig(u32, u32, u32, String),
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// A toggle name Dawn does not know (Dawn would ignore it without a word).
+    #[error("unknown Dawn toggle `{name}`{hint}")]
+    UnknownToggle { name: String, hint: String },
+    /// A request for the adapter or the device took longer than [`ContextOptions::timeout`].
+    #[error("{what} timed out after {after:?}: the GPU driver does not answer")]
+    Timeout { what: &'static str, after: Duration },
+}
+
+impl ContextOptions {
+    /// Fails with [`ContextError::UnknownToggle`] for a toggle forced by name
+    /// ([`ContextOptions::enable_toggles`], [`ContextOptions::disable_toggles`]) that Dawn does
+    /// not know (`dawn::Toggle::stage`): Dawn ignores such a name, so a typo would go unnoticed.
+    pub fn check_toggles(&self) -> Result<(), ContextError> {
+        for name in self.enable_toggles.iter().chain(&self.disable_toggles) {
+            if Toggle::new(name.as_str()).is_known() {
+                continue;
+            }
+            // The name as Dawn spells toggles, and the known names it starts or ends.
+            let spelt = name.trim().to_ascii_lowercase().replace(['-', ' '], "_");
+            let near = dawn::Toggle::new(spelt.as_str());
+            let hint = if near.is_known() {
+                format!(" (Dawn spells it `{spelt}`)")
+            } else {
+                " (Dawn's names are lower case with underscores, e.g. `dump_shaders`; \
+                 `src/dawn/native/Toggles.cpp` lists them)"
+                    .to_owned()
+            };
+            return Err(ContextError::UnknownToggle {
+                name: name.clone(),
+                hint,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Waits for an adapter or device request, at most `timeout`: a driver that never answers is
+/// [`ContextError::Timeout`] naming `what`, not a hang.
+fn wait_request<T>(future: dawn::GpuFuture<T>, what: &'static str, timeout: Duration) -> Result<T, ContextError> {
+    match future.wait_timeout(timeout) {
+        Err(dawn::Error::Timeout(after)) => Err(ContextError::Timeout { what, after }),
+        other => Ok(other?),
+    }
+}
+
+/// The instance of [`GpuContext::new`]: unsafe APIs allowed, for subgroup matrices.
+///
+/// With [`device_toggles`], one of the two places where the backend vouches for settings that
+/// remove WebGPU's guarantees; both promises are kept by the same checks.
+fn backend_instance() -> dawn::Result<Instance> {
+    // SAFETY: of what `allow_unsafe_apis` unlocks, the backend uses only the subgroup-matrix
+    // feature, as its specification defines it: the kernels use the one config `pick_config`
+    // took from those the adapter reports (or none), call the subgroup-matrix builtins in
+    // subgroup-uniform control flow (whole workgroups run each tile loop the same number of
+    // times), and load and store inside their bindings (the tensor layouts are checked against
+    // their buffers as for `disable_robustness` in `device_toggles`). Nothing relies on Dawn
+    // refusing another unsafe API: the backend calls none. The instance and its adapter are
+    // reachable only through the `unsafe` `GpuContext::instance` and `GpuContext::adapter`
+    // (and the device through the `unsafe` `GpuContext::device`), whose callers take this
+    // promise on for whatever they make from them.
+    let desc = unsafe { InstanceDescriptor::compute() };
+    Instance::new(&desc)
 }
 
 /// The toggles that remove a WebGPU guarantee (`dawn::Toggles::enable_unsafe`) that the backend
@@ -123,8 +188,10 @@ const UPHELD_WHEN_DISABLED: &[&str] = &["lazy_clear_resource_on_first_use"];
 /// The one place where the backend vouches for toggles that remove WebGPU's guarantees: every
 /// toggle, the mode's and those forced by name (`backend-ops --toggle NAME`) alike, goes
 /// through here, and only those listed in [`UPHELD_WHEN_ENABLED`] / [`UPHELD_WHEN_DISABLED`]
-/// are vouched for; any other unsafe one makes the device request fail.
-fn device_toggles(options: &ContextOptions) -> Toggles {
+/// are vouched for; any other unsafe one makes the device request fail, and a name Dawn does not
+/// know is refused ([`ContextOptions::check_toggles`]).
+fn device_toggles(options: &ContextOptions) -> Result<Toggles, ContextError> {
+    options.check_toggles()?;
     let (mut enable, mut disable): (Vec<Toggle>, Vec<Toggle>) = if options.safe_mode {
         (vec![], vec![])
     } else {
@@ -198,7 +265,7 @@ fn device_toggles(options: &ContextOptions) -> Toggles {
             toggles = toggles.disable_unsafe(toggle);
         }
     }
-    toggles
+    Ok(toggles)
 }
 
 /// The f16 subgroup-matrix config the kernels use on this adapter: the one forced by the
@@ -231,15 +298,22 @@ fn pick_config(
 impl GpuContext {
     /// Creates an instance, the default adapter and its device, set up as ggml's WebGPU backend
     /// sets up its own (see the module's documentation).
+    ///
+    /// Each request (the adapter, the device) waits at most [`ContextOptions::timeout`]
+    /// ([`ContextError::Timeout`]); a toggle name Dawn does not know is refused first
+    /// ([`ContextError::UnknownToggle`]).
     pub fn new(options: ContextOptions) -> Result<GpuContext, ContextError> {
-        let instance = Instance::new(&InstanceDescriptor::compute())?;
-        let adapter = instance.request_adapter(&RequestAdapterOptions::compute()).wait()?;
+        options.check_toggles()?;
+        let instance = backend_instance()?;
+        let request = instance.request_adapter(&RequestAdapterOptions::compute());
+        let adapter = wait_request(request, "the adapter request", options.timeout)?;
         GpuContext::with_adapter(&adapter, options)
     }
 
     /// Creates the backend's device on an adapter the caller chose (from
     /// `Instance::enumerate_adapters`, or requested with its own options). The instance should
-    /// allow unsafe APIs (`InstanceDescriptor::compute`) for subgroup matrices to be offered.
+    /// allow unsafe APIs (the `unsafe` `InstanceDescriptor::compute`, whose promise the caller
+    /// makes) for subgroup matrices to be offered.
     /// Dawn lets an adapter make one device: the adapter is spent afterwards.
     pub fn with_adapter(adapter: &Adapter, options: ContextOptions) -> Result<GpuContext, ContextError> {
         let info = adapter.info();
@@ -255,7 +329,7 @@ impl GpuContext {
         if subgroup_matrix.is_some() {
             features.push(Feature::SUBGROUP_MATRIX);
         }
-        let toggles = device_toggles(&options);
+        let toggles = device_toggles(&options)?;
         let desc = DeviceDescriptor {
             label: Some("ggml-dawn".into()),
             required_features: features,
@@ -266,10 +340,12 @@ impl GpuContext {
             // objects only in its validation), so deferring the error would break the promise
             // of `skip_validation` below.
             error_checking: ErrorChecking::EveryCall,
+            // The error scopes of every creation wait no longer than the context's other waits.
+            wait_timeout: options.timeout,
             ..Default::default()
         }
         .with_adapter_limits();
-        let device = adapter.request_device(&desc).wait()?;
+        let device = wait_request(adapter.request_device(&desc), "the device request", options.timeout)?;
         GpuContext::assemble(adapter.clone(), device, info, subgroup_matrix, options)
     }
 
@@ -295,6 +371,7 @@ impl GpuContext {
         let capabilities = Capabilities {
             limits: *device.limits(),
             features: device.features().to_vec(),
+            adapter_features: adapter.features(),
             shader_f16: device.has_feature(Feature::SHADER_F16),
             subgroups: device.has_feature(Feature::SUBGROUPS),
             timestamp_query: device.has_feature(Feature::TIMESTAMP_QUERY),
@@ -337,13 +414,25 @@ impl GpuContext {
         &self.device
     }
 
-    /// The adapter the device belongs to.
-    pub fn adapter(&self) -> &Adapter {
+    /// The adapter the device belongs to (what it offers is in [`GpuContext::capabilities`]).
+    ///
+    /// # Safety
+    ///
+    /// The adapter's instance (`Adapter::instance`) allows Dawn's unsafe APIs when
+    /// [`GpuContext::new`] made it: adapters and devices the caller makes from it carry the
+    /// `allow_unsafe_apis` toggle, and the caller makes its promise for them (that of the
+    /// `unsafe` `dawn::InstanceDescriptor::allow_unsafe_apis`).
+    pub unsafe fn adapter(&self) -> &Adapter {
         &self.adapter
     }
 
     /// The instance of the adapter.
-    pub fn instance(&self) -> &Instance {
+    ///
+    /// # Safety
+    ///
+    /// As for [`GpuContext::adapter`]: the caller makes the promise of `allow_unsafe_apis` for
+    /// every adapter and device it makes from the instance.
+    pub unsafe fn instance(&self) -> &Instance {
         self.adapter.instance()
     }
 
@@ -427,13 +516,71 @@ mod tests {
 
     #[test]
     fn the_default_toggles_are_vouched_for() {
-        device_toggles(&ContextOptions::default()).check().unwrap();
+        device_toggles(&ContextOptions::default()).unwrap().check().unwrap();
         device_toggles(&ContextOptions {
             safe_mode: true,
             ..Default::default()
         })
+        .unwrap()
         .check()
         .unwrap();
+    }
+
+    /// Dawn ignores a toggle name it does not know; the backend refuses it, naming it, before
+    /// any adapter is requested.
+    #[test]
+    fn unknown_toggle_names_are_errors_naming_them() {
+        for (enable, disable, name, hint) in [
+            (&["dump_shaderz"][..], &[][..], "dump_shaderz", "lower case"),
+            (&[], &["timestamp_quantisation"], "timestamp_quantisation", "lower case"),
+            (&["Dump-Shaders"], &[], "Dump-Shaders", "`dump_shaders`"),
+            (&[""], &[], "", "lower case"),
+        ] {
+            let opts = options(enable, disable);
+            let err = device_toggles(&opts).unwrap_err();
+            assert!(
+                matches!(&err, ContextError::UnknownToggle { name: n, .. } if n == name),
+                "{name}: {err}"
+            );
+            let text = err.to_string();
+            assert!(text.contains(&format!("`{name}`")) && text.contains(hint), "{text}");
+            let err = GpuContext::new(opts).unwrap_err();
+            assert!(matches!(err, ContextError::UnknownToggle { .. }), "{err}");
+        }
+        options(&["dump_shaders"], &["timestamp_quantization"])
+            .check_toggles()
+            .unwrap();
+    }
+
+    /// The adapter and device requests are bounded by the context's timeout: a request that
+    /// does not answer in time is `ContextError::Timeout`, naming it (Dawn answers lavapipe's at
+    /// once, so here both succeed even with no time at all, or time out; neither hangs).
+    #[test]
+    fn requests_wait_at_most_the_timeout() {
+        let instance = backend_instance().unwrap();
+        let request = instance.request_adapter(&RequestAdapterOptions::compute());
+        match wait_request(request, "the adapter request", Duration::ZERO) {
+            Ok(_) => {}
+            Err(ContextError::Timeout { what, after }) => {
+                assert_eq!((what, after), ("the adapter request", Duration::ZERO))
+            }
+            Err(e) => panic!("{e}"),
+        }
+        let err = ContextError::Timeout {
+            what: "the device request",
+            after: Duration::from_secs(3),
+        };
+        assert_eq!(
+            err.to_string(),
+            "the device request timed out after 3s: the GPU driver does not answer"
+        );
+        let ctx = GpuContext::new(ContextOptions {
+            timeout: Duration::from_secs(5),
+            ..Default::default()
+        })
+        .unwrap();
+        // SAFETY: only read.
+        assert_eq!(unsafe { ctx.device() }.wait_timeout(), Duration::from_secs(5));
     }
 
     #[test]
@@ -443,18 +590,19 @@ mod tests {
             safe_mode: true,
             ..options(&["disable_robustness"], &["lazy_clear_resource_on_first_use"])
         };
-        device_toggles(&upheld).check().unwrap();
+        device_toggles(&upheld).unwrap().check().unwrap();
         // Safe toggles: accepted.
         device_toggles(&options(&["dump_shaders"], &["skip_validation"]))
+            .unwrap()
             .check()
             .unwrap();
         // Unsafe, and not upheld by the backend: refused when the device is requested.
         for name in [
             "wait_is_thread_safe",
             "vulkan_use_buffer_robust_access_2",
-            "SKIP_VALIDATION",
+            "allow_unsafe_apis",
         ] {
-            let err = device_toggles(&options(&[name], &[])).check().unwrap_err();
+            let err = device_toggles(&options(&[name], &[])).unwrap().check().unwrap_err();
             assert!(matches!(err, dawn::Error::UnsafeToggle(_)), "{name}: {err}");
         }
     }

@@ -37,7 +37,13 @@ fn main(@builtin(workgroup_id) tile: vec3u) {{
 }
 
 fn main() -> dawn::Result<()> {
-    let instance = Instance::new(&InstanceDescriptor::compute())?;
+    // SAFETY: what `allow_unsafe_apis` unlocks is used only by the kernel below, as the
+    // subgroup-matrix specification defines it: with a config the adapter reports (picked from
+    // `subgroup_matrix_configs`), every builtin in uniform control flow (each workgroup is one
+    // subgroup and runs the same loop), and each load and store inside its array (the
+    // workgroup grid covers the tiles of rows x cols exactly, and `kk` stays below `depth`).
+    // The device keeps Dawn's validation and robustness.
+    let instance = Instance::new(&unsafe { InstanceDescriptor::compute() })?;
     let adapter = instance.request_adapter(&RequestAdapterOptions::compute()).wait()?;
     let info = adapter.info();
     let Some(config) = info

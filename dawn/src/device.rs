@@ -3,6 +3,7 @@
 
 use std::ffi::c_void;
 use std::sync::Arc;
+use std::time::Duration;
 
 use dawn_sys as sys;
 use parking_lot::Mutex;
@@ -42,8 +43,12 @@ pub enum RequiredLimits {
     Custom(Limits),
 }
 
+/// How long a device's own waits take at most unless its descriptor says otherwise
+/// ([`DeviceDescriptor::wait_timeout`]).
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// What to create a device with.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct DeviceDescriptor {
     /// A name for debugging and error messages.
     pub label: Option<String>,
@@ -61,6 +66,26 @@ pub struct DeviceDescriptor {
     /// When errors of frequent calls (buffers, bind groups, finishing command buffers) are
     /// reported; see [`ErrorChecking`].
     pub error_checking: ErrorChecking,
+    /// How long the waits this crate makes on its own take at most: the error scopes around
+    /// each checked creation, and a shader's compilation messages. Dawn answers them at once on
+    /// its native backends; one that does not come in time is [`Error::Timeout`], not a hang.
+    /// Default: [`DEFAULT_WAIT_TIMEOUT`].
+    pub wait_timeout: Duration,
+}
+
+impl Default for DeviceDescriptor {
+    fn default() -> Self {
+        DeviceDescriptor {
+            label: None,
+            required_features: Vec::new(),
+            required_limits: RequiredLimits::default(),
+            toggles: Toggles::default(),
+            on_uncaptured_error: None,
+            on_device_lost: None,
+            error_checking: ErrorChecking::default(),
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
+        }
+    }
 }
 
 /// When Dawn's errors for the frequent calls (creating buffers and bind groups, finishing
@@ -87,6 +112,8 @@ impl std::fmt::Debug for DeviceDescriptor {
             .field("required_features", &self.required_features)
             .field("required_limits", &self.required_limits)
             .field("toggles", &self.toggles)
+            .field("error_checking", &self.error_checking)
+            .field("wait_timeout", &self.wait_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -121,6 +148,8 @@ pub(crate) struct DeviceShared {
     /// lock for both, so that taking a view and destroying the device cannot interleave.
     lifecycle: Mutex<Lifecycle>,
     error_checking: ErrorChecking,
+    /// [`DeviceDescriptor::wait_timeout`].
+    wait_timeout: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -218,6 +247,7 @@ impl PendingDevice {
             on_device_lost: desc.on_device_lost.clone(),
             lifecycle: Mutex::new(Lifecycle::default()),
             error_checking: desc.error_checking,
+            wait_timeout: desc.wait_timeout,
         });
         Arc::new(PendingDevice { adapter, shared })
     }
@@ -447,6 +477,11 @@ impl Device {
         self.shared.error_checking
     }
 
+    /// How long the device's own waits take at most (as the device was created with).
+    pub fn wait_timeout(&self) -> Duration {
+        self.shared.wait_timeout
+    }
+
     /// The loss of the device, if it is lost.
     pub fn lost(&self) -> Option<Error> {
         self.shared.lost.lock().clone()
@@ -533,7 +568,7 @@ impl Device {
         let value = create();
         let mut first = None;
         for _ in 0..3 {
-            match self.pop_error_scope().wait() {
+            match self.pop_error_scope().wait_timeout(self.shared.wait_timeout) {
                 Ok(None) => {}
                 Ok(Some(error)) | Err(error) => {
                     first.get_or_insert(error);

@@ -37,22 +37,40 @@ unsafe impl Sync for RawInstance {}
 /// What to create an instance with.
 #[derive(Debug, Clone, Default)]
 pub struct InstanceDescriptor {
-    /// Instance toggles (adapter toggles go in [`RequestAdapterOptions`]).
+    /// Instance toggles (adapter toggles go in [`RequestAdapterOptions`]). `allow_unsafe_apis`
+    /// goes through [`InstanceDescriptor::allow_unsafe_apis`] (or [`Toggles::enable_unsafe`]).
     pub toggles: Toggles,
     /// Instance features besides `TimedWaitAny`, which is always enabled.
     pub features: Vec<InstanceFeature>,
-    /// Expose experimental features such as subgroup matrices (the `allow_unsafe_apis` toggle).
-    /// An explicit opt-in: these features are not covered by WebGPU's safety guarantees.
-    pub allow_unsafe_apis: bool,
 }
 
 impl InstanceDescriptor {
-    /// The descriptor GPU compute usually wants: unsafe APIs allowed (subgroup matrices).
-    pub fn compute() -> Self {
-        InstanceDescriptor {
-            allow_unsafe_apis: true,
-            ..Default::default()
+    /// Allows Dawn's unsafe APIs (the `allow_unsafe_apis` toggle): experimental features such
+    /// as subgroup matrices are offered, and entry points Dawn does not yet consider secure are
+    /// no longer refused.
+    ///
+    /// # Safety
+    /// The caller makes the promise of [`Toggles::enable_unsafe`] for `allow_unsafe_apis`: for
+    /// as long as the instance, its adapters and their devices are used, by any code that can
+    /// reach them, what the toggle unlocks is used only as its specification defines it
+    /// (subgroup-matrix operations with a config the adapter reports, in subgroup-uniform
+    /// control flow, loading and storing inside the bound arrays), and nothing Dawn would refuse
+    /// without the toggle is relied on to be refused.
+    pub unsafe fn allow_unsafe_apis(mut self) -> Self {
+        if !self.toggles.contains_enabled(&Toggle::ALLOW_UNSAFE_APIS) {
+            // SAFETY: the caller makes this toggle's promise (this function's contract).
+            self.toggles = unsafe { self.toggles.enable_unsafe(Toggle::ALLOW_UNSAFE_APIS) };
         }
+        self
+    }
+
+    /// The descriptor GPU compute usually wants: unsafe APIs allowed (subgroup matrices).
+    ///
+    /// # Safety
+    /// As for [`InstanceDescriptor::allow_unsafe_apis`].
+    pub unsafe fn compute() -> Self {
+        // SAFETY: the caller makes the promise (this function's contract).
+        unsafe { InstanceDescriptor::default().allow_unsafe_apis() }
     }
 }
 
@@ -76,11 +94,7 @@ struct Inner {
 impl Instance {
     /// Creates an instance. `TimedWaitAny` is always enabled: every blocking wait relies on it.
     pub fn new(desc: &InstanceDescriptor) -> Result<Instance> {
-        let mut toggles = desc.toggles.clone();
-        if desc.allow_unsafe_apis && !toggles.enabled.contains(&Toggle::ALLOW_UNSAFE_APIS) {
-            toggles.enabled.push(Toggle::ALLOW_UNSAFE_APIS);
-        }
-        let mut raw_toggles = toggles.to_raw()?;
+        let mut raw_toggles = desc.toggles.to_raw()?;
         let mut features: Vec<sys::WGPUInstanceFeatureName> = vec![sys::WGPUInstanceFeatureName::TimedWaitAny];
         features.extend(desc.features.iter().map(|f| f.to_raw()));
         features.dedup();

@@ -5,7 +5,8 @@
 //! ```no_run
 //! use dawn::{Instance, InstanceDescriptor, RequestAdapterOptions, DeviceDescriptor};
 //! # fn main() -> dawn::Result<()> {
-//! let instance = Instance::new(&InstanceDescriptor::compute())?;
+//! // SAFETY: this program uses no experimental feature and no unsafe API.
+//! let instance = Instance::new(&unsafe { InstanceDescriptor::compute() })?;
 //! let adapter = instance.request_adapter(&RequestAdapterOptions::compute()).wait()?;
 //! let device = adapter.request_device(&DeviceDescriptor::default().with_adapter_limits()).wait()?;
 //! println!("{}: {:?}", adapter.info().device, adapter.info().subgroup_matrix_configs);
@@ -33,10 +34,11 @@
 //! buffer (and one per device), taken under a lock, never checked and then acted on.
 //!
 //! # Toggles
-//! Toggles that remove a WebGPU guarantee (`skip_validation`, `disable_robustness`,
-//! `disable_workgroup_init`, …) are set only through the `unsafe` [`Toggles::enable_unsafe`]
-//! and [`Toggles::disable_unsafe`]; through the safe methods they fail with
-//! [`Error::UnsafeToggle`].
+//! Toggles that remove a WebGPU guarantee (`allow_unsafe_apis`, `skip_validation`,
+//! `disable_robustness`, `disable_workgroup_init`, …) are set only through the `unsafe`
+//! [`Toggles::enable_unsafe`] and [`Toggles::disable_unsafe`] (or
+//! [`InstanceDescriptor::allow_unsafe_apis`]); through the safe methods they fail with
+//! [`Error::UnsafeToggle`]. [`Toggle::stage`] says whether Dawn knows a toggle's name at all.
 //!
 //! # Asynchronous operations
 //! They return a [`GpuFuture`]: call [`GpuFuture::wait`] (or `wait_timeout`) from blocking code,
@@ -65,6 +67,7 @@ mod query;
 mod queue;
 mod shader;
 mod strings;
+mod toggle_names;
 mod toggles;
 mod types;
 
@@ -74,7 +77,9 @@ pub use binding::{
 };
 pub use buffer::{Buffer, BufferDescriptor, BufferMapping, MapFuture};
 pub use command::{CommandBuffer, CommandEncoder, ComputePass, PassTimestamps};
-pub use device::{Device, DeviceDescriptor, ErrorCallback, ErrorChecking, ErrorFilter, RequiredLimits};
+pub use device::{
+    DEFAULT_WAIT_TIMEOUT, Device, DeviceDescriptor, ErrorCallback, ErrorChecking, ErrorFilter, RequiredLimits,
+};
 pub use error::{CompilationMessage, DeviceLostReason, Error, MessageKind, Result};
 pub use future::GpuFuture;
 pub use handle::live_handles;
@@ -83,7 +88,7 @@ pub use pipeline::{ComputePipeline, ComputePipelineDescriptor};
 pub use query::{QuerySet, elapsed};
 pub use queue::Queue;
 pub use shader::ShaderModule;
-pub use toggles::{Toggle, Toggles};
+pub use toggles::{Toggle, ToggleStage, Toggles};
 pub use types::{
     AdapterType, BackendType, BufferUsage, ComponentType, Feature, InstanceFeature, Limits, MapMode, PowerPreference,
     SubgroupMatrixConfig,

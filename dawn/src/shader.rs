@@ -74,7 +74,7 @@ impl ShaderModule {
         };
         // SAFETY: a valid module; the callback gets `userdata` back exactly once.
         let id = unsafe { sys::wgpuShaderModuleGetCompilationInfo(self.as_raw(), callback) };
-        future::GpuFuture::new(device.instance(), id, slot).wait()
+        future::GpuFuture::new(device.instance(), id, slot).wait_timeout(device.wait_timeout())
     }
 }
 

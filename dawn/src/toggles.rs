@@ -17,6 +17,10 @@ use crate::error::{Error, Result};
 
 /// Toggles that turn a misuse into undefined behaviour when forced on.
 const UNSAFE_TO_ENABLE: &[&str] = &[
+    // Dawn stops refusing entry points and parameter combinations it does not yet consider
+    // secure, and offers experimental features (subgroup matrices among them) whose validation
+    // is incomplete. Honoured at every stage: instance, adapter and device.
+    "allow_unsafe_apis",
     // Invalid calls reach the driver: out-of-range copies and bindings, submits using mapped or
     // destroyed buffers (the GPU then writes memory the host reads, or that is freed).
     "skip_validation",
@@ -25,7 +29,11 @@ const UNSAFE_TO_ENABLE: &[&str] = &[
     // Tint's clamping is dropped in favour of the driver's robustness, which the adapter may not
     // have (Dawn enables these only where it does).
     "vulkan_use_buffer_robust_access_2",
+    "vulkan_use_image_robust_access_2",
     "vulkan_use_cooperative_matrix_robust_access",
+    // The stride of cooperative-matrix loads and stores is read in another unit than the one
+    // the driver uses (Dawn sets it per driver): the accesses leave the range robustness checked.
+    "vulkan_cooperative_matrix_stride_is_matrix_elements",
     // Workgroup memory starts with whatever an earlier workgroup (or process) left there.
     "disable_workgroup_init",
     // Integer division or remainder by zero (and MIN / -1) become undefined in the driver.
@@ -34,12 +42,18 @@ const UNSAFE_TO_ENABLE: &[&str] = &[
     "disable_lazy_clear_for_mapped_at_creation_buffer",
     // Dawn's backend waits then run without the device lock, which only some backends support.
     "wait_is_thread_safe",
+    // Copies between buffers and textures skip alignments the driver may need (D3D12).
+    "d3d12_relax_buffer_texture_copy_pitch_and_offset_alignment",
+    // An imported image larger than its memory is no longer refused (Android).
+    "ignore_imported_ahardwarebuffer_vulkan_image_size",
 ];
 
 /// Toggles that turn a misuse into undefined behaviour when forced off.
 const UNSAFE_TO_DISABLE: &[&str] = &[
     // New resources are not zeroed: reading before writing sees other resources' old memory.
     "lazy_clear_resource_on_first_use",
+    // As when forced on: on a driver that needs it, strides are read in the wrong unit.
+    "vulkan_cooperative_matrix_stride_is_matrix_elements",
 ];
 
 /// A toggle name as Dawn would match it, for comparing with the lists above whatever its case
@@ -57,14 +71,37 @@ fn normalized(name: &str) -> String {
         .collect()
 }
 
+/// Where a toggle belongs: Dawn reads each toggle at one stage (an instance's, an adapter's or a
+/// device's descriptor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ToggleStage {
+    /// Set on the instance ([`crate::InstanceDescriptor::toggles`]).
+    Instance,
+    /// Set when requesting the adapter ([`crate::RequestAdapterOptions::toggles`]).
+    Adapter,
+    /// Set when requesting the device ([`crate::DeviceDescriptor::toggles`]).
+    Device,
+}
+
+impl fmt::Display for ToggleStage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ToggleStage::Instance => "instance",
+            ToggleStage::Adapter => "adapter",
+            ToggleStage::Device => "device",
+        })
+    }
+}
+
 /// One Dawn toggle, by name. The constants cover the ones this project relies on; any other
-/// name Dawn knows works too (`Toggle::new("dump_shaders")`). Dawn ignores unknown names, with a
-/// warning.
+/// name Dawn knows works too (`Toggle::new("dump_shaders")`). Dawn ignores a name it does not
+/// know without a word: [`Toggle::stage`] says whether it knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Toggle(Cow<'static, str>);
 
 impl Toggle {
-    /// Instance: exposes experimental features such as subgroup matrices.
+    /// Instance: exposes experimental features such as subgroup matrices. Unsafe to enable
+    /// ([`Toggles::enable_unsafe`]; [`crate::InstanceDescriptor::allow_unsafe_apis`]).
     pub const ALLOW_UNSAFE_APIS: Toggle = Toggle::from_static("allow_unsafe_apis");
     /// Adapter: lets Dawn expose `ShaderF16` (and f16 subgroup-matrix configs) on NVIDIA Vulkan.
     pub const VULKAN_ENABLE_F16_ON_NVIDIA: Toggle = Toggle::from_static("vulkan_enable_f16_on_nvidia");
@@ -98,6 +135,22 @@ impl Toggle {
     /// The toggle's Dawn name.
     pub fn name(&self) -> &str {
         &self.0
+    }
+
+    /// The stage Dawn reads this toggle at, or `None` for a name Dawn does not know (which it
+    /// would ignore). Names match exactly, as in Dawn (`skip_validation`, not `SKIP_VALIDATION`).
+    /// The list is that of the Dawn revision this crate was written against (see the README);
+    /// a newer Dawn may know more.
+    pub fn stage(&self) -> Option<ToggleStage> {
+        crate::toggle_names::KNOWN
+            .iter()
+            .find(|(name, _)| *name == self.name())
+            .map(|&(_, stage)| stage)
+    }
+
+    /// Whether Dawn knows this toggle ([`Toggle::stage`] is `Some`).
+    pub fn is_known(&self) -> bool {
+        self.stage().is_some()
     }
 
     /// Whether forcing this toggle on removes a WebGPU guarantee (so needs
@@ -161,7 +214,7 @@ impl Toggles {
     }
 
     /// Adds a toggle to force on, including one that removes a WebGPU guarantee
-    /// ([`Toggle::SKIP_VALIDATION`], [`Toggle::DISABLE_ROBUSTNESS`],
+    /// ([`Toggle::ALLOW_UNSAFE_APIS`], [`Toggle::SKIP_VALIDATION`], [`Toggle::DISABLE_ROBUSTNESS`],
     /// [`Toggle::DISABLE_WORKGROUP_INIT`], [`Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD`], …;
     /// see [`Toggle::is_unsafe_to_enable`]).
     ///
@@ -169,8 +222,13 @@ impl Toggles {
     /// With such a toggle, Dawn no longer turns the corresponding mistakes into errors; they
     /// become undefined behaviour of the whole process (the GPU reading or writing memory it
     /// does not own, including host memory a [`crate::BufferMapping`] lends out). For every
-    /// device created with these toggles, the caller promises, for as long as the device is used
-    /// (by any code that can reach it), that:
+    /// instance, adapter or device created with these toggles, the caller promises, for as long
+    /// as it (or anything made from it) is used, by any code that can reach it, that:
+    /// - `allow_unsafe_apis`: the entry points, parameter combinations and experimental
+    ///   features it unlocks (subgroup matrices, among others) are used only as their
+    ///   specifications define them: subgroup-matrix operations with a config the adapter
+    ///   reports, in subgroup-uniform control flow, loading and storing inside the bound arrays;
+    ///   nothing Dawn would refuse without the toggle is relied on to be refused;
     /// - `skip_validation`: every call would pass WebGPU's validation: copies, bindings and
     ///   dispatches stay inside their buffers and usages, no submitted work uses a buffer that
     ///   is mapped or destroyed, or runs while one it uses gets mapped, and no object whose
@@ -179,12 +237,17 @@ impl Toggles {
     /// - `disable_robustness` (and the `vulkan_use_*_robust_access*` toggles on adapters without
     ///   the matching driver robustness): no shader reads or writes outside the buffer range
     ///   bound to it;
+    /// - `vulkan_cooperative_matrix_stride_is_matrix_elements`: the driver reads
+    ///   cooperative-matrix strides in matrix elements (or no shader uses subgroup matrices);
     /// - `disable_workgroup_init`: no shader reads workgroup memory it has not written;
     /// - `disable_polyfills_on_integer_div_and_mod`: no shader divides an integer by zero, or
     ///   the most negative integer by -1;
     /// - `disable_lazy_clear_for_mapped_at_creation_buffer`: nothing reads bytes of a buffer
     ///   mapped at creation that were not written first;
-    /// - `wait_is_thread_safe`: the backend's waits are thread-safe without the device lock.
+    /// - `wait_is_thread_safe`: the backend's waits are thread-safe without the device lock;
+    /// - `d3d12_relax_buffer_texture_copy_pitch_and_offset_alignment`: the driver accepts
+    ///   unaligned buffer-texture copies; `ignore_imported_ahardwarebuffer_vulkan_image_size`:
+    ///   every imported image fits its memory.
     ///
     /// Safe toggles may be given here too; they behave as with [`Toggles::enable`].
     pub unsafe fn enable_unsafe(mut self, toggle: Toggle) -> Self {
@@ -199,11 +262,18 @@ impl Toggles {
     /// - `lazy_clear_resource_on_first_use`: new buffers are no longer zeroed, so the caller
     ///   promises that neither the GPU nor the host (through a mapping or a read-back) reads any
     ///   byte of a buffer before it was written.
+    /// - `vulkan_cooperative_matrix_stride_is_matrix_elements`: the driver reads
+    ///   cooperative-matrix strides in pointee elements (or no shader uses subgroup matrices).
     ///
     /// Safe toggles may be given here too; they behave as with [`Toggles::disable`].
     pub unsafe fn disable_unsafe(mut self, toggle: Toggle) -> Self {
         self.unsafe_disabled.push(toggle);
         self
+    }
+
+    /// Whether `toggle` is forced on, through either door.
+    pub fn contains_enabled(&self, toggle: &Toggle) -> bool {
+        self.enabled.contains(toggle) || self.unsafe_enabled.contains(toggle)
     }
 
     /// Whether no toggle is forced either way.

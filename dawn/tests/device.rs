@@ -83,6 +83,8 @@ fn devices_take_the_toggles_upstream_uses() {
 #[test]
 fn toggles_that_remove_guarantees_are_refused_through_the_safe_path() {
     let unsafe_on = [
+        Toggle::ALLOW_UNSAFE_APIS,
+        Toggle::new("vulkan_use_image_robust_access_2"),
         Toggle::SKIP_VALIDATION,
         Toggle::DISABLE_ROBUSTNESS,
         Toggle::DISABLE_WORKGROUP_INIT,
@@ -303,4 +305,30 @@ fn deferred_checking_reports_errors_at_synchronize() {
     assert!(matches!(err, Error::Validation(_)), "{err}");
     // The log was drained: the next synchronize is clean.
     device.synchronize(std::time::Duration::from_secs(10)).unwrap();
+}
+
+/// The waits the crate makes on its own (the error scopes of each checked creation) are bounded
+/// by the device's `wait_timeout`: with none at all, a creation either gets its answer at once
+/// (Dawn answers error scopes immediately on its native backends) or is `Error::Timeout`; it
+/// never waits without end.
+#[test]
+fn error_scope_waits_are_bounded_by_the_device_timeout() {
+    assert_eq!(DeviceDescriptor::default().wait_timeout, dawn::DEFAULT_WAIT_TIMEOUT);
+    let desc = DeviceDescriptor {
+        wait_timeout: std::time::Duration::ZERO,
+        ..Default::default()
+    };
+    let device = common::adapter().request_device(&desc).wait().unwrap();
+    assert_eq!(device.wait_timeout(), std::time::Duration::ZERO);
+    for _ in 0..16 {
+        let made = device.create_buffer(&dawn::BufferDescriptor {
+            label: None,
+            size: 256,
+            usage: BufferUsage::STORAGE,
+        });
+        match made {
+            Ok(_) | Err(Error::Timeout(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
 }

@@ -19,7 +19,8 @@ fn allow_unsafe_apis_is_an_explicit_opt_in_for_subgroup_matrices() {
     );
     assert!(adapter.info().subgroup_matrix_configs.is_empty());
 
-    let unsafe_ok = Instance::new(&InstanceDescriptor::compute()).unwrap();
+    // SAFETY: the adapter is only asked what it offers; nothing is made from it.
+    let unsafe_ok = Instance::new(&unsafe { InstanceDescriptor::compute() }).unwrap();
     let adapter = unsafe_ok
         .request_adapter(&RequestAdapterOptions::compute())
         .wait()
@@ -32,18 +33,75 @@ fn allow_unsafe_apis_is_an_explicit_opt_in_for_subgroup_matrices() {
 #[test]
 fn instance_features_and_toggles_are_accepted() {
     let desc = InstanceDescriptor {
-        toggles: Toggles::new().enable(Toggle::new("allow_unsafe_apis")),
+        // SAFETY: the adapter is only asked what it offers; nothing is made from it.
+        toggles: unsafe { Toggles::new().enable_unsafe(Toggle::new("allow_unsafe_apis")) },
         features: vec![InstanceFeature::TimedWaitAny, InstanceFeature::ShaderSourceSpirv],
-        allow_unsafe_apis: false,
     };
     let instance = Instance::new(&desc).unwrap();
     let adapter = instance
         .request_adapter(&RequestAdapterOptions::default())
         .wait()
         .unwrap();
-    // The toggle given by name has the same effect as the opt-in flag.
+    // The toggle given by name has the same effect as `InstanceDescriptor::allow_unsafe_apis`.
     if common::is_lavapipe(&adapter) {
         assert!(adapter.has_feature(Feature::SUBGROUP_MATRIX));
+    }
+}
+
+/// `allow_unsafe_apis` unlocks APIs Dawn does not consider secure: from safe code, at any stage,
+/// it is refused, and it is set only through an `unsafe` call.
+#[test]
+fn allow_unsafe_apis_is_set_only_through_an_unsafe_call() {
+    let toggle = Toggle::ALLOW_UNSAFE_APIS;
+    assert!(toggle.is_unsafe_to_enable());
+    let mut by_field = Toggles::new();
+    by_field.enabled.push(toggle.clone());
+    for toggles in [Toggles::new().enable(toggle.clone()), by_field] {
+        let desc = InstanceDescriptor {
+            toggles: toggles.clone(),
+            ..Default::default()
+        };
+        let err = Instance::new(&desc).unwrap_err();
+        assert!(
+            matches!(err, dawn::Error::UnsafeToggle(_)) && err.to_string().contains("allow_unsafe_apis"),
+            "{err}"
+        );
+        let options = RequestAdapterOptions {
+            toggles: toggles.clone(),
+            ..Default::default()
+        };
+        let err = common::instance().request_adapter(&options).wait().unwrap_err();
+        assert!(matches!(err, dawn::Error::UnsafeToggle(_)), "{err}");
+        let device = dawn::DeviceDescriptor::default().with_toggles(toggles);
+        let err = common::adapter().request_device(&device).wait().unwrap_err();
+        assert!(matches!(err, dawn::Error::UnsafeToggle(_)), "{err}");
+    }
+    // The unsafe door: the descriptor carries the toggle once, however often it is asked for.
+    // SAFETY: nothing is made from these descriptors.
+    let desc = unsafe { InstanceDescriptor::default().allow_unsafe_apis().allow_unsafe_apis() };
+    assert!(desc.toggles.contains_enabled(&toggle) && desc.toggles.check().is_ok());
+    assert!(!InstanceDescriptor::default().toggles.contains_enabled(&toggle));
+}
+
+#[test]
+fn toggle_names_and_stages_are_known() {
+    use dawn::ToggleStage;
+    assert_eq!(Toggle::ALLOW_UNSAFE_APIS.stage(), Some(ToggleStage::Instance));
+    assert_eq!(Toggle::USE_VULKAN_MEMORY_MODEL.stage(), Some(ToggleStage::Adapter));
+    for device in [
+        Toggle::SKIP_VALIDATION,
+        Toggle::DISABLE_ROBUSTNESS,
+        Toggle::DISABLE_WORKGROUP_INIT,
+        Toggle::DISABLE_POLYFILLS_ON_INTEGER_DIV_AND_MOD,
+        Toggle::TIMESTAMP_QUANTIZATION,
+        Toggle::new("dump_shaders"),
+        Toggle::new("lazy_clear_resource_on_first_use"),
+    ] {
+        assert_eq!(device.stage(), Some(ToggleStage::Device), "{device}");
+    }
+    // Dawn matches names exactly, and ignores the others.
+    for unknown in ["skip_validaton", "SKIP_VALIDATION", "", "dump-shaders"] {
+        assert!(!Toggle::new(unknown).is_known(), "{unknown}");
     }
 }
 

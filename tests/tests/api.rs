@@ -73,7 +73,10 @@ fn ops_batch_until_synchronize_and_match_the_reference() {
 
 #[test]
 fn contexts_from_an_adapter_or_a_device_of_ones_own() {
-    let instance = Instance::new(&InstanceDescriptor::compute()).unwrap();
+    // SAFETY: the adapters go to `GpuContext::with_adapter` and to a device of the test's own
+    // that only `GpuContext::from_device` uses: subgroup matrices are used only by the
+    // backend's kernels, which keep the promise (`backend_instance` in `context.rs`).
+    let instance = Instance::new(&unsafe { InstanceDescriptor::compute() }).unwrap();
     let adapter = instance
         .request_adapter(&RequestAdapterOptions::compute())
         .wait()

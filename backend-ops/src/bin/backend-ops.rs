@@ -290,6 +290,10 @@ fn main() -> ExitCode {
         tuning,
         ..ContextOptions::default()
     };
+    if let Err(e) = options.check_toggles() {
+        eprintln!("backend-ops: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Info => info(options, cli.output),
         Command::Test { selection, seed } => {
@@ -643,9 +647,8 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
             .map(|(k, v)| (k.to_owned(), json!(v)))
             .collect();
         let enabled = &caps.features;
-        let features: Vec<_> = ctx
-            .adapter()
-            .features()
+        let features: Vec<_> = caps
+            .adapter_features
             .iter()
             .map(|f| json!({ "name": f.to_string(), "enabled": enabled.contains(f) }))
             .collect();
@@ -678,8 +681,8 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
     );
     println!("features:");
     let enabled = &caps.features;
-    for feature in ctx.adapter().features() {
-        let mark = if enabled.contains(&feature) { "enabled" } else { "" };
+    for feature in &caps.adapter_features {
+        let mark = if enabled.contains(feature) { "enabled" } else { "" };
         println!("  {:<52} {mark}", feature.to_string());
     }
     println!("limits:");
