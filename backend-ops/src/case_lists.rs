@@ -13,13 +13,16 @@ pub const FLASH_ATTN_SUPPORTED: &str = include_str!("../../tests/data/cases/upst
 /// Upstream's FLASH_ATTN_EXT cases that its WebGPU backend refuses.
 pub const FLASH_ATTN_UNSUPPORTED: &str = include_str!("../../tests/data/cases/upstream-flash_attn_ext-unsupported.txt");
 
-/// Parses a list: one case string a line; blank lines and `#` comments are skipped.
-pub fn parse_list(text: &str) -> Result<Vec<Case>, CaseError> {
+/// The case strings of a list: one a line, trimmed; blank lines and `#` comments skipped.
+pub fn list_lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::parse)
-        .collect()
+}
+
+/// Parses a list: one case string a line; blank lines and `#` comments are skipped.
+pub fn parse_list(text: &str) -> Result<Vec<Case>, CaseError> {
+    list_lines(text).map(str::parse).collect()
 }
 
 /// The default correctness cases: both upstream-supported lists.

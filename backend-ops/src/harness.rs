@@ -24,8 +24,22 @@ pub enum Status {
     Ok { nmse: f64 },
     /// Disagrees (or failed to run); the text says how.
     Fail { reason: String },
-    /// Not supported by this backend on this device.
+    /// Not supported by this backend on this device (an upstream type this crate lacks, or a
+    /// shape no kernel handles).
     Unsupported { reason: String },
+    /// Not a valid case: `k` not a whole number of blocks, a zero extent, extents whose
+    /// product overflows. Bad input, judged before anything is allocated.
+    Invalid { reason: String },
+    /// Larger than this device takes (one binding, one buffer) or than the harness's host
+    /// budget [`MAX_HOST_BYTES`]; judged before anything is allocated.
+    TooLarge { reason: String },
+}
+
+impl Status {
+    /// Whether the case was refused as bad input ([`Status::Invalid`], [`Status::TooLarge`]).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, Status::Invalid { .. } | Status::TooLarge { .. })
+    }
 }
 
 /// A deterministic source of test data (SplitMix64).
@@ -193,6 +207,15 @@ impl Prepared {
 /// read back. A case past it is refused before anything is allocated.
 pub const MAX_HOST_BYTES: u64 = 32 << 30;
 
+/// A case that cannot be built: an upstream type this crate lacks is not supported, anything
+/// else is an invalid case.
+fn case_error(e: crate::cases::CaseError) -> BackendError {
+    match e {
+        e @ crate::cases::CaseError::UnsupportedType { .. } => BackendError::Unsupported(e.to_string()),
+        e => BackendError::InvalidOperands(e.to_string()),
+    }
+}
+
 /// What a case allocates: each input's storage, then dst.
 fn allocations(case: &Case) -> std::result::Result<Vec<(&'static str, Layout)>, crate::cases::CaseError> {
     Ok(match case {
@@ -221,9 +244,10 @@ fn allocations(case: &Case) -> std::result::Result<Vec<(&'static str, Layout)>, 
 
 /// Whether `case`'s tensors fit the device (each one binding, the inputs one buffer) and the
 /// host budget [`MAX_HOST_BYTES`], judged from the layouts alone: nothing is allocated. A
-/// malformed case is [`BackendError::InvalidOperands`], one too large [`BackendError::TooLarge`].
+/// malformed case is [`BackendError::InvalidOperands`] (or a layout error), one too large
+/// [`BackendError::TooLarge`], one of a type this crate lacks [`BackendError::Unsupported`].
 pub fn check_sizes(ctx: &GpuContext, case: &Case) -> Result<()> {
-    let allocations = allocations(case).map_err(|e| BackendError::InvalidOperands(e.to_string()))?;
+    let allocations = allocations(case).map_err(case_error)?;
     let limits = &ctx.capabilities().limits;
     let align = u64::from(limits.min_storage_buffer_offset_alignment.max(4));
     let too_large = |what: String, bytes: u64, limit: u64, limit_name: &'static str| {
@@ -273,15 +297,24 @@ pub fn check_sizes(ctx: &GpuContext, case: &Case) -> Result<()> {
     Ok(())
 }
 
+/// Whether `case` may run on `ctx`'s device at all, judged from its layouts and the device's
+/// limits before anything is allocated: [`Status::Unsupported`] for an upstream type this crate
+/// lacks, [`Status::Invalid`] for a case that makes no sense for its types,
+/// [`Status::TooLarge`] for one over the device's limits or the host budget.
+pub fn admit(ctx: &GpuContext, case: &Case) -> std::result::Result<(), Status> {
+    match check_sizes(ctx, case) {
+        Ok(()) => Ok(()),
+        Err(BackendError::Unsupported(reason)) => Err(Status::Unsupported { reason }),
+        Err(e @ BackendError::TooLarge { .. }) => Err(Status::TooLarge { reason: e.to_string() }),
+        Err(BackendError::InvalidOperands(reason)) => Err(Status::Invalid { reason }),
+        Err(e) => Err(Status::Invalid { reason: e.to_string() }),
+    }
+}
+
 fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Result<Prepared> {
     let mut rng = Rng::new(seed);
-    let case_error = |e: crate::cases::CaseError| BackendError::Unsupported(e.to_string());
     // Judged before any host data is allocated.
-    match check_sizes(ctx, case) {
-        Err(e @ BackendError::TooLarge { .. }) => return Err(BackendError::Unsupported(e.to_string())),
-        Err(BackendError::InvalidOperands(reason)) => return Err(BackendError::Unsupported(reason)),
-        other => other?,
-    }
+    check_sizes(ctx, case)?;
     match case {
         Case::MulMat(c) => prepare_mul_mat(ctx, c, &mut rng, with_reference, case_error),
         Case::FlashAttnExt(c) => prepare_flash_attn(ctx, c, &mut rng, with_reference, case_error),
@@ -401,6 +434,9 @@ pub fn test_case(ctx: &GpuContext, case: &Case, seed: u64) -> Status {
 
 /// [`test_case`], with the plan the op followed, in words (when it ran).
 pub fn test_case_planned(ctx: &GpuContext, case: &Case, seed: u64) -> (Status, Option<String>) {
+    if let Err(refused) = admit(ctx, case) {
+        return (refused, None);
+    }
     let prepared = match prepare(ctx, case, seed, true) {
         Ok(p) => p,
         Err(BackendError::Unsupported(reason)) => return (Status::Unsupported { reason }, None),
@@ -539,6 +575,33 @@ pub fn describe(ctx: &GpuContext, case: &Case) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Cases are judged before anything is allocated: a type this crate lacks is not
+    /// supported, a case that makes no sense is invalid, one over the device's limits too
+    /// large; the default lists (upstream's, and its perf cases) hold no invalid case.
+    #[test]
+    fn cases_are_admitted_refused_or_judged_too_large() {
+        let ctx = GpuContext::new(ggml_dawn::ContextOptions::default()).unwrap();
+        let judge = |spec: &str| admit(&ctx, &spec.parse::<Case>().unwrap());
+        assert_eq!(judge("MUL_MAT(type_a=f32,type_b=f32,m=16,n=3,k=32)"), Ok(()));
+        assert!(
+            matches!(
+                judge("MUL_MAT(type_a=q4_0,type_b=f32,m=4,n=1,k=48)"),
+                Err(Status::Invalid { .. })
+            ),
+            "k=48 of q4_0"
+        );
+        assert!(matches!(
+            judge("MUL_MAT(type_a=f32,type_b=f32,m=1000000,n=1000000,k=4096)"),
+            Err(Status::TooLarge { .. })
+        ));
+        let mut lists = crate::case_lists::test_cases().unwrap();
+        lists.extend(crate::case_lists::perf_cases());
+        for case in &lists {
+            let verdict = admit(&ctx, case);
+            assert!(!matches!(verdict, Err(Status::Invalid { .. })), "{case}: {verdict:?}");
+        }
+    }
 
     /// A device that is idle is usable after a failed case; a lost one is not, and says why.
     #[test]

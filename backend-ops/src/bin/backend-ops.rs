@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ggml_dawn::tuning::{self, Tuning};
 use ggml_dawn::{ContextOptions, GpuContext};
-use ggml_dawn_bench::cases::{Case, CaseError};
+use ggml_dawn_bench::cases::Case;
 use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
 use ggml_dawn_bench::golden::{self, Verdict};
 use ggml_dawn_bench::harness::{self, Status};
@@ -219,19 +219,6 @@ fn read_text(flag: &str, path: &std::path::Path, max: u64) -> Result<String, Str
     String::from_utf8(bytes).map_err(|_| format!("{flag} {name}: not UTF-8 text"))
 }
 
-/// A case given on the command line must make sense for its types (whole blocks, positive
-/// extents, no overflow); one of an upstream type this crate lacks is only not supported.
-fn check_given_case(origin: &str, case: &Case) -> Result<(), String> {
-    let result = match case {
-        Case::MulMat(c) => c.tensors().map(|_| ()),
-        Case::FlashAttnExt(c) => c.tensors().map(|_| ()),
-    };
-    match result {
-        Ok(()) | Err(CaseError::UnsupportedType { .. }) => Ok(()),
-        Err(e) => Err(format!("{origin} `{case}`: {e}")),
-    }
-}
-
 /// Runs one case's work, turning a panic into a failure so that the rest of the list goes on.
 fn guarded<T>(work: impl FnOnce() -> T) -> Result<T, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|panic| {
@@ -295,7 +282,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match cli.command {
-        Command::Info => info(options, cli.output),
+        Command::Info => info(options, cli.output).map(End::from),
         Command::Test { selection, seed } => {
             let verbose = selection.verbose;
             select(&selection, Default::Tests).and_then(|cases| test(options, &cases, seed, verbose, cli.output))
@@ -310,20 +297,109 @@ fn main() -> ExitCode {
             select(&selection, Default::Perf)
                 .and_then(|cases| perf(options, &cases, min_time, max_repeats, verbose, cli.output))
         }
-        Command::Golden { paths } => golden_files(options, &paths, cli.output),
+        Command::Golden { paths } => golden_files(options, &paths, cli.output).map(End::from),
         Command::Support { selection } => {
             select(&selection, Default::Everything).and_then(|cases| support(options, &cases, cli.output))
         }
-        Command::Compare(args) => compare_cmd(options, &args, cli.output),
+        Command::Compare(args) => compare_cmd(options, &args, cli.output).map(End::from),
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+        Ok(End::Clean) => ExitCode::SUCCESS,
+        Ok(End::Failed) => ExitCode::FAILURE,
+        Ok(End::BadInput) => ExitCode::from(2),
         Err(message) => {
             eprintln!("backend-ops: {message}");
             ExitCode::from(2)
         }
     }
+}
+
+/// How a run ended: its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Every case passed (or was not supported): exit 0.
+    Clean,
+    /// A case failed: exit 1.
+    Failed,
+    /// A case was malformed, invalid or too large for the device (the others ran): exit 2,
+    /// whether or not another failed.
+    BadInput,
+}
+
+impl From<bool> for End {
+    fn from(ok: bool) -> End {
+        if ok { End::Clean } else { End::Failed }
+    }
+}
+
+/// The cases a mode runs, and the case strings given that did not parse.
+struct Selected {
+    cases: Vec<Case>,
+    /// Whether the cases were given (`--case`, `--cases-file`) rather than a default list.
+    given: bool,
+    /// `(origin, spec, why)` of each given case string that did not parse.
+    malformed: Vec<(String, String, String)>,
+}
+
+/// A case refused as bad input: where it came from, the case, and why.
+struct Refused {
+    origin: String,
+    case: String,
+    reason: String,
+}
+
+impl Selected {
+    /// The malformed case strings, reported as refused.
+    fn refused(&self) -> Vec<Refused> {
+        self.malformed
+            .iter()
+            .map(|(origin, case, reason)| Refused {
+                origin: origin.clone(),
+                case: case.clone(),
+                reason: reason.clone(),
+            })
+            .collect()
+    }
+
+    /// What `status` means for a case of this selection: a case too large for this device is
+    /// bad input when it was given, and only not supported in a default list (upstream's lists
+    /// do not know the device; upstream also skips what a device cannot hold).
+    fn judge(&self, status: Status) -> Status {
+        match status {
+            Status::TooLarge { reason } if !self.given => Status::Unsupported { reason },
+            other => other,
+        }
+    }
+}
+
+/// Prints a line for each malformed case string (text: `  SPEC: invalid (why)`, or a JSON
+/// object), for a mode whose run goes on with the other cases.
+fn print_malformed(mode: &str, selected: &Selected, output: Output) {
+    for (_, spec, reason) in &selected.malformed {
+        match output {
+            Output::Text => println!("  {spec}: invalid ({reason})"),
+            Output::Json => println!(
+                "{}",
+                json!({ "mode": mode, "case": spec, "status": "invalid", "reason": reason })
+            ),
+        }
+    }
+}
+
+/// After a run: each case refused as bad input, on standard error with where it came from,
+/// and how the run ends (exit 2 if any was refused).
+fn finish(refused: &[Refused], total: usize, ok: bool) -> End {
+    if refused.is_empty() {
+        return End::from(ok);
+    }
+    for r in refused {
+        eprintln!("backend-ops: {} `{}`: {}", r.origin, r.case, r.reason);
+    }
+    eprintln!(
+        "backend-ops: {} of {total} cases malformed, invalid or too large for this device (the others ran); fix or drop them",
+        refused.len()
+    );
+    End::BadInput
 }
 
 /// Which list a mode runs when no case is given.
@@ -334,23 +410,39 @@ enum Default {
     Everything,
 }
 
-fn select(selection: &Selection, default: Default) -> Result<Vec<Case>, String> {
+/// The cases a mode runs: those given (`--case`, `--cases-file`), else the default list; then
+/// `-o` and `-p`. A case string that does not parse ends nothing: it is kept in
+/// [`Selected::malformed`] and the others run.
+fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
+    let pattern = selection
+        .pattern
+        .as_deref()
+        .map(Regex::new)
+        .transpose()
+        .map_err(|e| format!("-p: {e}"))?;
+    if let Some(op) = &selection.op
+        && !["MUL_MAT", "FLASH_ATTN_EXT"].contains(&op.as_str())
+    {
+        return Err(format!("-o {op}: unknown op (known: MUL_MAT, FLASH_ATTN_EXT)"));
+    }
     let mut cases: Vec<Case> = Vec::new();
+    let mut malformed = Vec::new();
+    let mut take = |origin: &str, spec: &str| match spec.parse::<Case>() {
+        Ok(case) => cases.push(case),
+        Err(e) => malformed.push((origin.to_owned(), spec.to_owned(), e.to_string())),
+    };
     for spec in &selection.cases {
-        let case: Case = spec.parse().map_err(|e| format!("--case `{spec}`: {e}"))?;
-        check_given_case("--case", &case)?;
-        cases.push(case);
+        take("--case", spec);
     }
     for file in &selection.files {
         let text = read_text("--cases-file", file, MAX_CASES_FILE)?;
         let origin = format!("--cases-file {}", file.display());
-        let list = case_lists::parse_list(&text).map_err(|e| format!("{origin}: {e}"))?;
-        for case in &list {
-            check_given_case(&origin, case)?;
+        for line in case_lists::list_lines(&text) {
+            take(&origin, line);
         }
-        cases.extend(list);
     }
-    if selection.cases.is_empty() && selection.files.is_empty() {
+    let given = !(selection.cases.is_empty() && selection.files.is_empty());
+    if !given {
         cases = match default {
             Default::Tests => case_lists::test_cases().map_err(|e| e.to_string())?,
             Default::Perf => case_lists::perf_cases(),
@@ -368,29 +460,29 @@ fn select(selection: &Selection, default: Default) -> Result<Vec<Case>, String> 
             }
         };
     }
-    let pattern = selection
-        .pattern
-        .as_deref()
-        .map(Regex::new)
-        .transpose()
-        .map_err(|e| format!("-p: {e}"))?;
-    if let Some(op) = &selection.op
-        && !["MUL_MAT", "FLASH_ATTN_EXT"].contains(&op.as_str())
-    {
-        return Err(format!("-o {op}: unknown op (known: MUL_MAT, FLASH_ATTN_EXT)"));
-    }
     cases.retain(|c| {
         selection.op.as_deref().is_none_or(|op| c.op_name() == op)
             && pattern.as_ref().is_none_or(|p| p.is_match(&c.to_string()))
     });
-    Ok(cases)
+    Ok(Selected {
+        cases,
+        given,
+        malformed,
+    })
 }
 
 fn context(options: ContextOptions) -> Result<GpuContext, String> {
     GpuContext::new(options).map_err(|e| e.to_string())
 }
 
-fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, output: Output) -> Result<bool, String> {
+fn test(options: ContextOptions, selected: &Selected, seed: u64, verbose: bool, output: Output) -> Result<End, String> {
+    let cases = &selected.cases;
+    let total = cases.len() + selected.malformed.len();
+    print_malformed("test", selected, output);
+    let mut refused = selected.refused();
+    if cases.is_empty() && !refused.is_empty() {
+        return Ok(finish(&refused, total, true));
+    }
     let ctx = context(options)?;
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
     let mut progress = Progress::new(cases.len(), output == Output::Text);
@@ -398,34 +490,44 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
     for (done, case) in cases.iter().enumerate() {
         let (status, plan) = guarded(|| harness::test_case_planned(&ctx, case, seed))
             .unwrap_or_else(|reason| (Status::Fail { reason }, None));
+        let status = selected.judge(status);
         match &status {
             Status::Ok { .. } => passed += 1,
             Status::Fail { .. } => failed += 1,
             Status::Unsupported { .. } => unsupported += 1,
+            Status::Invalid { reason } | Status::TooLarge { reason } => refused.push(Refused {
+                origin: "case".into(),
+                case: case.to_string(),
+                reason: reason.clone(),
+            }),
         }
         // The plan the op followed; one it would follow when it did not run.
-        let path = verbose.then(|| plan.unwrap_or_else(|| harness::describe(&ctx, case)));
+        let path = (verbose && !status.is_bad_input()).then(|| plan.unwrap_or_else(|| harness::describe(&ctx, case)));
         match output {
             Output::Text => match &status {
-                _ if verbose && path.is_some() => {
+                Status::Ok { nmse } if verbose => {
                     let path = path.as_deref().unwrap_or_default();
-                    match &status {
-                        Status::Ok { nmse } => progress.println(format!("  {case}: OK (nmse={nmse:.3e}; {path})")),
-                        Status::Fail { reason } => progress.println(format!("  {case}: FAIL ({reason}; {path})")),
-                        Status::Unsupported { reason } => {
-                            progress.println(format!("  {case}: not supported ({reason})"))
-                        }
-                    }
+                    progress.println(format!("  {case}: OK (nmse={nmse:.3e}; {path})"))
+                }
+                Status::Fail { reason } if verbose => {
+                    let path = path.as_deref().unwrap_or_default();
+                    progress.println(format!("  {case}: FAIL ({reason}; {path})"))
                 }
                 Status::Ok { .. } => progress.println(format!("  {case}: OK")),
                 Status::Fail { reason } => progress.println(format!("  {case}: FAIL ({reason})")),
                 Status::Unsupported { reason } => progress.println(format!("  {case}: not supported ({reason})")),
+                Status::Invalid { reason } => progress.println(format!("  {case}: invalid ({reason})")),
+                Status::TooLarge { reason } => {
+                    progress.println(format!("  {case}: invalid (too large for this device: {reason})"))
+                }
             },
             Output::Json => {
                 let (name, detail) = match &status {
                     Status::Ok { nmse } => ("ok", json!({ "nmse": nmse })),
                     Status::Fail { reason } => ("fail", json!({ "reason": reason })),
                     Status::Unsupported { reason } => ("unsupported", json!({ "reason": reason })),
+                    Status::Invalid { reason } => ("invalid", json!({ "reason": reason })),
+                    Status::TooLarge { reason } => ("invalid", json!({ "reason": reason, "too_large": true })),
                 };
                 let mut line = json!({ "mode": "test", "op": case.op_name(), "case": case.to_string(), "status": name, "detail": detail });
                 if let Some(path) = path {
@@ -444,10 +546,15 @@ fn test(options: ContextOptions, cases: &[Case], seed: u64, verbose: bool, outpu
     }
     progress.finish();
     if output == Output::Text {
-        println!("{passed} passed, {failed} failed, {unsupported} not supported");
+        let invalid = if refused.is_empty() {
+            String::new()
+        } else {
+            format!(", {} invalid", refused.len())
+        };
+        println!("{passed} passed, {failed} failed, {unsupported} not supported{invalid}");
     }
     report_stop("test", stopped, cases.len(), output);
-    Ok(failed == 0)
+    Ok(finish(&refused, total, failed == 0))
 }
 
 /// After a case that left the device lost or hung, the rest of a list is not run: says so (on
@@ -496,20 +603,64 @@ fn scaled(value: f64) -> (f64, &'static str) {
     (value, "")
 }
 
+/// The line of a case refused before it ran (not supported, invalid, too large), or `None` for
+/// one that may run.
+fn refusal_line(mode: &str, case: &Case, status: &Status, output: Output) -> Option<String> {
+    let text = case.to_string();
+    let (name, words, reason) = match status {
+        Status::Unsupported { reason } => ("unsupported", "not supported", reason.clone()),
+        Status::Invalid { reason } => ("invalid", "invalid", reason.clone()),
+        Status::TooLarge { reason } => ("invalid", "invalid", format!("too large for this device: {reason}")),
+        Status::Ok { .. } | Status::Fail { .. } => return None,
+    };
+    Some(match output {
+        Output::Text => format!("  {text}: {words} ({reason})"),
+        Output::Json => {
+            json!({ "mode": mode, "op": case.op_name(), "case": text, "status": name, "reason": reason }).to_string()
+        }
+    })
+}
+
 fn perf(
     options: ContextOptions,
-    cases: &[Case],
+    selected: &Selected,
     min_time: Duration,
     max_repeats: u64,
     verbose: bool,
     output: Output,
-) -> Result<bool, String> {
+) -> Result<End, String> {
+    let cases = &selected.cases;
+    let total = cases.len() + selected.malformed.len();
+    print_malformed("perf", selected, output);
+    let mut refused = selected.refused();
+    if cases.is_empty() && !refused.is_empty() {
+        return Ok(finish(&refused, total, true));
+    }
     let ctx = context(options)?;
     let mut ok = true;
     let mut progress = Progress::new(cases.len(), output == Output::Text);
     let mut stopped = None;
     for (done, case) in cases.iter().enumerate() {
         let text = case.to_string();
+        // Judged before anything is allocated: not supported, invalid or too large.
+        if let Err(status) = harness::admit(&ctx, case) {
+            let status = selected.judge(status);
+            if let Some(line) = refusal_line("perf", case, &status, output) {
+                match output {
+                    Output::Text => progress.println(line),
+                    Output::Json => println!("{line}"),
+                }
+            }
+            if let Status::Invalid { reason } | Status::TooLarge { reason } = status {
+                refused.push(Refused {
+                    origin: "case".into(),
+                    case: text,
+                    reason,
+                });
+            }
+            progress.advance(false);
+            continue;
+        }
         let timed = guarded(|| harness::perf_case(&ctx, case, min_time, max_repeats))
             .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
         let failed = matches!(&timed, Err(e) if !matches!(e, ggml_dawn::error::BackendError::Unsupported(_)));
@@ -555,7 +706,7 @@ fn perf(
     progress.finish();
     let clean = stopped.is_none();
     report_stop("perf", stopped, cases.len(), output);
-    Ok(ok && clean)
+    Ok(finish(&refused, total, ok && clean))
 }
 
 fn golden_files(options: ContextOptions, paths: &[PathBuf], output: Output) -> Result<bool, String> {
@@ -601,10 +752,30 @@ fn golden_files(options: ContextOptions, paths: &[PathBuf], output: Output) -> R
     Ok(failed == 0)
 }
 
-fn support(options: ContextOptions, cases: &[Case], output: Output) -> Result<bool, String> {
+fn support(options: ContextOptions, selected: &Selected, output: Output) -> Result<End, String> {
+    let cases = &selected.cases;
+    let total = cases.len() + selected.malformed.len();
+    print_malformed("support", selected, output);
+    let mut refused = selected.refused();
+    if cases.is_empty() && !refused.is_empty() {
+        return Ok(finish(&refused, total, true));
+    }
     let ctx = context(options)?;
     let (mut yes, mut no) = (0, 0);
     for case in cases {
+        if let Err(status) = harness::admit(&ctx, case).map_err(|s| selected.judge(s))
+            && let Status::Invalid { reason } | Status::TooLarge { reason } = &status
+        {
+            if let Some(line) = refusal_line("support", case, &status, output) {
+                println!("{line}");
+            }
+            refused.push(Refused {
+                origin: "case".into(),
+                case: case.to_string(),
+                reason: reason.clone(),
+            });
+            continue;
+        }
         let verdict = harness::supports(&ctx, case);
         match &verdict {
             Ok(()) => yes += 1,
@@ -623,9 +794,14 @@ fn support(options: ContextOptions, cases: &[Case], output: Output) -> Result<bo
         }
     }
     if output == Output::Text {
-        println!("{yes} supported, {no} not supported");
+        let invalid = if refused.is_empty() {
+            String::new()
+        } else {
+            format!(", {} invalid", refused.len())
+        };
+        println!("{yes} supported, {no} not supported{invalid}");
     }
-    Ok(true)
+    Ok(finish(&refused, total, true))
 }
 
 fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
@@ -741,7 +917,13 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
                 Mode::Perf => Default::Perf,
                 Mode::Test => Default::Tests,
             };
-            let cases = select(&args.selection, default)?;
+            let selected = select(&args.selection, default)?;
+            // Both programs run the same case strings: one that does not parse ends the
+            // comparison before it starts.
+            if let Some((origin, spec, reason)) = selected.malformed.first() {
+                return Err(format!("{origin} `{spec}`: {reason}"));
+            }
+            let cases = selected.cases;
             let upstream = UpstreamCommand {
                 program: bin.clone(),
                 pre_args: args.upstream_args.clone(),
@@ -842,7 +1024,9 @@ fn run_ours(ctx: &GpuContext, case: &Case, mode: Mode, args: &CompareArgs, min_t
         Mode::Test => match harness::test_case(ctx, case, args.seed) {
             Status::Ok { .. } => Outcome::Ok,
             Status::Fail { reason } => Outcome::Fail(reason),
-            Status::Unsupported { reason } => Outcome::Unsupported(reason),
+            // Upstream, too, skips what the device cannot hold.
+            Status::Unsupported { reason } | Status::TooLarge { reason } => Outcome::Unsupported(reason),
+            Status::Invalid { reason } => Outcome::Fail(format!("invalid: {reason}")),
         },
     };
     let mut entry = Entry::new(&text, outcome);
