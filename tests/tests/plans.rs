@@ -92,10 +92,17 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             count_m,
             count_n,
             tk,
+            stages,
+            prefetch,
+            probe,
             wg_size,
             ..
         } => {
             assert_eq!(define(v, "SG_M"), Some(u(config.m).as_str()), "{what}: {v}");
+            assert_eq!(define(v, "STAGES"), Some(stages.to_string().as_str()), "{what}: {v}");
+            assert_eq!(flag(v, "PREFETCH"), *prefetch, "{what}: {v}");
+            assert_eq!(flag(v, "PROBE_STAGING"), *probe == 1, "{what}: {v}");
+            assert_eq!(flag(v, "PROBE_MMA"), *probe == 2, "{what}: {v}");
             assert_eq!(define(v, "SG_COUNT_M"), Some(u(*count_m).as_str()), "{what}: {v}");
             assert_eq!(define(v, "SG_COUNT_N"), Some(u(*count_n).as_str()), "{what}: {v}");
             assert_eq!(define(v, "TK"), Some(u(*tk).as_str()), "{what}: {v}");

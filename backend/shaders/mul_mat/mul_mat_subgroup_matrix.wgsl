@@ -20,7 +20,9 @@
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; SG_M, SG_N, SG_K (the config),
 // SG_COUNT_M, SG_COUNT_N, FRAG_M, FRAG_N, TK (a multiple of 8 and of SG_K), PAD (halves, a
-// multiple of 8), STAGES,
+// multiple of 8), STAGES, PREFETCH (with one stage: the next step fetched into registers before
+// the multiplies, stored after a barrier), PROBE_STAGING / PROBE_MMA (measuring only: the
+// staging without the multiplies, or the multiplies on never-refilled workgroup memory),
 // WG_SIZE, SCRATCH_SGS (result matrices the edge scratch holds), ACC_F32, A_VEC4 (a's rows are
 // 16-byte units, also bound as `a4`), DIRECT_STORE (dst's binding holds at least one result matrix, as Dawn
 // requires of a subgroupMatrixStore target; smaller dsts have no whole tile anyway).
@@ -217,7 +219,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let cur = select(0u, s & 1u, STAGES == 2u);
         let more = s + 1u < steps;
         let k_next = (s + 1u) * TK;
-#if STAGES == 2
+#if STAGES == 2 || defined(PREFETCH)
 #for T in 0..A_PER_THREAD
         var ra_##T = vec4<u32>();
 #endfor
@@ -233,6 +235,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
         }
 #endif
+#ifndef PROBE_STAGING
         if (computes) {
             let a_off = cur * A_STAGE + sg_m * FRAG_M * SG_M * LDS;
             let b_off = cur * B_STAGE + sg_n * FRAG_N * SG_N * LDS;
@@ -252,19 +255,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             }
 #endfor
         }
-#if STAGES == 2
+#endif
+#if STAGES == 2 || defined(PREFETCH)
+#if STAGES == 1
+        // One buffer: every subgroup is done reading it before it is refilled.
+        workgroupBarrier();
+#endif
+#ifndef PROBE_MMA
         if (more) {
-            // The other buffer was last read before the previous step's barrier.
+            // With two stages the other buffer was last read before the previous step's barrier.
 #for T in 0..A_PER_THREAD
-            put_a(cur ^ 1u, lid + T##u * WG_SIZE, ra_##T);
+            put_a(select(0u, cur ^ 1u, STAGES == 2u), lid + T##u * WG_SIZE, ra_##T);
 #endfor
 #for T in 0..B_PER_THREAD
-            put_b(cur ^ 1u, lid + T##u * WG_SIZE, rb_##T);
+            put_b(select(0u, cur ^ 1u, STAGES == 2u), lid + T##u * WG_SIZE, rb_##T);
 #endfor
         }
+#endif
         workgroupBarrier();
 #else
         workgroupBarrier();
+#ifndef PROBE_MMA
         if (more) {
 #for T in 0..A_PER_THREAD
             put_a(0u, lid + T##u * WG_SIZE, fetch_a(tile, m0, k_next, lid + T##u * WG_SIZE));
@@ -273,6 +284,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             put_b(0u, lid + T##u * WG_SIZE, fetch_b(tile, n0, k_next, lid + T##u * WG_SIZE));
 #endfor
         }
+#endif
         workgroupBarrier();
 #endif
     }

@@ -113,6 +113,8 @@ pub fn encode(
             tk,
             pad,
             stages,
+            prefetch,
+            probe,
             wg_size,
             scratch_sgs,
             ..
@@ -127,6 +129,9 @@ pub fn encode(
             .define("TK", format!("{tk}u"))
             .define("PAD", format!("{pad}u"))
             .define("STAGES", stages)
+            .flag("PREFETCH", *prefetch)
+            .flag("PROBE_STAGING", *probe == 1)
+            .flag("PROBE_MMA", *probe == 2)
             .define("WG_SIZE", format!("{wg_size}u"))
             .define("SCRATCH_SGS", format!("{scratch_sgs}u"))
             .flag("A_VEC4", plan.a_vec4)

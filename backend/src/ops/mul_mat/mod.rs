@@ -155,6 +155,7 @@ pub fn problem(la: &Layout, lb: &Layout, a_start: u64, b_start: u64, dst_bytes: 
             1
         }
     };
+    let contiguous_b = lb.nb[0] == lb.ty.type_size();
     Problem {
         a_type: la.ty,
         b_type: lb.ty,
@@ -163,8 +164,36 @@ pub fn problem(la: &Layout, lb: &Layout, a_start: u64, b_start: u64, dst_bytes: 
         k: la.ne[0] as u64,
         batches: (lb.ne[2] as u64).saturating_mul(lb.ne[3] as u64),
         a_align: align(a_start, &la.nb[1..]),
-        b_align: align(b_start, &lb.nb),
-        b_contiguous: lb.nb[0] == lb.ty.type_size(),
+        // A contiguous b's element stride is its element size: only the start and the row
+        // strides say whether its rows are whole 16-byte words.
+        b_align: align(b_start, if contiguous_b { &lb.nb[1..] } else { &lb.nb }),
+        b_contiguous: contiguous_b,
         dst_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::problem;
+    use crate::ggml_type::GgmlType;
+    use crate::tensor::Layout;
+
+    #[test]
+    fn a_contiguous_b_is_aligned_by_its_rows_not_its_element_size() {
+        let a = Layout::contiguous(GgmlType::F16, [14336, 4096, 1, 1]).unwrap();
+        // f32 rows of 14336 elements at a 16-byte start: whole 16-byte words.
+        let b = Layout::contiguous(GgmlType::F32, [14336, 512, 1, 1]).unwrap();
+        assert_eq!(problem(&a, &b, 0, 0, 0).b_align, 16);
+        assert_eq!(problem(&a, &b, 4, 0, 0).b_align, 16, "a's start says nothing of b");
+        assert_eq!(problem(&a, &b, 0, 4, 0).b_align, 4);
+        // Rows of 3 f32 elements: 12-byte rows.
+        let short = Layout::contiguous(GgmlType::F32, [3, 8, 1, 1]).unwrap();
+        assert_eq!(problem(&a, &short, 0, 0, 0).b_align, 4);
+        // Not contiguous: the element stride counts too (a 2-byte step of f16 elements).
+        let mut strided = Layout::contiguous(GgmlType::F16, [8, 8, 1, 1]).unwrap();
+        strided.nb = [2 * 3, 2 * 3 * 8, 2 * 3 * 64, 2 * 3 * 64];
+        let p = problem(&a, &strided, 0, 0, 0);
+        assert!(!p.b_contiguous);
+        assert_eq!(p.b_align, 2);
     }
 }

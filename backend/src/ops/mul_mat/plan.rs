@@ -124,6 +124,16 @@ pub struct Tuning {
     pub sg_pad: u32,
     /// 2: double-buffered K loop; 1: single buffer, two barriers per step.
     pub sg_stages: u32,
+    /// With one stage: the next K step's units fetched into registers before this step's
+    /// multiplies (two barriers a step), instead of after them.
+    pub sg_prefetch: u32,
+    /// Where b is read as 16-byte words when its layout allows ([`b_vec4`]): 0 nowhere, 2
+    /// everywhere, 1 where it measured faster: the subgroup-matrix kernel and the mat-vec of
+    /// quantized weights (not the float mat-vec, nor the register-tiled kernel).
+    pub b_vec4: u32,
+    /// Measuring only (results wrong): 1 = the staging alone (global loads and workgroup
+    /// stores, no multiplies), 2 = the multiplies alone (workgroup memory never refilled).
+    pub sg_probe: u32,
     /// Accumulator registers per invocation a subgroup may hold (f32 words).
     pub sg_acc_regs: u32,
     /// Halve the tile while the grid has fewer workgroups than this (0: never), so that small
@@ -187,9 +197,18 @@ impl Default for Tuning {
             sg_tile_n: 128,
             sg_small_count_m: 4,
             sg_small_frag_m: 1,
-            sg_tk: 32,
+            // H200, n=512 (BENCHMARKS.md): one 64-deep stage with the next step prefetched
+            // into registers beat two 32-deep stages by 15-20% (f16 760 against 877 us, q4_K
+            // 947 against 1119): half the barriers, twice the loads in flight.
+            sg_tk: 64,
             sg_pad: 8,
-            sg_stages: 2,
+            sg_stages: 1,
+            sg_prefetch: 1,
+            // H200 (BENCHMARKS.md): 16-byte reads of b took f16 n=512 from 760 to 609 us and
+            // iq4_xs n=1 from 77.0 to 73.5; the float mat-vec was slower with them (f16 n=8
+            // 81.3 against 72.9 us), the register-tiled kernel within noise (3416 against 3312).
+            b_vec4: 1,
+            sg_probe: 0,
             sg_acc_regs: 64,
             // Measured on the H200: halving 4096x512's 128x128 tiles to fill all 132
             // multiprocessors was slower (5590 vs 4469 us for f16), so no halving by default.
@@ -261,6 +280,9 @@ knobs!(
     sg_tk,
     sg_pad,
     sg_stages,
+    sg_prefetch,
+    b_vec4,
+    sg_probe,
     sg_acc_regs,
     sg_min_workgroups,
     sg_acc_f16,
@@ -331,6 +353,9 @@ impl Tuning {
             "sg_tk" => (1, 512),
             "sg_pad" | "tiled_pad" => (0, 64),
             "sg_stages" => (1, 2),
+            "sg_prefetch" => (0, 1),
+            "b_vec4" => (0, 2),
+            "sg_probe" => (0, 2),
             "sg_acc_regs" => (1, 1024),
             "sg_min_workgroups" => (0, 1 << 20),
             "sg_acc_f16" => (0, 1),
@@ -432,6 +457,10 @@ pub enum Path {
         tk: u32,
         pad: u32,
         stages: u32,
+        /// One stage with the next step fetched into registers first ([`Tuning::sg_prefetch`]).
+        prefetch: bool,
+        /// [`Tuning::sg_probe`] (0 but when measuring).
+        probe: u32,
         wg_size: u32,
         /// Result matrices the edge-tile scratch holds (subgroups take turns when fewer than
         /// `count_m · count_n`): what is left of the workgroup memory after staging.
@@ -457,7 +486,7 @@ pub struct MulMatPlan {
     pub grid: [u32; 3],
     /// Bytes of workgroup memory the kernel declares.
     pub workgroup_bytes: u32,
-    /// The fast kernels read b as 16-byte words ([`b_vec4`]).
+    /// The kernel reads b as 16-byte words ([`b_vec4`], [`Tuning::b_vec4`]).
     pub b_vec4: bool,
     /// The subgroup-matrix kernel also reads a as 16-byte words ([`a_vec4`]).
     pub a_vec4: bool,
@@ -587,6 +616,8 @@ impl fmt::Display for MulMatPlan {
                 frag_n,
                 tk,
                 stages,
+                prefetch,
+                probe,
                 wg_size,
                 scratch_sgs,
                 narrow,
@@ -594,14 +625,20 @@ impl fmt::Display for MulMatPlan {
             } => write!(
                 f,
                 "subgroup-matrix {}x{}x{} ({} accumulators): {}tile {tm}x{tn}x{tk}, {count_m}x{count_n} subgroups \
-                 of {frag_m}x{frag_n} results, {stages} stage{}, workgroup of {wg_size}, edge scratch of \
-                 {scratch_sgs}",
+                 of {frag_m}x{frag_n} results, {stages} stage{}{}, workgroup of {wg_size}, edge scratch of \
+                 {scratch_sgs}{}",
                 config.m,
                 config.n,
                 config.k,
                 if config.f32_result { "f32" } else { "f16" },
                 if *narrow { "narrow " } else { "" },
                 if *stages == 1 { "" } else { "s" },
+                if *prefetch { " with register prefetch" } else { "" },
+                match probe {
+                    0 => "",
+                    1 => " (probe: staging only, results wrong)",
+                    _ => " (probe: multiplies only, results wrong)",
+                },
             )?,
             Path::Simple { reason } => return write!(f, "simple (fallback: {reason})"),
         }
@@ -710,6 +747,16 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         }
         _ => None,
     };
+    let b_vec4 = b_vec4(p)
+        && match t.b_vec4 {
+            0 => false,
+            1 => match path {
+                Path::SubgroupMatrix { .. } => true,
+                Path::Vec { .. } => !matches!(p.a_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16),
+                Path::Tiled { .. } | Path::Simple { .. } => false,
+            },
+            _ => true,
+        };
     Ok(MulMatPlan {
         problem: *p,
         path,
@@ -718,7 +765,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         batches,
         grid: grid_2d(groups as u32, d.max_workgroups_per_dim),
         workgroup_bytes,
-        b_vec4: b_vec4(p),
+        b_vec4,
         a_vec4,
         direct_store,
         quantize_b,
@@ -1025,6 +1072,8 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         tk,
         pad,
         stages,
+        prefetch: stages == 1 && t.sg_prefetch == 1,
+        probe: t.sg_probe,
         wg_size: counts.0 * counts.1 * sg_size,
         scratch_sgs,
         narrow,
@@ -1133,7 +1182,34 @@ mod tests {
     }
 
     #[test]
-    fn nvidia_16x16x16_gets_128_square_tiles_double_buffered() {
+    fn b_is_read_as_16_byte_words_where_it_measured_faster() {
+        let d = nvidia((16, 16, 16));
+        let no_sg = DeviceFacts {
+            subgroup_matrix: None,
+            ..d
+        };
+        let vec4 = |ty: GgmlType, n: u64, d: &DeviceFacts, t: &Tuning| {
+            let mut p = problem(ty, 4096, n, 14336);
+            p.b_align = 16;
+            plan(&p, d, t).b_vec4
+        };
+        let t = Tuning::default();
+        assert!(vec4(GgmlType::F16, 512, &d, &t), "subgroup-matrix");
+        assert!(vec4(GgmlType::IQ4_XS, 1, &d, &t), "mat-vec of quantized weights");
+        assert!(!vec4(GgmlType::F16, 8, &d, &t), "float mat-vec");
+        assert!(!vec4(GgmlType::F16, 512, &no_sg, &t), "register-tiled");
+        let all = Tuning::parse("b_vec4=2").unwrap();
+        assert!(vec4(GgmlType::F16, 8, &d, &all) && vec4(GgmlType::F16, 512, &no_sg, &all));
+        let none = Tuning::parse("b_vec4=0").unwrap();
+        assert!(!vec4(GgmlType::F16, 512, &d, &none) && !vec4(GgmlType::IQ4_XS, 1, &d, &none));
+        // A layout that does not allow it is never read so, whatever the knob.
+        let mut p = problem(GgmlType::F16, 4096, 512, 14336);
+        p.b_align = 4;
+        assert!(!plan(&p, &d, &all).b_vec4);
+    }
+
+    #[test]
+    fn nvidia_16x16x16_gets_128_square_tiles_one_deep_stage() {
         let plan = plan(
             &problem(GgmlType::F16, 4096, 2048, 14336),
             &nvidia((16, 16, 16)),
@@ -1142,7 +1218,11 @@ mod tests {
         let (_, counts, frags, tk, stages, wg, narrow) = sg_shape(&plan);
         assert_eq!(
             (counts, frags, tk, stages, wg, narrow),
-            ((4, 4), (2, 2), 32, 2, 512, false)
+            ((4, 4), (2, 2), 64, 1, 512, false)
+        );
+        assert!(
+            matches!(plan.path, Path::SubgroupMatrix { prefetch: true, .. }),
+            "{plan}"
         );
         assert_eq!(plan.tile(), (128, 128));
         assert_eq!((plan.tiles_m, plan.tiles_n), (32, 16));
@@ -1156,14 +1236,17 @@ mod tests {
             Path::SubgroupMatrix { scratch_sgs, tk, .. } => (scratch_sgs, tk),
             ref other => panic!("{other:?}"),
         };
-        // 4x4 subgroups, two stages of 256 rows x 40 halves: 40960 B leave room for 8 of the 16
-        // (1 KiB each), which take turns in two rounds.
-        assert_eq!(scratch(&Tuning::default()), (8, 32));
-        // 2x4 subgroups: two stages of 40960 B leave room for all 8.
-        let t = Tuning::parse("sg_count_m=2,sg_count_n=4").unwrap();
+        // 4x4 subgroups, one stage of 256 rows x 72 halves: 36864 B leave room for 12 of the
+        // 16 (1 KiB each), which take turns in two rounds.
+        assert_eq!(scratch(&Tuning::default()), (12, 64));
+        // Two stages of 256 rows x 40 halves: 40960 B leave room for 8.
+        let t = Tuning::parse("sg_tk=32,sg_stages=2").unwrap();
         assert_eq!(scratch(&t), (8, 32));
+        // 2x4 subgroups: one stage of 36864 B leaves room for all 8.
+        let t = Tuning::parse("sg_count_m=2,sg_count_n=4").unwrap();
+        assert_eq!(scratch(&t), (8, 64));
         let t = Tuning::parse("sg_scratch_max=1").unwrap();
-        assert_eq!(scratch(&t), (1, 32));
+        assert_eq!(scratch(&t), (1, 64));
     }
 
     #[test]
@@ -1232,11 +1315,17 @@ mod tests {
         let off = Tuning::parse("sg_min_workgroups=0,sg_count_m=2,sg_count_n=4").unwrap();
         let plan = plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &off);
         let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
-        assert_eq!((counts, frags, tk, stages, wg), ((2, 4), (4, 2), 32, 2, 64));
+        assert_eq!((counts, frags, tk, stages, wg), ((2, 4), (4, 2), 64, 1, 64));
         assert_eq!(plan.tile(), (64, 64));
         assert!(plan.workgroup_bytes <= 32768);
         // The default 4x4 subgroups: 8 accumulators of 8 words each per subgroup.
         let plan = super::plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &Tuning::default());
+        let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
+        assert_eq!((counts, frags, tk, stages, wg), ((4, 4), (2, 4), 64, 1, 128));
+        assert!(plan.workgroup_bytes <= 32768);
+        // Two 32-deep stages fit as well.
+        let two = Tuning::parse("sg_tk=32,sg_stages=2").unwrap();
+        let plan = super::plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &two);
         let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
         assert_eq!((counts, frags, tk, stages, wg), ((4, 4), (2, 4), 32, 2, 128));
         assert!(plan.workgroup_bytes <= 32768);
