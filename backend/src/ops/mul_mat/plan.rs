@@ -118,7 +118,12 @@ pub struct Tuning {
     /// Narrow tile: subgroups along m (one along n) and fragments per subgroup along m.
     pub sg_small_count_m: u32,
     pub sg_small_frag_m: u32,
-    /// K step (elements; rounded to the config's K and to 8).
+    /// K step (elements; rounded to the config's K and to 8). 0 (the default) picks by
+    /// device: 32 on GPUs, 8 on CPU adapters, where the unrolled staging of a 32-element step
+    /// compiles 2.5-4.5x slower and runs no faster (lavapipe, first run with compilation /
+    /// time per run, K step 32 against 8: q4_0 4096x33x4096 5.9 s / 164 ms against 2.3 s / 174
+    /// ms; f16 4096x64x4096 10.3 s / 245 ms against 2.2 s / 233 ms; q4_K 1024x512x2048 4.8 s /
+    /// 197 ms against 1.9 s / 200 ms; iq2_xxs 1024x128x2048 5.6 s / 63 ms against 1.4 s / 58 ms).
     pub sg_tk: u32,
     /// Halves of padding per workgroup-memory row (a multiple of 8: rows are 16-byte chunks).
     pub sg_pad: u32,
@@ -187,7 +192,7 @@ impl Default for Tuning {
             sg_tile_n: 128,
             sg_small_count_m: 4,
             sg_small_frag_m: 1,
-            sg_tk: 32,
+            sg_tk: 0,
             sg_pad: 8,
             sg_stages: 2,
             sg_acc_regs: 64,
@@ -328,7 +333,7 @@ impl Tuning {
             "small_n_max" => (0, 1024),
             "sg_count_m" | "sg_count_n" | "sg_small_count_m" | "sg_small_frag_m" => (1, 64),
             "sg_tile_m" | "sg_tile_n" => (1, 1024),
-            "sg_tk" => (1, 512),
+            "sg_tk" => (0, 512),
             "sg_pad" | "tiled_pad" => (0, 64),
             "sg_stages" => (1, 2),
             "sg_acc_regs" => (1, 1024),
@@ -886,6 +891,10 @@ fn sg_bytes(c: &MatrixConfig, counts: (u32, u32), frags: (u32, u32), tk: u32, pa
     sg_staging_bytes(c, counts, frags, tk, pad, stages) + sg_scratch_bytes(c)
 }
 
+/// [`Tuning::sg_tk`]'s defaults on GPUs and on CPU adapters.
+const SG_TK: u32 = 32;
+const SG_TK_CPU: u32 = 8;
+
 fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
     let c = d.subgroup_matrix?;
     // f32 accumulators where the adapter offers them, unless `sg_acc_f16` asks for f16 ones.
@@ -968,7 +977,12 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
     }
     // K step: a multiple of the config's K and of 8 (the dequantization unit).
     let unit = lcm(c.k, 8);
-    let mut tk = t.sg_tk.max(unit).next_multiple_of(unit);
+    let sg_tk = match t.sg_tk {
+        0 if d.cpu => SG_TK_CPU,
+        0 => SG_TK,
+        k => k,
+    };
+    let mut tk = sg_tk.max(unit).next_multiple_of(unit);
     let pad = t.sg_pad;
     let mut stages = t.sg_stages;
     // Shrink until the workgroup memory fits: K step, then single buffering, then fragments.
@@ -986,7 +1000,7 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         }
         if stages > 1 {
             stages = 1;
-            tk = t.sg_tk.max(unit).next_multiple_of(unit);
+            tk = sg_tk.max(unit).next_multiple_of(unit);
             continue;
         }
         if frags.0 > 1 || frags.1 > 1 {
@@ -995,7 +1009,7 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
             } else {
                 frags.1 /= 2
             }
-            tk = t.sg_tk.max(unit).next_multiple_of(unit);
+            tk = sg_tk.max(unit).next_multiple_of(unit);
             stages = t.sg_stages;
             continue;
         }
@@ -1229,17 +1243,25 @@ mod tests {
 
     #[test]
     fn lavapipe_8x8x8_fits_32k() {
-        let off = Tuning::parse("sg_min_workgroups=0,sg_count_m=2,sg_count_n=4").unwrap();
+        let off = Tuning::parse("sg_min_workgroups=0,sg_count_m=2,sg_count_n=4,sg_tk=32").unwrap();
         let plan = plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &off);
         let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
         assert_eq!((counts, frags, tk, stages, wg), ((2, 4), (4, 2), 32, 2, 64));
         assert_eq!(plan.tile(), (64, 64));
         assert!(plan.workgroup_bytes <= 32768);
-        // The default 4x4 subgroups: 8 accumulators of 8 words each per subgroup.
+        // The default 4x4 subgroups: 8 accumulators of 8 words each per subgroup; a CPU
+        // adapter's K step of 8.
         let plan = super::plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &Tuning::default());
         let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
-        assert_eq!((counts, frags, tk, stages, wg), ((4, 4), (2, 4), 32, 2, 128));
+        assert_eq!((counts, frags, tk, stages, wg), ((4, 4), (2, 4), 8, 2, 128));
         assert!(plan.workgroup_bytes <= 32768);
+        // A GPU with lavapipe's limits keeps the 32-element step.
+        let gpu = DeviceFacts {
+            cpu: false,
+            ..lavapipe()
+        };
+        let plan = super::plan(&problem(GgmlType::Q4_K, 300, 100, 512), &gpu, &Tuning::default());
+        assert_eq!(sg_shape(&plan).3, 32);
     }
 
     #[test]
