@@ -105,6 +105,10 @@ fn upstream_cases(head_64: bool) -> Vec<Case> {
     let mut cases = list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
         s.contains("kv=113,")
             && (s.contains("nb=1,") || s.contains("nb=32,") || s.contains("nb=75,"))
+            // 75 query rows (a part-filled block of rows): with f16 K and V only, unless full;
+            // each other type's loaders run at 32 rows, and the mma kernel compiles its 64-row
+            // layout per type (seconds apiece on lavapipe).
+            && (full || !s.contains("nb=75,") || s.contains("type_K=f16,"))
             && (full || HEADS.iter().any(|h| s.contains(h)))
             && s.contains("hsk=64,hsv=64,") == head_64
     });
@@ -241,16 +245,20 @@ fn every_mma_variant_passes() {
     }
 }
 
+/// The vec kernel's variants and the simple kernel. The prefetching one walks 2 keys per lane
+/// group by default (its default 4, a 256-key step with one lane per key, took lavapipe 38 s
+/// to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`.
 #[test]
 fn every_vec_and_simple_variant_passes() {
     let (small, other) = variant_cases();
     let cases: Vec<Case> = small.into_iter().chain(other).collect();
+    let prefetch = if full() {
+        "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1"
+    } else {
+        "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1,vec_keys=2"
+    };
     run_variants(
-        &[
-            "path=vec,split=3,vec_lanes=4,vec_keys=3",
-            "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1",
-            "path=simple",
-        ],
+        &["path=vec,split=3,vec_lanes=4,vec_keys=3", prefetch, "path=simple"],
         &cases,
     );
 }
