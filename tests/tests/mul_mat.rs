@@ -5,6 +5,7 @@
 //! subgroups, subgroup matrices (narrow and big tiles, single and double buffered, cramped
 //! workgroup memory), register tiles, and the simple fallback.
 
+use dawn_compute_tests::{full, gpu_planning};
 use ggml_dawn::ops::mul_mat::{self, DeviceFacts, MulMatPlan, Path, Tuning};
 use ggml_dawn::reference::{self, metric};
 use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, format};
@@ -37,12 +38,25 @@ fn representative_cases() -> Vec<Case> {
         .collect()
 }
 
+/// With and without subgroup matrices, and with `DAWN_COMPUTE_FULL_TESTS=1` also with subgroup
+/// matrices planned as on GPUs (a K step of 32, where CPU adapters take 8).
 #[test]
 fn upstream_cases_pass_with_and_without_subgroup_matrices() {
     let cases = representative_cases();
     assert!(cases.len() > 220, "only {} cases", cases.len());
-    for no_sg in [false, true] {
-        let ctx = context(no_sg);
+    let mut modes = vec![
+        ("subgroup matrices", context(false)),
+        ("no subgroup matrices", context(true)),
+    ];
+    if full() {
+        let gpu = GpuContext::new(ContextOptions {
+            tuning: gpu_planning(),
+            ..Default::default()
+        })
+        .expect("an adapter");
+        modes.push(("subgroup matrices, planned as on GPUs", gpu));
+    }
+    for (mode, ctx) in modes {
         let mut failures = Vec::new();
         for case in &cases {
             match harness::test_case(&ctx, case, 7) {
@@ -52,12 +66,12 @@ fn upstream_cases_pass_with_and_without_subgroup_matrices() {
         }
         assert!(
             failures.is_empty(),
-            "no_subgroup_matrix={no_sg}: {} of {} failed:\n{}",
+            "{mode}: {} of {} failed:\n{}",
             failures.len(),
             cases.len(),
             failures.join("\n")
         );
-        eprintln!("no_subgroup_matrix={no_sg}: {} cases OK", cases.len());
+        eprintln!("{mode}: {} cases OK", cases.len());
     }
 }
 
@@ -254,7 +268,8 @@ fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
             max_workgroup_storage: 6144,
             ..facts
         };
-        let other_tiles = Tuning::parse("sg_stages=1,sg_tk=64,sg_small_count_m=2,sg_small_frag_m=2,sg_count_m=1,sg_count_n=2,vec_rows=1,vec_rows_wide=3,vec_wg=64,sg_min_workgroups=8").unwrap();
+        // The GPUs' K step of 32 (CPU adapters default to 8).
+        let other_tiles = Tuning::parse("sg_stages=1,sg_tk=32,sg_small_count_m=2,sg_small_frag_m=2,sg_count_m=1,sg_count_n=2,vec_rows=1,vec_rows_wide=3,vec_wg=64,sg_min_workgroups=8").unwrap();
         // Lavapipe-sized problems shrink the tiles to fill the grid; this keeps them whole.
         let whole_tiles = Tuning::parse("sg_min_workgroups=0").unwrap();
         modes.push(("whole tiles", facts, whole_tiles));

@@ -63,6 +63,10 @@ pub struct Knobs {
     pub mma_kv: Option<u32>,
     /// mma kernel: fewest query rows per KV head to prefer it over the tile kernel (default M).
     pub mma_min_rows: Option<u32>,
+    /// mma kernel: largest head size (K's or V's) to prefer it for (default: any on GPUs, 128
+    /// on CPU adapters, where subgroup matrices are emulated; see `plan.rs`). `path=mma` forces
+    /// it at any head size.
+    pub mma_max_head: Option<u32>,
     /// mma kernel: keep Q in registers as left matrices (default: when they fit 32 words/lane).
     pub mma_q_regs: Option<bool>,
     /// mma kernel: f32 O accumulators per lane before splitting columns over subgroups (default 64).
@@ -91,6 +95,7 @@ pub fn validate_knobs(k: &Knobs) -> std::result::Result<(), String> {
         ("mma_rh", k.mma_rh),
         ("mma_kv", k.mma_kv),
         ("mma_min_rows", k.mma_min_rows),
+        ("mma_max_hs", k.mma_max_head),
         ("mma_o_budget", k.mma_o_budget),
     ] {
         if let Some(v) = value {
@@ -137,6 +142,7 @@ fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
         "mma_rh" => (1, 4, false),
         "mma_kv" => (8, 1024, true),
         "mma_min_rows" => (0, 1 << 16, false),
+        "mma_max_hs" => (0, 1 << 16, false),
         "mma_o_budget" => (1, 1024, false),
         _ => return None,
     })
@@ -145,7 +151,7 @@ fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
 /// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
 /// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
 /// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
-/// `mma_min_rows`, `mma_q_regs` (0/1), `mma_o_budget`, `prefetch` (0/1), `mask_skip` (0/1), `tau`
+/// `mma_min_rows`, `mma_max_hs`, `mma_q_regs` (0/1), `mma_o_budget`, `prefetch` (0/1), `mask_skip` (0/1), `tau`
 /// (finite, at least 0). A value out of its key's range is an error naming the key.
 pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
     let mut k = Knobs::default();
@@ -198,6 +204,7 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             "mma_kv" => k.mma_kv = Some(int()?),
             "mma_rh" => k.mma_rh = Some(int()?),
             "mma_min_rows" => k.mma_min_rows = Some(int()?),
+            "mma_max_hs" => k.mma_max_head = Some(int()?),
             "mma_q_regs" => k.mma_q_regs = Some(flag()?),
             "mma_o_budget" => k.mma_o_budget = Some(int()?),
             "prefetch" => k.prefetch = Some(flag()?),
@@ -305,6 +312,7 @@ mod tests {
                 "mma_rh",
                 "mma_kv",
                 "mma_min_rows",
+                "mma_max_hs",
                 "mma_o_budget",
             ] {
                 let (lo, hi, pow2) = knob_range(key).unwrap();

@@ -399,6 +399,15 @@ const DEFAULT_VEC_ROWS: u32 = 8;
 const VEC_REG_BUDGET: u32 = 64;
 const DEFAULT_MMA_SUBGROUPS: u32 = 8;
 const DEFAULT_MMA_KV: u32 = 64;
+/// Largest head size the mma kernel is preferred for on CPU adapters, which emulate subgroup
+/// matrices: on lavapipe it ran slower than the tile kernel at every head size measured (time
+/// per run, mma against tile: hs 64 nb 32 kv 512 2.9 against 2.5 ms, hs 128 nb 32 kv 1024 10.4
+/// against 6.6 ms, hs 256 nb 16 kv 512 5.6 against 3.6 ms, hs 576/512 nb 4 kv 256 15.0 against
+/// 2.9 ms), and its Q·K, unrolled over the head, compiles in seconds that grow with it (first
+/// run with compilation 5.8, 9.4, 24.8 and 141.6 s, against under a second for tile). Up to
+/// 128 it stays the CPU default all the same: lavapipe is where CI checks the kernel before
+/// any GPU does.
+const DEFAULT_MMA_MAX_HEAD_CPU: u32 = 128;
 const DEFAULT_Q_BUDGET: u32 = 32;
 const DEFAULT_O_BUDGET: u32 = 64;
 const DEFAULT_TAU: f32 = 8.0;
@@ -425,10 +434,13 @@ pub fn plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Plan {
     let mma_min = knobs
         .mma_min_rows
         .unwrap_or_else(|| device.subgroup_matrix.map_or(u32::MAX, |c| c.m));
+    let mma_max_head = knobs
+        .mma_max_head
+        .unwrap_or(if device.cpu { DEFAULT_MMA_MAX_HEAD_CPU } else { u32::MAX });
     let want_mma = match knobs.force {
         Some(Force::Mma) => true,
         Some(Force::Tile | Force::Vec) => false,
-        _ => rows_total >= mma_min,
+        _ => rows_total >= mma_min && shape.hsk.max(shape.hsv) <= mma_max_head as usize,
     };
     let mut kernel = None;
     if want_mma {
@@ -1006,6 +1018,34 @@ mod tests {
         assert!(m.q_regs);
         assert_eq!(p.n_split, 1);
         assert_eq!(p.row_blocks, 5776u32.div_ceil(128));
+    }
+
+    #[test]
+    fn cpu_adapters_take_the_tile_kernel_for_large_heads() {
+        let d = lavapipe();
+        let kernel = |hsk, hsv, knobs: &Knobs| {
+            let s = shape(hsk, hsv, 8, 2, 512, 32, GgmlType::F16);
+            let p = plan(&s, &d, knobs);
+            check(&s, &d, &p);
+            p.kernel
+        };
+        let defaults = Knobs::default();
+        assert!(matches!(kernel(128, 128, &defaults), Kernel::Mma(_)));
+        for (hsk, hsv) in [(192, 128), (256, 256), (576, 512)] {
+            assert!(matches!(kernel(hsk, hsv, &defaults), Kernel::Tile(_)), "{hsk}/{hsv}");
+            // Forced, or with the limit raised, the mma kernel runs them.
+            let forced = Knobs {
+                force: Some(Force::Mma),
+                ..defaults
+            };
+            assert!(matches!(kernel(hsk, hsv, &forced), Kernel::Mma(_)), "{hsk}/{hsv}");
+            let raised = super::super::knobs::parse_knobs("mma_max_hs=576").unwrap();
+            assert!(matches!(kernel(hsk, hsv, &raised), Kernel::Mma(_)), "{hsk}/{hsv}");
+        }
+        // GPUs take it at every head size.
+        let gpu = DeviceFacts { cpu: false, ..d };
+        let s = shape(576, 512, 8, 2, 512, 32, GgmlType::F16);
+        assert!(matches!(plan(&s, &gpu, &defaults).kernel, Kernel::Mma(_)));
     }
 
     #[test]

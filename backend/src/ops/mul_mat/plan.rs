@@ -118,11 +118,17 @@ pub struct Tuning {
     /// Narrow tile: subgroups along m (one along n) and fragments per subgroup along m.
     pub sg_small_count_m: u32,
     pub sg_small_frag_m: u32,
-    /// K step (elements; rounded to the config's K and to 8).
+    /// K step (elements; rounded to the config's K and to 8). 0 (the default) picks by
+    /// device: 64 on GPUs, 8 on CPU adapters, where the unrolled staging of a 32-element step
+    /// compiles 2.5-4.5x slower and runs no faster (lavapipe, first run with compilation /
+    /// time per run, K step 32 against 8: q4_0 4096x33x4096 5.9 s / 164 ms against 2.3 s / 174
+    /// ms; f16 4096x64x4096 10.3 s / 245 ms against 2.2 s / 233 ms; q4_K 1024x512x2048 4.8 s /
+    /// 197 ms against 1.9 s / 200 ms; iq2_xxs 1024x128x2048 5.6 s / 63 ms against 1.4 s / 58 ms).
     pub sg_tk: u32,
     /// Halves of padding per workgroup-memory row (a multiple of 8: rows are 16-byte chunks).
     pub sg_pad: u32,
-    /// 2: double-buffered K loop; 1: single buffer, two barriers per step.
+    /// 2: double-buffered K loop; 1: single buffer, two barriers per step; 0 (the default):
+    /// by device, 1 on GPUs (with `sg_prefetch`), 2 on CPU adapters (as measured for CI).
     pub sg_stages: u32,
     /// With one stage: the next K step's units fetched into registers before this step's
     /// multiplies (two barriers a step), instead of after them.
@@ -197,12 +203,13 @@ impl Default for Tuning {
             sg_tile_n: 128,
             sg_small_count_m: 4,
             sg_small_frag_m: 1,
-            // H200, n=512 (BENCHMARKS.md): one 64-deep stage with the next step prefetched
-            // into registers beat two 32-deep stages by 15-20% (f16 760 against 877 us, q4_K
-            // 947 against 1119): half the barriers, twice the loads in flight.
-            sg_tk: 64,
+            // By device (see `SG_TK`): on the H200 at n=512 (BENCHMARKS.md) one 64-deep stage
+            // with the next step prefetched into registers beat two 32-deep stages by 15-20%
+            // (f16 760 against 877 us, q4_K 947 against 1119): half the barriers, twice the
+            // loads in flight.
+            sg_tk: 0,
             sg_pad: 8,
-            sg_stages: 1,
+            sg_stages: 0,
             sg_prefetch: 1,
             // H200 (BENCHMARKS.md): 16-byte reads of b took f16 n=512 from 760 to 609 us and
             // iq4_xs n=1 from 77.0 to 73.5; the float mat-vec was slower with them (f16 n=8
@@ -350,9 +357,9 @@ impl Tuning {
             "small_n_max" => (0, 1024),
             "sg_count_m" | "sg_count_n" | "sg_small_count_m" | "sg_small_frag_m" => (1, 64),
             "sg_tile_m" | "sg_tile_n" => (1, 1024),
-            "sg_tk" => (1, 512),
+            "sg_tk" => (0, 512),
             "sg_pad" | "tiled_pad" => (0, 64),
-            "sg_stages" => (1, 2),
+            "sg_stages" => (0, 2),
             "sg_prefetch" => (0, 1),
             "b_vec4" => (0, 2),
             "sg_probe" => (0, 2),
@@ -933,6 +940,12 @@ fn sg_bytes(c: &MatrixConfig, counts: (u32, u32), frags: (u32, u32), tk: u32, pa
     sg_staging_bytes(c, counts, frags, tk, pad, stages) + sg_scratch_bytes(c)
 }
 
+/// [`Tuning::sg_tk`]'s and [`Tuning::sg_stages`]'s defaults on GPUs and on CPU adapters.
+const SG_TK: u32 = 64;
+const SG_TK_CPU: u32 = 8;
+const SG_STAGES: u32 = 1;
+const SG_STAGES_CPU: u32 = 2;
+
 fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
     let c = d.subgroup_matrix?;
     // f32 accumulators where the adapter offers them, unless `sg_acc_f16` asks for f16 ones.
@@ -1015,9 +1028,19 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
     }
     // K step: a multiple of the config's K and of 8 (the dequantization unit).
     let unit = lcm(c.k, 8);
-    let mut tk = t.sg_tk.max(unit).next_multiple_of(unit);
+    let sg_tk = match t.sg_tk {
+        0 if d.cpu => SG_TK_CPU,
+        0 => SG_TK,
+        k => k,
+    };
+    let mut tk = sg_tk.max(unit).next_multiple_of(unit);
     let pad = t.sg_pad;
-    let mut stages = t.sg_stages;
+    let sg_stages = match t.sg_stages {
+        0 if d.cpu => SG_STAGES_CPU,
+        0 => SG_STAGES,
+        s => s,
+    };
+    let mut stages = sg_stages;
     // Shrink until the workgroup memory fits: K step, then single buffering, then fragments.
     let limit = d.max_workgroup_storage;
     loop {
@@ -1033,7 +1056,7 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         }
         if stages > 1 {
             stages = 1;
-            tk = t.sg_tk.max(unit).next_multiple_of(unit);
+            tk = sg_tk.max(unit).next_multiple_of(unit);
             continue;
         }
         if frags.0 > 1 || frags.1 > 1 {
@@ -1042,8 +1065,8 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
             } else {
                 frags.1 /= 2
             }
-            tk = t.sg_tk.max(unit).next_multiple_of(unit);
-            stages = t.sg_stages;
+            tk = sg_tk.max(unit).next_multiple_of(unit);
+            stages = sg_stages;
             continue;
         }
         if counts.0 * counts.1 > 1 {
@@ -1312,16 +1335,17 @@ mod tests {
 
     #[test]
     fn lavapipe_8x8x8_fits_32k() {
-        let off = Tuning::parse("sg_min_workgroups=0,sg_count_m=2,sg_count_n=4").unwrap();
+        let off = Tuning::parse("sg_min_workgroups=0,sg_count_m=2,sg_count_n=4,sg_tk=32").unwrap();
         let plan = plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &off);
         let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
-        assert_eq!((counts, frags, tk, stages, wg), ((2, 4), (4, 2), 64, 1, 64));
+        assert_eq!((counts, frags, tk, stages, wg), ((2, 4), (4, 2), 32, 2, 64));
         assert_eq!(plan.tile(), (64, 64));
         assert!(plan.workgroup_bytes <= 32768);
-        // The default 4x4 subgroups: 8 accumulators of 8 words each per subgroup.
+        // The default 4x4 subgroups: 8 accumulators of 8 words each per subgroup; a CPU
+        // adapter's K step of 8.
         let plan = super::plan(&problem(GgmlType::Q4_K, 300, 100, 512), &lavapipe(), &Tuning::default());
         let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
-        assert_eq!((counts, frags, tk, stages, wg), ((4, 4), (2, 4), 64, 1, 128));
+        assert_eq!((counts, frags, tk, stages, wg), ((4, 4), (2, 4), 8, 2, 128));
         assert!(plan.workgroup_bytes <= 32768);
         // Two 32-deep stages fit as well.
         let two = Tuning::parse("sg_tk=32,sg_stages=2").unwrap();
@@ -1329,6 +1353,13 @@ mod tests {
         let (_, counts, frags, tk, stages, wg, _) = sg_shape(&plan);
         assert_eq!((counts, frags, tk, stages, wg), ((4, 4), (2, 4), 32, 2, 128));
         assert!(plan.workgroup_bytes <= 32768);
+        // A GPU with lavapipe's limits takes the GPU's one 64-element stage.
+        let gpu = DeviceFacts {
+            cpu: false,
+            ..lavapipe()
+        };
+        let plan = super::plan(&problem(GgmlType::Q4_K, 300, 100, 512), &gpu, &Tuning::default());
+        assert_eq!((sg_shape(&plan).3, sg_shape(&plan).4), (64, 1));
     }
 
     #[test]
