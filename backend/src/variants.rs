@@ -232,6 +232,16 @@ fn mma_variant(m: &MmaPlan) -> ShaderVariant {
         .define("PSTR", m.pstr)
         .define("SSTR", m.sstr)
         .define("Q_REGS", flag(m.q_regs))
+        .define("KV_ALIAS", flag(m.kv_alias))
+        .define("PREFETCH", flag(m.prefetch))
+        .define("Q_OFF", m.q_off)
+        .define("K_OFF", m.k_off)
+        .define("V_OFF", m.v_off)
+        .define("P_OFF", m.p_off)
+        .define("SMEM", m.smem)
+        .define("SF", m.sf)
+        .define("SB", m.sb)
+        .define("TPR", m.tpr)
 }
 
 /// The dequantize kernel's variant for a source type.
@@ -576,6 +586,40 @@ mod tests {
             variant
                 .render()
                 .unwrap_or_else(|err| panic!("{variant} ({device}, {:?}): {err}", e.example));
+        }
+    }
+
+    #[test]
+    fn the_removed_subgroup_matrix_forms_are_recognised() {
+        use crate::shader_lib::removed_subgroup_matrix_forms as removed;
+        assert_eq!(removed("let l = subgroupMatrixLoad<Left>(&a, 0u, false, 8u);").len(), 1);
+        assert_eq!(
+            removed("let l = subgroupMatrixLoad<subgroup_matrix_left<f16, 8, 8>>(&a, 0u, true, 8u);").len(),
+            1
+        );
+        assert_eq!(removed("subgroupMatrixStore(&d, 0u, acc, true, 8u);").len(), 1);
+        assert!(
+            removed("let l = subgroupMatrixLoad<subgroup_matrix_left<f16, 8, 8>, row_major>(&a, 0u, 8u);").is_empty()
+        );
+        assert!(removed("let r = subgroupMatrixLoad<Right, col_major>(&b, 0u, 8u);").is_empty());
+        assert!(removed("subgroupMatrixStore<col_major>(&d, 0u, acc, 8u);").is_empty());
+        assert!(removed("// subgroupMatrixStore(&d, 0u, acc, true, 8u);").is_empty());
+        assert!(removed("the subgroupMatrixLoad/Store forms").is_empty());
+    }
+
+    /// No shader source and no variant the planners produce uses the removed forms.
+    #[test]
+    fn no_shader_uses_the_removed_subgroup_matrix_forms() {
+        use crate::shader_lib::{SOURCE_NAMES, removed_subgroup_matrix_forms as removed, source};
+        for name in SOURCE_NAMES {
+            let hits = removed(source(name).unwrap());
+            assert!(hits.is_empty(), "{name}: {hits:#?}");
+        }
+        for (variant, _) in apple() {
+            if variant.file.contains("subgroup_matrix") || variant.file.contains("mma") {
+                let hits = removed(&variant.render().unwrap());
+                assert!(hits.is_empty(), "{variant}: {hits:#?}");
+            }
         }
     }
 
