@@ -89,6 +89,7 @@ pub mod scratch;
 pub mod shader_lib;
 pub mod tensor;
 pub mod tuning;
+pub mod variants;
 pub mod weights;
 
 pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};

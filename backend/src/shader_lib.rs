@@ -47,9 +47,67 @@ const SOURCES: &[(&str, &str)] = sources!(
     ],
 );
 
+/// The names of every embedded source.
+pub const SOURCE_NAMES: [&str; SOURCES.len()] = {
+    let mut names = [""; SOURCES.len()];
+    let mut i = 0;
+    while i < SOURCES.len() {
+        names[i] = SOURCES[i].0;
+        i += 1;
+    }
+    names
+};
+
 /// The text of an embedded source.
 pub fn source(name: &str) -> Option<&'static str> {
     SOURCES.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+}
+
+/// The calls in `wgsl` of the subgroup-matrix load and store forms Dawn's WGSL dropped during
+/// 2026: `subgroupMatrixLoad<T>(p, offset, col_major, stride)` and `subgroupMatrixStore(p,
+/// offset, value, col_major, stride)`, whose majorness is a `bool` argument, where the current
+/// forms take it as a template parameter (`subgroupMatrixLoad<T, row_major>(p, offset, stride)`,
+/// `subgroupMatrixStore<col_major>(p, offset, value, stride)`). Deprecated in the Dawn revisions
+/// the project builds against, so a shader using them still compiles there: this check (and
+/// the deprecation-free compile test in `tests/`) keeps them out. Each hit is its line.
+pub fn removed_subgroup_matrix_forms(wgsl: &str) -> Vec<String> {
+    let mut hits = Vec::new();
+    for line in wgsl.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        for (name, template_args) in [("subgroupMatrixLoad", 2), ("subgroupMatrixStore", 1)] {
+            let mut rest = code;
+            while let Some(at) = rest.find(name) {
+                rest = &rest[at + name.len()..];
+                let after = rest.trim_start();
+                let args = if let Some(inner) = after.strip_prefix('<') {
+                    // Count the top-level template arguments up to the matching `>`.
+                    let (mut depth, mut count) = (1usize, 1usize);
+                    for c in inner.chars() {
+                        match c {
+                            '<' => depth += 1,
+                            '>' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    break;
+                                }
+                            }
+                            ',' if depth == 1 => count += 1,
+                            _ => {}
+                        }
+                    }
+                    count
+                } else if after.starts_with('(') {
+                    0
+                } else {
+                    continue; // a mention, not a call
+                };
+                if args < template_args {
+                    hits.push(line.trim().to_owned());
+                }
+            }
+        }
+    }
+    hits
 }
 
 /// One shader variant: a source file and the defines it is built with. Its `Display` is the

@@ -6,6 +6,10 @@
 //! 2. An installed Dawn under the prefix `DAWN_DIR`.
 //! 3. The system's Dawn (Debian's `libwebgpu-dawn-dev`), under `CMAKE_PREFIX_PATH`, `/usr/local` or `/usr`.
 //!
+//! A source build lives in `OUT_DIR`, or in `DAWN_SYS_BUILD_DIR` when that is set (a folder kept
+//! across `cargo clean` and shared by every target folder; CMake and Ninja rebuild only what
+//! changed). `DAWN_SYS_TINT_CMD=1` also builds Tint's command-line tool there, with the MSL writer.
+//!
 //! With `DOCS_RS` set nothing is built or linked: the checked-in bindings are used.
 
 mod bindings;
@@ -20,6 +24,8 @@ const ENV_VARS: &[&str] = &[
     "DAWN_DIR",
     "DAWN_SYS_USE_INSTALLED",
     "DAWN_SYS_FETCH_DEPENDENCIES",
+    "DAWN_SYS_BUILD_DIR",
+    "DAWN_SYS_TINT_CMD",
     "DAWN_SYS_UPDATE_BINDINGS",
     "CMAKE_PREFIX_PATH",
     "DOCS_RS",

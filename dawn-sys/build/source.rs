@@ -21,8 +21,28 @@ pub fn is_dawn_tree(dir: &Path) -> bool {
     dir.join("CMakeLists.txt").is_file() && dir.join("src/dawn").is_dir()
 }
 
-/// Configures, builds and installs Dawn into `OUT_DIR/dawn`. The CMake build folder persists in
-/// `OUT_DIR`, so a rerun of this script only rebuilds what changed.
+/// Where the CMake build (`build/`) and the installed Dawn go: `DAWN_SYS_BUILD_DIR` when set (it
+/// outlives `cargo clean` and is shared by every target folder), else `OUT_DIR/dawn`.
+pub fn build_dir(out_dir: &Path) -> Result<PathBuf, String> {
+    match std::env::var_os("DAWN_SYS_BUILD_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if !dir.is_absolute() {
+                return Err(format!(
+                    "webgpu-dawn-sys: DAWN_SYS_BUILD_DIR={} must be an absolute path",
+                    dir.display()
+                ));
+            }
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("webgpu-dawn-sys: creating DAWN_SYS_BUILD_DIR={}: {e}", dir.display()))?;
+            Ok(dir)
+        }
+        None => Ok(out_dir.join("dawn")),
+    }
+}
+
+/// Configures, builds and installs Dawn into [`build_dir`]. The CMake build folder persists
+/// there, so a rerun of this script only rebuilds what changed.
 pub fn build(source_dir: &Path, manifest_dir: &Path, out_dir: &Path) -> Result<Dawn, String> {
     for tool in ["cmake", "python3"] {
         if which(tool).is_none() {
@@ -35,14 +55,19 @@ pub fn build(source_dir: &Path, manifest_dir: &Path, out_dir: &Path) -> Result<D
     }
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let fetch = crate::env_flag("DAWN_SYS_FETCH_DEPENDENCIES");
+    // Tint's command-line tool with the MSL writer, for checking the shaders' Metal translation.
+    let tint_cmd = crate::env_flag("DAWN_SYS_TINT_CMD");
+    let dir = build_dir(out_dir)?;
     println!(
-        "cargo:warning=webgpu-dawn-sys: building Dawn from source in {} (about 15 minutes on 2 cores, once)",
-        source_dir.display()
+        "cargo:warning=webgpu-dawn-sys: building Dawn from source in {} into {} (about 15 minutes on 2 cores, once)",
+        source_dir.display(),
+        dir.display()
     );
 
     let mut config = cmake::Config::new(source_dir);
-    // Dawn in Release even for debug Rust builds: a debug Dawn is many times slower.
-    config.profile("Release").out_dir(out_dir.join("dawn"));
+    // Dawn in Release even for debug Rust builds: a debug Dawn is many times slower. (The cmake
+    // crate's compiler flags do not depend on the cargo profile, so every profile shares a build.)
+    config.profile("Release").out_dir(&dir);
     if which("ninja").is_some() {
         config.generator("Ninja");
     }
@@ -74,13 +99,13 @@ pub fn build(source_dir: &Path, manifest_dir: &Path, out_dir: &Path) -> Result<D
         ("TINT_BUILD_TESTS", "OFF"),
         ("TINT_BUILD_BENCHMARKS", "OFF"),
         ("TINT_BUILD_FUZZERS", "OFF"),
-        ("TINT_BUILD_CMD_TOOLS", "OFF"),
+        ("TINT_BUILD_CMD_TOOLS", on_off(tint_cmd)),
         ("TINT_BUILD_IR_BINARY", "OFF"),
         ("TINT_BUILD_WGSL_READER", "ON"),
         ("TINT_BUILD_WGSL_WRITER", "OFF"),
         ("TINT_BUILD_SPV_READER", "OFF"),
         ("TINT_BUILD_SPV_WRITER", on_off(linux)),
-        ("TINT_BUILD_MSL_WRITER", on_off(macos)),
+        ("TINT_BUILD_MSL_WRITER", on_off(macos || tint_cmd)),
         ("TINT_BUILD_GLSL_WRITER", "OFF"),
         ("TINT_BUILD_GLSL_VALIDATOR", "OFF"),
         ("TINT_BUILD_HLSL_WRITER", "OFF"),

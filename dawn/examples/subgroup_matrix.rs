@@ -27,11 +27,11 @@ fn main(@builtin(workgroup_id) tile: vec3u) {{
     let col0 = tile.x * {n}u;
     var acc = subgroup_matrix_result<f32, {n}, {m}>();
     for (var kk = 0u; kk < {depth}u; kk += {k}u) {{
-        let l = subgroupMatrixLoad<subgroup_matrix_left<f16, {k}, {m}>>(&a, row0 * {depth}u + kk, false, {depth}u);
-        let r = subgroupMatrixLoad<subgroup_matrix_right<f16, {n}, {k}>>(&b, kk * {cols}u + col0, false, {cols}u);
+        let l = subgroupMatrixLoad<subgroup_matrix_left<f16, {k}, {m}>, row_major>(&a, row0 * {depth}u + kk, {depth}u);
+        let r = subgroupMatrixLoad<subgroup_matrix_right<f16, {n}, {k}>, row_major>(&b, kk * {cols}u + col0, {cols}u);
         acc = subgroupMatrixMultiplyAccumulate(l, r, acc);
     }}
-    subgroupMatrixStore(&c, row0 * {cols}u + col0, acc, false, {cols}u);
+    subgroupMatrixStore<row_major>(&c, row0 * {cols}u + col0, acc, {cols}u);
 }}"
     )
 }

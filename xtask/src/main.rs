@@ -4,7 +4,9 @@
 //! sid root kept outside the repository; these commands create it and run cargo inside it.
 
 mod bundle;
+mod dawn_source;
 mod host;
+mod msl_check;
 mod owned;
 mod sandbox;
 mod sysroot;
@@ -26,7 +28,8 @@ struct Cli {
 enum Command {
     /// Create or update the Debian sid root (Dawn, lavapipe, build tools).
     Env,
-    /// Run a command inside the sid root, with this repository at the same path.
+    /// Run a command inside the sid root, with this repository at the same path. With
+    /// DAWN_SOURCE_DIR set (here and for `test` and `run`), Dawn is built from that checkout.
     Shell {
         /// The command and its arguments (default: an interactive bash).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -49,6 +52,10 @@ enum Command {
     /// same Dawn, from a ggml checkout, and pack it for `bundle` (edits needed for that Dawn are
     /// made in copies and printed).
     Upstream(upstream::UpstreamArgs),
+    /// With DAWN_SOURCE_DIR: build Tint (MSL writer on) with Dawn from that checkout, then
+    /// translate every shader variant the planners produce for Apple GPUs to MSL; fails naming
+    /// the variant of any error.
+    MslCheck,
 }
 
 fn main() {
@@ -66,21 +73,34 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Shell { command } => {
+            let source = source_dawn()?;
             let root = sysroot::existing()?;
-            Err(sandbox::exec_in_root(&root, &shell_command(command)))
+            Err(exec(&root, &shell_command(command), source.as_ref()))
         }
         Command::Test { args } => {
+            let source = source_dawn()?;
             let root = sysroot::provision()?;
-            Err(sandbox::exec_in_root(&root, &test_command(args)))
+            Err(exec(&root, &test_command(args), source.as_ref()))
         }
         Command::Run { args } => {
+            let source = source_dawn()?;
             let root = sysroot::provision()?;
-            Err(sandbox::exec_in_root(&root, &run_command(args)))
+            Err(exec(&root, &run_command(args), source.as_ref()))
         }
         Command::Bundle(args) => {
             bundle::check(&args)?;
             let root = sysroot::provision()?;
             bundle::bundle(&root, &args)
+        }
+        Command::MslCheck => {
+            let source = source_dawn()?.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "msl-check builds Tint from a Dawn checkout: set DAWN_SOURCE_DIR to one (see \
+                     third_party/README.md)"
+                )
+            })?;
+            let root = sysroot::provision()?;
+            msl_check::run(&root, &source)
         }
         Command::Upstream(args) => {
             let checkout = upstream::check(&args)?;
@@ -89,6 +109,32 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The Dawn checkout named by `DAWN_SOURCE_DIR`, checked before anything else runs.
+fn source_dawn() -> Result<Option<dawn_source::SourceDawn>> {
+    dawn_source::SourceDawn::from_env(&sysroot::cache_dir())
+}
+
+/// Replaces this process with `command` in the root, with the source Dawn's mounts and
+/// environment when there is one. Returns only on failure.
+fn exec(root: &std::path::Path, command: &[OsString], source: Option<&dawn_source::SourceDawn>) -> anyhow::Error {
+    let extra = match source {
+        Some(source) => {
+            if let Err(err) = source.prepare() {
+                return err;
+            }
+            eprintln!(
+                "Dawn from source: {} (at {} in the root), built in {}; Debian's Dawn hidden",
+                source.checkout.display(),
+                dawn_source::INSIDE,
+                source.build_dir.display()
+            );
+            source.extra()
+        }
+        None => sandbox::Extra::default(),
+    };
+    sandbox::exec_in_root_extra(root, command, &extra)
 }
 
 /// What `shell` runs: the command given, else an interactive bash.
@@ -237,6 +283,24 @@ mod tests {
             panic!("not bundle");
         };
         assert!(format!("{args:?}").contains("no_upstream: true"));
+    }
+
+    #[test]
+    fn msl_check_takes_no_arguments() {
+        assert!(matches!(parse(&["msl-check"]).unwrap().command, Command::MslCheck));
+        assert!(parse(&["msl-check", "extra"]).is_err());
+    }
+
+    #[test]
+    fn test_run_and_shell_keep_their_commands_with_a_source_dawn() {
+        // The source Dawn changes the mounts and environment, never the command line.
+        let Command::Test { args } = parse(&["test", "--", "-p", "ggml-dawn"]).unwrap().command else {
+            panic!("not test");
+        };
+        assert_eq!(
+            test_command(args)[..4],
+            os(&["cargo", "test", "--workspace", "--locked"])
+        );
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub enum Kind {
     BundleStaging,
     /// Where `cargo xtask upstream` builds upstream ggml (`<cache>/upstream-build`).
     UpstreamBuild,
+    /// Where `cargo xtask msl-check` writes the shaders and their MSL (`<cache>/msl-check`).
+    MslCheck,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Kind::Bundle => "bundle",
             Kind::BundleStaging => "bundle-staging",
             Kind::UpstreamBuild => "upstream-build",
+            Kind::MslCheck => "msl-check",
         }
     }
 
@@ -45,6 +48,7 @@ impl Kind {
             Kind::Bundle => "bundle",
             Kind::BundleStaging => "bundle staging folder",
             Kind::UpstreamBuild => "build folder of upstream ggml",
+            Kind::MslCheck => "folder of the MSL check",
         }
     }
 
@@ -54,7 +58,7 @@ impl Kind {
             Kind::SidRoot => "set DAWN_COMPUTE_SYSROOT to a folder that does not exist yet",
             Kind::Bundle => "pass `--out` a folder that does not exist yet or is empty",
             Kind::BundleStaging => "set DAWN_COMPUTE_TARGET_DIR to a folder of its own",
-            Kind::UpstreamBuild => "set DAWN_COMPUTE_CACHE to a folder of its own",
+            Kind::UpstreamBuild | Kind::MslCheck => "set DAWN_COMPUTE_CACHE to a folder of its own",
         }
     }
 }

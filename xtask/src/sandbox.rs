@@ -33,12 +33,28 @@ pub struct Mount {
     pub read_only: bool,
 }
 
-/// Replaces this process with `command` running inside the root. Returns only on failure.
-pub fn exec_in_root(root: &Path, command: &[OsString]) -> anyhow::Error {
-    match build(root, command) {
+/// What one command gets on top of the usual setup: bind mounts, paths of the root hidden
+/// (an empty read-only tmpfs over a folder, `/dev/null` over a file), environment variables.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extra {
+    pub mounts: Vec<Mount>,
+    /// Absolute paths inside the root; those that do not exist are skipped.
+    pub hide: Vec<PathBuf>,
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// Replaces this process with `command` running inside the root, with `extra`. Returns only on
+/// failure.
+pub fn exec_in_root_extra(root: &Path, command: &[OsString], extra: &Extra) -> anyhow::Error {
+    match build_extra(root, command, extra) {
         Ok(mut cmd) => anyhow::Error::new(cmd.exec()).context("could not start `unshare`"),
         Err(err) => err,
     }
+}
+
+/// Runs `command` inside the root with `extra` and waits for it.
+pub fn run_in_root_extra(root: &Path, command: &[OsString], extra: &Extra, fix: &str) -> Result<()> {
+    host::run_checked(&mut build_extra(root, command, extra)?, fix)
 }
 
 /// Runs `command` inside the root and waits for it; `fix` tells the user what to do on failure.
@@ -77,6 +93,18 @@ fn build(root: &Path, command: &[OsString]) -> Result<Command> {
 
 /// [`build`] with extra mounts.
 fn build_with(root: &Path, command: &[OsString], mounts: &[Mount]) -> Result<Command> {
+    build_extra(
+        root,
+        command,
+        &Extra {
+            mounts: mounts.to_vec(),
+            ..Extra::default()
+        },
+    )
+}
+
+/// [`build`] with `extra`.
+fn build_extra(root: &Path, command: &[OsString], extra: &Extra) -> Result<Command> {
     host::require_root("shell")?;
     let workdir = std::env::current_dir().context("reading the current directory")?;
     let repo = repository_root(&workdir);
@@ -112,7 +140,8 @@ fn build_with(root: &Path, command: &[OsString], mounts: &[Mount]) -> Result<Com
         let inside = sh_quote(&format!("{}{}", root.display(), dir.display()));
         script += &format!("mkdir -p {inside}; mount --rbind {outside} {inside}\n");
     }
-    script += &extra_mounts(root, mounts);
+    script += &extra_mounts(root, &extra.mounts);
+    script += &hide(root, &extra.hide);
     // `$1` is the working directory; the rest is the command.
     script += &format!("exec chroot {r} /bin/sh -c 'cd \"$1\" && shift && exec \"$@\"' sh \"$@\"\n");
 
@@ -134,7 +163,24 @@ fn build_with(root: &Path, command: &[OsString], mounts: &[Mount]) -> Result<Com
         .env_remove("LD_LIBRARY_PATH")
         .env_remove("PKG_CONFIG_PATH")
         .env_remove("LIBCLANG_PATH");
+    cmd.envs(extra.env.iter().map(|(k, v)| (k, v)));
     Ok(cmd)
+}
+
+/// The script lines that hide `paths` of the root: an empty read-only tmpfs over a folder,
+/// `/dev/null` over anything else; a path missing from the root is skipped.
+fn hide(root: &Path, paths: &[PathBuf]) -> String {
+    let mut script = String::new();
+    for path in paths {
+        let at = root.join(path.strip_prefix("/").unwrap_or(path));
+        let inside = sh_quote(&at.display().to_string());
+        if at.is_dir() {
+            script += &format!("mount -t tmpfs -o ro,mode=755 hidden {inside}\n");
+        } else if at.symlink_metadata().is_ok() {
+            script += &format!("mount --bind /dev/null {inside}\n");
+        }
+    }
+    script
 }
 
 /// The script lines that make `mounts`: the mount point is created when missing (a folder for a
@@ -171,4 +217,59 @@ fn home_dir() -> PathBuf {
 
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::owned::TempDir;
+
+    #[test]
+    fn hidden_folders_get_a_tmpfs_files_dev_null_and_missing_paths_nothing() {
+        let tmp = TempDir::new("hide");
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("usr/include/webgpu")).unwrap();
+        std::fs::create_dir_all(root.join("usr/lib")).unwrap();
+        std::fs::write(root.join("usr/lib/libwebgpu_dawn.so.0"), "").unwrap();
+        std::os::unix::fs::symlink("libwebgpu_dawn.so.0", root.join("usr/lib/libwebgpu_dawn.so")).unwrap();
+        let script = hide(
+            root,
+            &[
+                PathBuf::from("/usr/include/webgpu"),
+                PathBuf::from("/usr/lib/libwebgpu_dawn.so.0"),
+                PathBuf::from("/usr/lib/libwebgpu_dawn.so"),
+                PathBuf::from("/usr/include/dawn"),
+            ],
+        );
+        let r = root.display();
+        assert_eq!(
+            script,
+            format!(
+                "mount -t tmpfs -o ro,mode=755 hidden '{r}/usr/include/webgpu'\n\
+                 mount --bind /dev/null '{r}/usr/lib/libwebgpu_dawn.so.0'\n\
+                 mount --bind /dev/null '{r}/usr/lib/libwebgpu_dawn.so'\n"
+            )
+        );
+    }
+
+    #[test]
+    fn extra_mounts_are_made_read_only_when_asked() {
+        let tmp = TempDir::new("mounts");
+        let script = extra_mounts(
+            Path::new("/root"),
+            &[Mount {
+                source: tmp.path().to_path_buf(),
+                inside: PathBuf::from("/opt/dawn-compute/dawn"),
+                read_only: true,
+            }],
+        );
+        let s = tmp.path().display();
+        assert_eq!(
+            script,
+            format!(
+                "mkdir -p '/root/opt/dawn-compute/dawn'\nmount --bind '{s}' '/root/opt/dawn-compute/dawn'\n\
+                 mount -o remount,bind,ro '/root/opt/dawn-compute/dawn'\n"
+            )
+        );
+    }
 }

@@ -87,6 +87,15 @@ struct Selection {
 enum Command {
     /// The adapter, its features, limits and subgroup-matrix configs; then one checked compute pass.
     Info,
+    /// Write every shader variant the planners produce for Apple GPUs (`ggml_dawn::variants`;
+    /// 8x8x8 subgroup matrices with f16 and f32 results, and none) as WGSL files into a folder,
+    /// with `index.tsv` (file, device, op, path, variant key); no GPU is used. `cargo xtask
+    /// msl-check` translates them to MSL.
+    Shaders {
+        /// The folder (created; must be empty or absent).
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
     /// Run cases on the GPU and compare with the CPU reference (default: upstream's supported lists).
     Test {
         #[command(flatten)]
@@ -262,7 +271,7 @@ fn main() -> ExitCode {
     // runs no op, so it does not mind them).
     let tuning = match env_tuning() {
         Ok(t) => t,
-        Err(_) if matches!(cli.command, Command::Info) => Tuning::default(),
+        Err(_) if matches!(cli.command, Command::Info | Command::Shaders { .. }) => Tuning::default(),
         Err(e) => {
             eprintln!("backend-ops: {e}");
             return ExitCode::from(2);
@@ -283,6 +292,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Info => info(options, cli.output).map(End::from),
+        Command::Shaders { out } => write_shaders(&out).map(End::from),
         Command::Test { selection, seed } => {
             let verbose = selection.verbose;
             select(&selection, Default::Tests).and_then(|cases| test(options, &cases, seed, verbose, cli.output))
@@ -400,6 +410,31 @@ fn finish(refused: &[Refused], total: usize, ok: bool) -> End {
         refused.len()
     );
     End::BadInput
+}
+
+/// `shaders`: every Apple variant as `NNNNN.wgsl` in `out`, listed in `out/index.tsv`.
+fn write_shaders(out: &std::path::Path) -> Result<bool, String> {
+    use std::fmt::Write as _;
+    if out.exists()
+        && std::fs::read_dir(out)
+            .map_err(|e| format!("{}: {e}", out.display()))?
+            .next()
+            .is_some()
+    {
+        return Err(format!("{} is not empty", out.display()));
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let variants = ggml_dawn::variants::enumerate_apple();
+    let mut index = String::from("file\tdevice\top\tpath\tvariant\n");
+    for (i, (variant, (device, e))) in variants.iter().enumerate() {
+        let wgsl = variant.render().map_err(|err| format!("{variant}: {err}"))?;
+        let file = format!("{i:05}.wgsl");
+        std::fs::write(out.join(&file), wgsl).map_err(|err| format!("writing {file}: {err}"))?;
+        let _ = writeln!(index, "{file}\t{device}\t{}\t{}\t{variant}", e.op, e.path);
+    }
+    std::fs::write(out.join("index.tsv"), index).map_err(|err| format!("writing index.tsv: {err}"))?;
+    println!("{} shader variants written to {}", variants.len(), out.display());
+    Ok(true)
 }
 
 /// Which list a mode runs when no case is given.

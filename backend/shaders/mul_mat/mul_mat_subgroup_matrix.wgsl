@@ -297,8 +297,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         if (computes) {
 #for I in 0..FRAG_M
 #for J in 0..FRAG_N
-            subgroupMatrixStore(&dst, tile.dst_base + (n_sub + J##u * SG_N) * p.m + m_sub + I##u * SG_M,
-                                acc_##I##_##J, true, p.m);
+            subgroupMatrixStore<col_major>(&dst, tile.dst_base + (n_sub + J##u * SG_N) * p.m + m_sub + I##u * SG_M,
+                                           acc_##I##_##J, p.m);
 #endfor
 #endfor
         }
@@ -319,14 +319,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let inside = row0 + SG_M <= p.m && col0 + SG_N <= p.n;
 #if defined(ACC_F32) && defined(DIRECT_STORE)
             if (mine && inside) {
-                subgroupMatrixStore(&dst, tile.dst_base + col0 * p.m + row0, acc_##I##_##J, true, p.m);
+                subgroupMatrixStore<col_major>(&dst, tile.dst_base + col0 * p.m + row0, acc_##I##_##J, p.m);
             }
             let via_scratch = mine && !inside;
 #else
             let via_scratch = mine;
 #endif
             if (via_scratch) {
-                subgroupMatrixStore(&scratch, slot, acc_##I##_##J, true, SG_M);
+                subgroupMatrixStore<col_major>(&scratch, slot, acc_##I##_##J, SG_M);
             }
             workgroupBarrier();
             if (via_scratch) {

@@ -7,10 +7,9 @@ use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::DeviceTensor;
 use crate::params::DequantizeUniforms;
-use crate::shader_lib::ShaderVariant;
 
 /// Threads per workgroup (one element each).
-const WG_SIZE: u32 = 256;
+pub(crate) const WG_SIZE: u32 = 256;
 
 /// The types `formats.wgsl` reads.
 pub fn supports(ty: GgmlType) -> bool {
@@ -72,9 +71,7 @@ pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
     let (s, d) = (src.binding(align, max)?, dst.binding(align, max)?);
-    let variant = ShaderVariant::new("dequantize.wgsl")
-        .define("SRC_TYPE", ty.gguf_id())
-        .define("WG_SIZE", format!("{WG_SIZE}u"));
+    let variant = crate::variants::dequantize_variant(ty);
     let kernel = ctx.kernel(&variant, &[Access::Read, Access::ReadWrite])?;
     let grid = grid_2d(count.div_ceil(WG_SIZE), limits.max_compute_workgroups_per_dimension);
     let l = &src.layout();

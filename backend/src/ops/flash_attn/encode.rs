@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::plan::{self, Kernel, MmaPlan, Placement, Plan, TilePlan, VecPlan};
-use super::{FlashAttnOperands, FlashAttnParams, SIMPLE_DV_PER_THREAD, SIMPLE_WG};
+use super::plan::{Kernel, Placement, Plan};
+use super::{FlashAttnOperands, FlashAttnParams};
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream, grid_2d};
@@ -13,7 +13,6 @@ use crate::kernel::{Access, Kernel as Compiled};
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::dequantize;
 use crate::params::{FlashAttnReduceUniforms, FlashAttnSimpleUniforms, FlashAttnUniforms, alibi_slopes};
-use crate::shader_lib::ShaderVariant;
 use crate::tensor::Layout;
 
 /// The bindings of the operands: K and V both plain and, where possible, as whole 16-byte
@@ -71,17 +70,9 @@ pub(super) fn record(
     plan: &Plan,
 ) -> Result<()> {
     match &plan.kernel {
-        Kernel::Simple(_) => simple(ctx, stream, ops, p, bound),
-        Kernel::Tile(t) => fast(ctx, stream, ops, p, bound, plan, Variant::Tile(t)),
-        Kernel::Mma(m) => fast(ctx, stream, ops, p, bound, plan, Variant::Mma(m)),
-        Kernel::Vec(v) => fast(ctx, stream, ops, p, bound, plan, Variant::Vec(v)),
+        Kernel::Simple(_) => simple(ctx, stream, ops, p, bound, plan),
+        Kernel::Tile(_) | Kernel::Mma(_) | Kernel::Vec(_) => fast(ctx, stream, ops, p, bound, plan),
     }
-}
-
-enum Variant<'a> {
-    Tile(&'a TilePlan),
-    Mma(&'a MmaPlan),
-    Vec(&'a VecPlan),
 }
 
 fn word(v: usize) -> Result<u32> {
@@ -115,7 +106,6 @@ fn fast(
     p: FlashAttnParams,
     bound: &Bound,
     plan: &Plan,
-    variant: Variant<'_>,
 ) -> Result<()> {
     let shape = &plan.shape;
     let limits = &ctx.capabilities().limits;
@@ -185,20 +175,8 @@ fn fast(
         n_rows: word(n_rows)?,
         tau: plan.tau,
     };
-    let mut shader = match variant {
-        Variant::Tile(t) => tile_variant(t),
-        Variant::Mma(m) => mma_variant(m),
-        Variant::Vec(v) => vec_variant(v, shape),
-    };
-    shader = shader
-        .define("K_TYPE", k.ty.gguf_id())
-        .define("V_TYPE", v.ty.gguf_id())
-        .define("K_VEC", u32::from(plan.k_vec))
-        .define("V_VEC", u32::from(plan.v_vec))
-        .define("HAS_MASK", u32::from(ops.mask.is_some()))
-        .define("MASK_SKIP", u32::from(plan.mask_skip))
-        .define("HSK", shape.hsk)
-        .define("HSV", shape.hsv);
+    let kernels = crate::variants::flash_attn(plan);
+    let shader = kernels.kernel;
     let kernel: Arc<Compiled> = ctx.kernel(&shader, &STORAGE)?;
     let q_range = BufferRange::new(ops.q.buffer(), bq);
     let out = match &scratch {
@@ -231,8 +209,11 @@ fn fast(
     if !split {
         return Ok(());
     }
-    let reduce = ShaderVariant::new("flash_attn_reduce.wgsl").define("HSV", shape.hsv);
-    let kernel = ctx.kernel(&reduce, &[Access::Read, Access::Read, Access::Read, Access::ReadWrite])?;
+    let reduce = kernels
+        .reduce
+        .as_ref()
+        .ok_or_else(|| BackendError::InvalidOperands("a split plan without the reduce kernel".into()))?;
+    let kernel = ctx.kernel(reduce, &[Access::Read, Access::Read, Access::Read, Access::ReadWrite])?;
     let rgrid = grid_2d(word(n_rows)?, limits.max_compute_workgroups_per_dimension);
     let rparams = FlashAttnReduceUniforms {
         n_rows: word(n_rows)?,
@@ -289,77 +270,6 @@ fn score_params(p: FlashAttnParams, n_heads: usize) -> Result<(f32, u32, f32, f3
     Ok((scale, n_head_log2, m0, m1))
 }
 
-fn flag(b: bool) -> u32 {
-    u32::from(b)
-}
-
-fn tile_variant(t: &TilePlan) -> ShaderVariant {
-    ShaderVariant::new("flash_attn_tile.wgsl")
-        .define("NT", t.threads)
-        .define("ROWS", t.rows)
-        .define("KV_TILE", t.kv_tile)
-        .define("DS", t.ds)
-        .define("GQ", t.gq)
-        .define("RQ", t.rq)
-        .define("LV", t.lv)
-        .define("CH", t.ch)
-        .define("RO", t.ro)
-        .define("RGN", t.rgn)
-        .define("KS", t.ks)
-        .define("TPR", t.tpr)
-        .define("KV_ALIAS", flag(t.kv_alias))
-        .define("PREFETCH", flag(t.prefetch))
-        .define("KSTR", t.kstr)
-        .define("VSTR", t.vstr)
-        .define("QW", t.qw)
-}
-
-fn vec_variant(v: &VecPlan, shape: &plan::Shape) -> ShaderVariant {
-    ShaderVariant::new("flash_attn_vec.wgsl")
-        .define("NT", v.threads)
-        .define("ROWS", v.rows)
-        .define("KV_TILE", v.kv_tile())
-        .define("VEC_LK", v.lanes)
-        .define("VEC_SGT", v.team)
-        .define("VEC_B", v.keys)
-        .define("VEC_CK", v.ck)
-        .define("VEC_CV", v.cv)
-        .define("VEC_ONE_Q", flag(shape.n_q == 1))
-        .define("VEC_PREFETCH", flag(v.prefetch))
-}
-
-fn mma_variant(m: &MmaPlan) -> ShaderVariant {
-    ShaderVariant::new("flash_attn_mma.wgsl")
-        .define("SG_M", m.m)
-        .define("SG_N", m.n)
-        .define("SG_K", m.k)
-        .define("NSG", m.subgroups)
-        .define("RB", m.rb)
-        .define("RH", m.rh)
-        .define("CG", m.cg)
-        .define("NT", m.threads)
-        .define("ROWS", m.rows)
-        .define("KV_TILE", m.kv_tile)
-        .define("HSKP", m.hskp)
-        .define("HSVP", m.hsvp)
-        .define("QSTR", m.qstr)
-        .define("KSTR", m.kstr)
-        .define("VSTR", m.vstr)
-        .define("PSTR", m.pstr)
-        .define("SSTR", m.sstr)
-        .define("Q_REGS", flag(m.q_regs))
-        .define("KV_ALIAS", flag(m.kv_alias))
-        .define("PREFETCH", flag(m.prefetch))
-        .define("Q_OFF", m.q_off)
-        .define("K_OFF", m.k_off)
-        .define("V_OFF", m.v_off)
-        .define("P_OFF", m.p_off)
-        .define("SMEM", m.smem)
-        .define("SF", m.sf)
-        .define("SB", m.sb)
-        .define("TPR", m.tpr)
-}
-
 /// K and V converted to contiguous f32, then the simple kernel.
 fn simple(
     ctx: &GpuContext,
@@ -367,6 +277,7 @@ fn simple(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     bound: &Bound,
+    plan: &Plan,
 ) -> Result<()> {
     let limits = &ctx.capabilities().limits;
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
@@ -428,9 +339,7 @@ fn simple(
         m1,
         groups_x: grid[0],
     };
-    let variant = ShaderVariant::new("flash_attn_simple.wgsl")
-        .define("WG_SIZE", format!("{SIMPLE_WG}u"))
-        .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
+    let variant = crate::variants::flash_attn(plan).kernel;
     let kernel = ctx.kernel(&variant, &STORAGE)?;
     let buffers = [
         BufferRange::new(ops.q.buffer(), bq),

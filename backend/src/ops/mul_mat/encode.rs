@@ -3,13 +3,11 @@
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream};
-use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
-use crate::shader_lib::ShaderVariant;
 
-use super::plan::{MulMatPlan, Path, QUANTIZE_WG, SIMPLE_WG};
+use super::plan::{MulMatPlan, Path, SIMPLE_WG};
 
 /// The three storage bindings (a, b, dst).
 #[derive(Debug, Clone, Copy)]
@@ -47,105 +45,11 @@ pub fn encode(
     bound: &Bindings,
     plan: &MulMatPlan,
 ) -> Result<()> {
-    let problem = &plan.problem;
     if matches!(plan.path, Path::Simple { .. }) {
         return simple(ctx, stream, a, b, dst, bound, plan);
     }
-    let (la, lb) = (&a.layout(), &b.layout());
-    let operands = |file: &'static str| {
-        ShaderVariant::new(file)
-            .define("A_TYPE", la.ty.gguf_id())
-            .flag("A_ALIGN4", problem.a_align >= 4)
-            .flag("A_ALIGN2", problem.a_align >= 2)
-            .flag("B_F16", lb.ty == GgmlType::F16)
-            .flag("B_CONTIG", problem.b_contiguous)
-            .flag("B_ALIGN4", problem.b_align >= 4)
-            .flag("B_ALIGN2", problem.b_align >= 2)
-            .flag("B_VEC4", plan.b_vec4)
-    };
-    let variant = match &plan.path {
-        Path::Vec {
-            wg_size,
-            rows,
-            groups,
-            cols,
-            subgroups,
-            max_subgroups,
-            kernel,
-            int_dot,
-            int_slots,
-            prefetch,
-            fused_blocks,
-            probe,
-        } => operands("mul_mat_vec.wgsl")
-            .flag("FUSED_B", *fused_blocks > 0)
-            .flag("B_Q8", *int_dot)
-            .flag("B_Q8K", *int_slots)
-            .flag("VEC_PREFETCH", *prefetch)
-            .flag("PROBE_LOADS", *probe == 1)
-            .define("WG_SIZE", format!("{wg_size}u"))
-            .define("ROWS", format!("{rows}u"))
-            .define("GROUPS", format!("{groups}u"))
-            .define("VEC_KERNEL", kernel)
-            .define("N_COLS", format!("{cols}u"))
-            .flag("USE_SUBGROUPS", *subgroups)
-            .define("MAX_SUBGROUPS", format!("{}u", max_subgroups.max(&1))),
-        Path::Tiled {
-            wg_m,
-            wg_n,
-            thread_m,
-            thread_n,
-            tk,
-            pad,
-        } => operands("mul_mat_tiled.wgsl")
-            .define("WG_M", format!("{wg_m}u"))
-            .define("WG_N", format!("{wg_n}u"))
-            .define("THREAD_M", format!("{thread_m}u"))
-            .define("THREAD_N", format!("{thread_n}u"))
-            .define("TK", format!("{tk}u"))
-            .define("PAD", format!("{pad}u")),
-        Path::SubgroupMatrix {
-            config,
-            count_m,
-            count_n,
-            frag_m,
-            frag_n,
-            tk,
-            pad,
-            stages,
-            prefetch,
-            probe,
-            wg_size,
-            scratch_sgs,
-            ..
-        } => operands("mul_mat_subgroup_matrix.wgsl")
-            .define("SG_M", format!("{}u", config.m))
-            .define("SG_N", format!("{}u", config.n))
-            .define("SG_K", format!("{}u", config.k))
-            .define("SG_COUNT_M", format!("{count_m}u"))
-            .define("SG_COUNT_N", format!("{count_n}u"))
-            .define("FRAG_M", format!("{frag_m}u"))
-            .define("FRAG_N", format!("{frag_n}u"))
-            .define("TK", format!("{tk}u"))
-            .define("PAD", format!("{pad}u"))
-            .define("STAGES", stages)
-            .flag("PREFETCH", *prefetch)
-            .flag("PROBE_STAGING", *probe == 1)
-            .flag("PROBE_MMA", *probe == 2)
-            .define("WG_SIZE", format!("{wg_size}u"))
-            .define("SCRATCH_SGS", format!("{scratch_sgs}u"))
-            .flag("A_VEC4", plan.a_vec4)
-            .flag("ACC_F32", config.f32_result)
-            .flag("DIRECT_STORE", plan.direct_store),
-        Path::Simple { .. } => unreachable!("handled above"),
-    };
-    // The workgroup array b is quantized into is sized by k.
-    let variant = match &plan.path {
-        Path::Vec { fused_blocks, .. } if *fused_blocks > 0 => {
-            variant.define("FUSED_BLOCKS", format!("{fused_blocks}u"))
-        }
-        _ => variant,
-    };
+    let kernels = crate::variants::mul_mat(plan);
+    let variant = kernels.kernel;
     let access: &[Access] = if plan.a_vec4 {
         &[Access::Read, Access::Read, Access::ReadWrite, Access::Read]
     } else {
@@ -166,10 +70,10 @@ pub fn encode(
         stream.reserve(if q.twice { 3 } else { 2 })?;
         // b's 8-bit blocks go to scratch first; the mat-vec reads them in b's place.
         let scratch = ctx.scratch_buffer("MUL_MAT 8-bit b", q.scratch_bytes)?;
-        let quantize = operands("mul_mat_quantize_b.wgsl")
-            .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
-            .flag("B_Q8K", q.slots);
-        let quantize = ctx.kernel(&quantize, &[Access::Read, Access::Read, Access::ReadWrite])?;
+        let quantize = kernels.quantize_b.as_ref().ok_or_else(|| {
+            BackendError::InvalidOperands("a plan that quantizes b without the quantize kernel".into())
+        })?;
+        let quantize = ctx.kernel(quantize, &[Access::Read, Access::Read, Access::ReadWrite])?;
         let scratch = BufferRange {
             buffer: scratch,
             offset: 0,
@@ -233,10 +137,7 @@ fn simple(
     plan: &MulMatPlan,
 ) -> Result<()> {
     let (la, lb) = (&a.layout(), &b.layout());
-    let variant = ShaderVariant::new("mul_mat_simple.wgsl")
-        .define("A_TYPE", la.ty.gguf_id())
-        .flag("B_F16", lb.ty == GgmlType::F16)
-        .define("WG_SIZE", format!("{SIMPLE_WG}u"));
+    let variant = crate::variants::mul_mat(plan).kernel;
     let kernel = ctx.kernel(&variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
     let outputs = dst.layout().elements();
     u32::try_from(outputs).map_err(|_| BackendError::Unsupported("more than 2^32 outputs".into()))?;

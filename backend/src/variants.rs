@@ -1,0 +1,661 @@
+//! Every shader variant the backend runs, in one place.
+//!
+//! The encoders build their kernels' variants only through [`mul_mat`], [`flash_attn`] and
+//! [`dequantize_variant`], which are pure functions of a plan (or a type); [`enumerate`] runs the
+//! planners over a grid of problems for given device facts and collects what those functions
+//! make. So a variant the planners can produce is one [`enumerate`] lists: a new kernel or path
+//! goes through the same functions, and the tests below check that every path appears. Used by
+//! the Metal check (`backend-ops shaders` writes the variants out, `cargo xtask msl-check`
+//! translates each to MSL with Tint) and by the shader tests.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::facts::{DeviceFacts, MatrixConfig};
+use crate::ggml_type::GgmlType;
+use crate::ops::dequantize::{self, supports};
+use crate::ops::flash_attn::plan::{self as fa, Force, Kernel, Knobs, MmaPlan, Placement, TilePlan, VecPlan};
+use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG, parse_knobs};
+use crate::ops::mul_mat::plan::{self as mm, MulMatPlan, Path, Problem, QUANTIZE_WG, SIMPLE_WG, Tuning};
+use crate::shader_lib::ShaderVariant;
+
+/// The kernels one MUL_MAT plan runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MulMatKernels {
+    pub kernel: ShaderVariant,
+    /// The pass that quantizes b first ([`MulMatPlan::quantize_b`]).
+    pub quantize_b: Option<ShaderVariant>,
+}
+
+/// The variants of a MUL_MAT plan.
+pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
+    let problem = &plan.problem;
+    if matches!(plan.path, Path::Simple { .. }) {
+        let kernel = ShaderVariant::new("mul_mat_simple.wgsl")
+            .define("A_TYPE", problem.a_type.gguf_id())
+            .flag("B_F16", problem.b_type == GgmlType::F16)
+            .define("WG_SIZE", format!("{SIMPLE_WG}u"));
+        return MulMatKernels {
+            kernel,
+            quantize_b: None,
+        };
+    }
+    let operands = |file: &'static str| {
+        ShaderVariant::new(file)
+            .define("A_TYPE", problem.a_type.gguf_id())
+            .flag("A_ALIGN4", problem.a_align >= 4)
+            .flag("A_ALIGN2", problem.a_align >= 2)
+            .flag("B_F16", problem.b_type == GgmlType::F16)
+            .flag("B_CONTIG", problem.b_contiguous)
+            .flag("B_ALIGN4", problem.b_align >= 4)
+            .flag("B_ALIGN2", problem.b_align >= 2)
+            .flag("B_VEC4", plan.b_vec4)
+    };
+    let kernel = match &plan.path {
+        Path::Vec {
+            wg_size,
+            rows,
+            groups,
+            cols,
+            subgroups,
+            max_subgroups,
+            kernel,
+            int_dot,
+            int_slots,
+            prefetch,
+            fused_blocks,
+            probe,
+        } => {
+            let variant = operands("mul_mat_vec.wgsl")
+                .flag("FUSED_B", *fused_blocks > 0)
+                .flag("B_Q8", *int_dot)
+                .flag("B_Q8K", *int_slots)
+                .flag("VEC_PREFETCH", *prefetch)
+                .flag("PROBE_LOADS", *probe == 1)
+                .define("WG_SIZE", format!("{wg_size}u"))
+                .define("ROWS", format!("{rows}u"))
+                .define("GROUPS", format!("{groups}u"))
+                .define("VEC_KERNEL", kernel)
+                .define("N_COLS", format!("{cols}u"))
+                .flag("USE_SUBGROUPS", *subgroups)
+                .define("MAX_SUBGROUPS", format!("{}u", max_subgroups.max(&1)));
+            // The workgroup array b is quantized into is sized by k.
+            if *fused_blocks > 0 {
+                variant.define("FUSED_BLOCKS", format!("{fused_blocks}u"))
+            } else {
+                variant
+            }
+        }
+        Path::Tiled {
+            wg_m,
+            wg_n,
+            thread_m,
+            thread_n,
+            tk,
+            pad,
+        } => operands("mul_mat_tiled.wgsl")
+            .define("WG_M", format!("{wg_m}u"))
+            .define("WG_N", format!("{wg_n}u"))
+            .define("THREAD_M", format!("{thread_m}u"))
+            .define("THREAD_N", format!("{thread_n}u"))
+            .define("TK", format!("{tk}u"))
+            .define("PAD", format!("{pad}u")),
+        Path::SubgroupMatrix {
+            config,
+            count_m,
+            count_n,
+            frag_m,
+            frag_n,
+            tk,
+            pad,
+            stages,
+            prefetch,
+            probe,
+            wg_size,
+            scratch_sgs,
+            ..
+        } => operands("mul_mat_subgroup_matrix.wgsl")
+            .define("SG_M", format!("{}u", config.m))
+            .define("SG_N", format!("{}u", config.n))
+            .define("SG_K", format!("{}u", config.k))
+            .define("SG_COUNT_M", format!("{count_m}u"))
+            .define("SG_COUNT_N", format!("{count_n}u"))
+            .define("FRAG_M", format!("{frag_m}u"))
+            .define("FRAG_N", format!("{frag_n}u"))
+            .define("TK", format!("{tk}u"))
+            .define("PAD", format!("{pad}u"))
+            .define("STAGES", stages)
+            .flag("PREFETCH", *prefetch)
+            .flag("PROBE_STAGING", *probe == 1)
+            .flag("PROBE_MMA", *probe == 2)
+            .define("WG_SIZE", format!("{wg_size}u"))
+            .define("SCRATCH_SGS", format!("{scratch_sgs}u"))
+            .flag("A_VEC4", plan.a_vec4)
+            .flag("ACC_F32", config.f32_result)
+            .flag("DIRECT_STORE", plan.direct_store),
+        Path::Simple { .. } => unreachable!("handled above"),
+    };
+    let quantize_b = plan.quantize_b.map(|q| {
+        operands("mul_mat_quantize_b.wgsl")
+            .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
+            .flag("B_Q8K", q.slots)
+    });
+    MulMatKernels { kernel, quantize_b }
+}
+
+/// The kernels one FLASH_ATTN_EXT plan runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlashAttnKernels {
+    pub kernel: ShaderVariant,
+    /// The pass that combines the KV splits (`n_split > 1`).
+    pub reduce: Option<ShaderVariant>,
+}
+
+/// The variants of a FLASH_ATTN_EXT plan.
+pub fn flash_attn(plan: &fa::Plan) -> FlashAttnKernels {
+    let shape = &plan.shape;
+    let fast = match &plan.kernel {
+        Kernel::Simple(_) => {
+            let kernel = ShaderVariant::new("flash_attn_simple.wgsl")
+                .define("WG_SIZE", format!("{FA_SIMPLE_WG}u"))
+                .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
+            return FlashAttnKernels { kernel, reduce: None };
+        }
+        Kernel::Tile(t) => tile_variant(t),
+        Kernel::Mma(m) => mma_variant(m),
+        Kernel::Vec(v) => vec_variant(v, shape),
+    };
+    let kernel = fast
+        .define("K_TYPE", shape.k_type.gguf_id())
+        .define("V_TYPE", shape.v_type.gguf_id())
+        .define("K_VEC", u32::from(plan.k_vec))
+        .define("V_VEC", u32::from(plan.v_vec))
+        .define("HAS_MASK", u32::from(shape.has_mask))
+        .define("MASK_SKIP", u32::from(plan.mask_skip))
+        .define("HSK", shape.hsk)
+        .define("HSV", shape.hsv);
+    let reduce = (plan.n_split > 1).then(|| ShaderVariant::new("flash_attn_reduce.wgsl").define("HSV", shape.hsv));
+    FlashAttnKernels { kernel, reduce }
+}
+
+fn flag(b: bool) -> u32 {
+    u32::from(b)
+}
+
+fn tile_variant(t: &TilePlan) -> ShaderVariant {
+    ShaderVariant::new("flash_attn_tile.wgsl")
+        .define("NT", t.threads)
+        .define("ROWS", t.rows)
+        .define("KV_TILE", t.kv_tile)
+        .define("DS", t.ds)
+        .define("GQ", t.gq)
+        .define("RQ", t.rq)
+        .define("LV", t.lv)
+        .define("CH", t.ch)
+        .define("RO", t.ro)
+        .define("RGN", t.rgn)
+        .define("KS", t.ks)
+        .define("TPR", t.tpr)
+        .define("KV_ALIAS", flag(t.kv_alias))
+        .define("PREFETCH", flag(t.prefetch))
+        .define("KSTR", t.kstr)
+        .define("VSTR", t.vstr)
+        .define("QW", t.qw)
+}
+
+fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
+    ShaderVariant::new("flash_attn_vec.wgsl")
+        .define("NT", v.threads)
+        .define("ROWS", v.rows)
+        .define("KV_TILE", v.kv_tile())
+        .define("VEC_LK", v.lanes)
+        .define("VEC_SGT", v.team)
+        .define("VEC_B", v.keys)
+        .define("VEC_CK", v.ck)
+        .define("VEC_CV", v.cv)
+        .define("VEC_ONE_Q", flag(shape.n_q == 1))
+        .define("VEC_PREFETCH", flag(v.prefetch))
+}
+
+fn mma_variant(m: &MmaPlan) -> ShaderVariant {
+    ShaderVariant::new("flash_attn_mma.wgsl")
+        .define("SG_M", m.m)
+        .define("SG_N", m.n)
+        .define("SG_K", m.k)
+        .define("NSG", m.subgroups)
+        .define("RB", m.rb)
+        .define("RH", m.rh)
+        .define("CG", m.cg)
+        .define("NT", m.threads)
+        .define("ROWS", m.rows)
+        .define("KV_TILE", m.kv_tile)
+        .define("HSKP", m.hskp)
+        .define("HSVP", m.hsvp)
+        .define("QSTR", m.qstr)
+        .define("KSTR", m.kstr)
+        .define("VSTR", m.vstr)
+        .define("PSTR", m.pstr)
+        .define("SSTR", m.sstr)
+        .define("Q_REGS", flag(m.q_regs))
+        .define("KV_ALIAS", flag(m.kv_alias))
+        .define("PREFETCH", flag(m.prefetch))
+        .define("Q_OFF", m.q_off)
+        .define("K_OFF", m.k_off)
+        .define("V_OFF", m.v_off)
+        .define("P_OFF", m.p_off)
+        .define("SMEM", m.smem)
+        .define("SF", m.sf)
+        .define("SB", m.sb)
+        .define("TPR", m.tpr)
+}
+
+/// The dequantize kernel's variant for a source type.
+pub fn dequantize_variant(ty: GgmlType) -> ShaderVariant {
+    ShaderVariant::new("dequantize.wgsl")
+        .define("SRC_TYPE", ty.gguf_id())
+        .define("WG_SIZE", format!("{}u", dequantize::WG_SIZE))
+}
+
+/// The op a variant serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    MulMat,
+    FlashAttnExt,
+    Dequantize,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::MulMat => "MUL_MAT",
+            Op::FlashAttnExt => "FLASH_ATTN_EXT",
+            Op::Dequantize => "DEQUANTIZE",
+        })
+    }
+}
+
+/// The name of a MUL_MAT path (every path has one: the match is exhaustive).
+pub fn mul_mat_path(path: &Path) -> &'static str {
+    match path {
+        Path::Vec { int_dot: true, .. } => "vec_int",
+        Path::Vec { .. } => "vec",
+        Path::Tiled { .. } => "tiled",
+        Path::SubgroupMatrix { .. } => "subgroup_matrix",
+        Path::Simple { .. } => "simple",
+    }
+}
+
+/// The name of a FLASH_ATTN_EXT kernel (exhaustive, as above).
+pub fn flash_attn_path(kernel: &Kernel) -> &'static str {
+    match kernel {
+        Kernel::Simple(_) => "simple",
+        Kernel::Tile(_) => "tile",
+        Kernel::Mma(_) => "mma",
+        Kernel::Vec(_) => "vec",
+    }
+}
+
+/// One variant of [`enumerate`], with the first plan that produced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enumerated {
+    pub op: Op,
+    /// The path or pass (`vec`, `tiled`, `subgroup_matrix`, `quantize_b`, `mma`, `reduce`, …).
+    pub path: &'static str,
+    /// The plan's problem, in words.
+    pub example: String,
+}
+
+/// The MUL_MAT knob sets [`enumerate`] plans with: the defaults, then the sets that switch on
+/// the kernels' optional forms (the fused and prefetching integer mat-vec, f16 accumulation).
+pub const MUL_MAT_KNOBS: &[&str] = &["", "vec_int_fused=1,vec_int_prefetch=1", "sg_acc_f16=1"];
+
+/// The FLASH_ATTN_EXT knob sets: the defaults, then each kernel forced.
+pub const FLASH_ATTN_KNOBS: &[&str] = &["", "path=tile", "path=vec", "path=mma", "path=simple"];
+
+/// Every variant the planners produce on `device` over the problem grid below (all types the
+/// ops take, sizes from 1 up, every alignment the planners distinguish), by variant.
+pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
+    let mut out = BTreeMap::new();
+    let mut add = |variant: ShaderVariant, op: Op, path: &'static str, example: &dyn Fn() -> String| {
+        out.entry(variant).or_insert_with(|| Enumerated {
+            op,
+            path,
+            example: example(),
+        });
+    };
+    let types: Vec<GgmlType> = GgmlType::ALL.iter().copied().filter(|&t| supports(t)).collect();
+
+    for &ty in &types {
+        add(dequantize_variant(ty), Op::Dequantize, "dequantize", &|| ty.to_string());
+    }
+
+    for knobs in MUL_MAT_KNOBS {
+        let tuning = Tuning::parse(knobs).expect("valid knob set");
+        for &a_type in &types {
+            let float = matches!(a_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
+            let ks: &[u64] = if float { &[7, 130, 256, 4096] } else { &[256, 4096] };
+            for b_type in [GgmlType::F32, GgmlType::F16] {
+                for &k in ks {
+                    for m in [1u64, 64, 4096] {
+                        for n in [1u64, 2, 3, 4, 5, 8, 9, 16, 64, 512] {
+                            for a_align in [1u32, 2, 4, 16] {
+                                for b_align in [2u32, 4, 16] {
+                                    for b_contiguous in [true, false] {
+                                        let problem = Problem {
+                                            a_type,
+                                            b_type,
+                                            m,
+                                            n,
+                                            k,
+                                            batches: 1,
+                                            a_align,
+                                            b_align,
+                                            b_contiguous,
+                                            dst_bytes: m * n * 4,
+                                        };
+                                        add_mul_mat(&mut add, &problem, device, &tuning, knobs);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                // Past 32-bit indexing: the simple kernel.
+                let huge = Problem {
+                    a_type,
+                    b_type,
+                    m: 1 << 16,
+                    n: 1 << 16,
+                    k: 256,
+                    batches: 1,
+                    a_align: 16,
+                    b_align: 16,
+                    b_contiguous: true,
+                    dst_bytes: 1 << 34,
+                };
+                add_mul_mat(&mut add, &huge, device, &tuning, knobs);
+            }
+        }
+    }
+
+    let placements = [
+        Placement::PLAIN,
+        Placement {
+            aligned: true,
+            k_vec: true,
+            v_vec: true,
+        },
+        Placement {
+            aligned: true,
+            k_vec: true,
+            v_vec: false,
+        },
+        Placement {
+            aligned: true,
+            k_vec: false,
+            v_vec: true,
+        },
+        Placement {
+            aligned: false,
+            k_vec: false,
+            v_vec: false,
+        },
+    ];
+    let heads = [
+        (40, 40),
+        (64, 64),
+        (80, 80),
+        (96, 96),
+        (112, 112),
+        (128, 128),
+        (192, 128),
+        (256, 256),
+        (576, 512),
+    ];
+    for knobs in FLASH_ATTN_KNOBS {
+        let knobs: Knobs = parse_knobs(knobs).expect("valid knob set");
+        for &ty in &types {
+            // Vector reads are for float K and V only (`vec_layout`).
+            let float = matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
+            for &(hsk, hsv) in &heads {
+                for n_q in [1usize, 2, 8, 32, 512] {
+                    for (n_heads, kv_heads) in [(8usize, 8usize), (32, 8)] {
+                        for kv in [256usize, 16384] {
+                            for has_mask in [false, true] {
+                                for placement in placements {
+                                    if !float && (placement.k_vec || placement.v_vec) {
+                                        continue;
+                                    }
+                                    let shape = fa::Shape {
+                                        hsk,
+                                        hsv,
+                                        n_q,
+                                        n_heads,
+                                        kv_heads,
+                                        kv,
+                                        n_seq: 1,
+                                        k_type: ty,
+                                        v_type: ty,
+                                        has_mask,
+                                    };
+                                    let plan = fa::plan_placed(&shape, device, &knobs, placement);
+                                    let kernels = flash_attn(&plan);
+                                    let example = || format!("{shape:?} {placement:?} knobs {knobs:?}");
+                                    let path = flash_attn_path(&plan.kernel);
+                                    add(kernels.kernel, Op::FlashAttnExt, path, &example);
+                                    if let Some(r) = kernels.reduce {
+                                        add(r, Op::FlashAttnExt, "reduce", &example);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+type Add<'a> = dyn FnMut(ShaderVariant, Op, &'static str, &dyn Fn() -> String) + 'a;
+
+fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tuning: &Tuning, knobs: &str) {
+    let plan = mm::plan(problem, device, tuning);
+    let kernels = mul_mat(&plan);
+    let example = || format!("{problem:?} knobs [{knobs}]");
+    let path = mul_mat_path(&plan.path);
+    add(kernels.kernel, Op::MulMat, path, &example);
+    if let Some(q) = kernels.quantize_b {
+        add(q, Op::MulMat, "quantize_b", &example);
+    }
+}
+
+/// Devices [`enumerate`] serves the Metal check with: Apple GPUs (Apple7 family and later:
+/// 32-wide SIMD groups, 32 KiB of threadgroup memory), with each way an adapter may report the
+/// 8x8x8 f16 subgroup matrix (f16 results, f32 results, both), and without subgroup matrices.
+pub fn apple_devices() -> Vec<(&'static str, DeviceFacts)> {
+    let base = DeviceFacts {
+        shader_f16: true,
+        subgroups: true,
+        subgroup_min_size: 32,
+        subgroup_max_size: 32,
+        subgroup_matrix: None,
+        max_workgroup_storage: 32768,
+        max_invocations: 1024,
+        max_workgroup_size_x: 1024,
+        max_workgroups_per_dim: 65535,
+        max_storage_binding: 1 << 31,
+        cpu: false,
+    };
+    let config = |f16_result, f32_result| {
+        Some(MatrixConfig {
+            m: 8,
+            n: 8,
+            k: 8,
+            f32_result,
+            f16_result,
+        })
+    };
+    vec![
+        (
+            "apple-8x8x8-f16",
+            DeviceFacts {
+                subgroup_matrix: config(true, false),
+                ..base
+            },
+        ),
+        (
+            "apple-8x8x8-f32",
+            DeviceFacts {
+                subgroup_matrix: config(false, true),
+                ..base
+            },
+        ),
+        (
+            "apple-8x8x8-f16-f32",
+            DeviceFacts {
+                subgroup_matrix: config(true, true),
+                ..base
+            },
+        ),
+        ("apple-no-subgroup-matrix", base),
+    ]
+}
+
+/// The variants of every device of [`apple_devices`], merged (the first device that produces a
+/// variant names it).
+pub fn enumerate_apple() -> BTreeMap<ShaderVariant, (&'static str, Enumerated)> {
+    let mut all = BTreeMap::new();
+    for (name, device) in apple_devices() {
+        for (variant, e) in enumerate(&device) {
+            all.entry(variant).or_insert((name, e));
+        }
+    }
+    all
+}
+
+// Keep `Force` in view: a new forced kernel must join FLASH_ATTN_KNOBS.
+const _: fn(Force) = |f| match f {
+    Force::Simple | Force::Tile | Force::Vec | Force::Mma => {}
+};
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// One enumeration for all tests (it plans a few hundred thousand problems).
+    fn apple() -> &'static BTreeMap<ShaderVariant, (&'static str, Enumerated)> {
+        static ALL: std::sync::OnceLock<BTreeMap<ShaderVariant, (&'static str, Enumerated)>> =
+            std::sync::OnceLock::new();
+        ALL.get_or_init(enumerate_apple)
+    }
+
+    #[test]
+    fn every_path_of_every_op_appears_for_apple_devices() {
+        let all = apple();
+        let paths: BTreeSet<(Op, &str)> = all.values().map(|(_, e)| (e.op, e.path)).collect();
+        for want in [
+            (Op::MulMat, "vec"),
+            (Op::MulMat, "vec_int"),
+            (Op::MulMat, "quantize_b"),
+            (Op::MulMat, "tiled"),
+            (Op::MulMat, "subgroup_matrix"),
+            (Op::MulMat, "simple"),
+            (Op::FlashAttnExt, "simple"),
+            (Op::FlashAttnExt, "tile"),
+            (Op::FlashAttnExt, "vec"),
+            (Op::FlashAttnExt, "mma"),
+            (Op::FlashAttnExt, "reduce"),
+            (Op::Dequantize, "dequantize"),
+        ] {
+            assert!(paths.contains(&want), "{want:?} missing from {paths:?}");
+        }
+        // Both accumulations of the subgroup-matrix kernel, with the 8x8x8 config.
+        let sg: Vec<&ShaderVariant> = all
+            .keys()
+            .filter(|v| v.file == "mul_mat_subgroup_matrix.wgsl")
+            .collect();
+        assert!(sg.iter().any(|v| v.defines.contains_key("ACC_F32")));
+        assert!(sg.iter().any(|v| !v.defines.contains_key("ACC_F32")));
+        assert!(
+            sg.iter()
+                .all(|v| v.defines["SG_M"] == "8u" && v.defines["SG_K"] == "8u")
+        );
+    }
+
+    #[test]
+    fn every_variant_renders() {
+        for (variant, (device, e)) in apple() {
+            variant
+                .render()
+                .unwrap_or_else(|err| panic!("{variant} ({device}, {:?}): {err}", e.example));
+        }
+    }
+
+    #[test]
+    fn the_removed_subgroup_matrix_forms_are_recognised() {
+        use crate::shader_lib::removed_subgroup_matrix_forms as removed;
+        assert_eq!(removed("let l = subgroupMatrixLoad<Left>(&a, 0u, false, 8u);").len(), 1);
+        assert_eq!(
+            removed("let l = subgroupMatrixLoad<subgroup_matrix_left<f16, 8, 8>>(&a, 0u, true, 8u);").len(),
+            1
+        );
+        assert_eq!(removed("subgroupMatrixStore(&d, 0u, acc, true, 8u);").len(), 1);
+        assert!(
+            removed("let l = subgroupMatrixLoad<subgroup_matrix_left<f16, 8, 8>, row_major>(&a, 0u, 8u);").is_empty()
+        );
+        assert!(removed("let r = subgroupMatrixLoad<Right, col_major>(&b, 0u, 8u);").is_empty());
+        assert!(removed("subgroupMatrixStore<col_major>(&d, 0u, acc, 8u);").is_empty());
+        assert!(removed("// subgroupMatrixStore(&d, 0u, acc, true, 8u);").is_empty());
+        assert!(removed("the subgroupMatrixLoad/Store forms").is_empty());
+    }
+
+    /// No shader source and no variant the planners produce uses the removed forms.
+    #[test]
+    fn no_shader_uses_the_removed_subgroup_matrix_forms() {
+        use crate::shader_lib::{SOURCE_NAMES, removed_subgroup_matrix_forms as removed, source};
+        for name in SOURCE_NAMES {
+            let hits = removed(source(name).unwrap());
+            assert!(hits.is_empty(), "{name}: {hits:#?}");
+        }
+        for variant in apple().keys() {
+            if variant.file.contains("subgroup_matrix") || variant.file.contains("mma") {
+                let hits = removed(&variant.render().unwrap());
+                assert!(hits.is_empty(), "{variant}: {hits:#?}");
+            }
+        }
+    }
+
+    /// The encoders make variants only through this module: `ShaderVariant::new` appears in no
+    /// other source file of the crate (the preprocessor's own file and tests aside).
+    #[test]
+    fn no_variant_is_built_outside_this_module() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut stack = vec![src.clone()];
+        let mut offenders = Vec::new();
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+                if rel == "variants.rs" || rel == "shader_lib.rs" || path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap_or("");
+                if code.contains("ShaderVariant::new(") {
+                    offenders.push(rel);
+                }
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "variants built outside variants.rs: {offenders:?}"
+        );
+    }
+}
