@@ -135,7 +135,8 @@ pub struct Tuning {
     pub sg_prefetch: u32,
     /// Where b is read as 16-byte words when its layout allows ([`b_vec4`]): 0 nowhere, 2
     /// everywhere, 1 where it measured faster: the subgroup-matrix kernel and the mat-vec of
-    /// quantized weights (not the float mat-vec, nor the register-tiled kernel).
+    /// the lookup-table formats (IQ*, mxfp4, nvfp4), not the float mat-vec, nor the
+    /// register-tiled kernel.
     pub b_vec4: u32,
     /// Measuring only (results wrong): 1 = the staging alone (global loads and workgroup
     /// stores, no multiplies), 2 = the multiplies alone (workgroup memory never refilled).
@@ -759,7 +760,22 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
             0 => false,
             1 => match path {
                 Path::SubgroupMatrix { .. } => true,
-                Path::Vec { .. } => !matches!(p.a_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16),
+                // Measured faster for the lookup-table formats' mat-vec only (the float one was
+                // slower; the integer one reads b's 8-bit blocks, not b).
+                Path::Vec { .. } => matches!(
+                    p.a_type,
+                    GgmlType::IQ2_XXS
+                        | GgmlType::IQ2_XS
+                        | GgmlType::IQ2_S
+                        | GgmlType::IQ3_XXS
+                        | GgmlType::IQ3_S
+                        | GgmlType::IQ1_S
+                        | GgmlType::IQ1_M
+                        | GgmlType::IQ4_NL
+                        | GgmlType::IQ4_XS
+                        | GgmlType::MXFP4
+                        | GgmlType::NVFP4
+                ),
                 Path::Tiled { .. } | Path::Simple { .. } => false,
             },
             _ => true,
@@ -1218,7 +1234,8 @@ mod tests {
         };
         let t = Tuning::default();
         assert!(vec4(GgmlType::F16, 512, &d, &t), "subgroup-matrix");
-        assert!(vec4(GgmlType::IQ4_XS, 1, &d, &t), "mat-vec of quantized weights");
+        assert!(vec4(GgmlType::IQ4_XS, 1, &d, &t), "mat-vec of a lookup-table format");
+        assert!(!vec4(GgmlType::Q1_0, 1, &d, &t), "not measured: words");
         assert!(!vec4(GgmlType::F16, 8, &d, &t), "float mat-vec");
         assert!(!vec4(GgmlType::F16, 512, &no_sg, &t), "register-tiled");
         let all = Tuning::parse("b_vec4=2").unwrap();
