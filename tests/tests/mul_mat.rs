@@ -307,7 +307,11 @@ const VARIANTS: &[(&str, &[&str])] = &[
     ("subgroup matrices, narrow tile", &["subgroup-matrix", "narrow tile"]),
     ("subgroup matrices, big tile", &["subgroup-matrix", ": tile"]),
     ("subgroup matrices, double-buffered", &["subgroup-matrix", "2 stages"]),
-    ("subgroup matrices, single-buffered", &["subgroup-matrix", "1 stage,"]),
+    ("subgroup matrices, single-buffered", &["subgroup-matrix", "1 stage"]),
+    (
+        "subgroup matrices, register prefetch",
+        &["subgroup-matrix", "1 stage with register prefetch"],
+    ),
     (
         "subgroup matrices, f16 accumulators",
         &["subgroup-matrix", "(f16 accumulators)"],
