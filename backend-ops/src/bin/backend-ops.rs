@@ -445,16 +445,21 @@ enum Default {
     Everything,
 }
 
-/// The cases a mode runs: those given (`--case`, `--cases-file`), else the default list; then
-/// `-o` and `-p`. A case string that does not parse ends nothing: it is kept in
-/// [`Selected::malformed`] and the others run.
-fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
-    let pattern = selection
+/// `-p`, compiled (none when not given).
+fn case_pattern(selection: &Selection) -> Result<Option<Regex>, String> {
+    selection
         .pattern
         .as_deref()
         .map(Regex::new)
         .transpose()
-        .map_err(|e| format!("-p: {e}"))?;
+        .map_err(|e| format!("-p: {e}"))
+}
+
+/// The cases a mode runs: those given (`--case`, `--cases-file`), else the default list; then
+/// `-o` and `-p`. A case string that does not parse ends nothing: it is kept in
+/// [`Selected::malformed`] and the others run.
+fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
+    let pattern = case_pattern(selection)?;
     if let Some(op) = &selection.op
         && !["MUL_MAT", "FLASH_ATTN_EXT"].contains(&op.as_str())
     {
@@ -990,12 +995,7 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
 
 /// Keeps the rows the selection names (-o, -p, --case), for saved output.
 fn filter_rows(rows: &mut Vec<Row>, selection: &Selection) -> Result<(), String> {
-    let pattern = selection
-        .pattern
-        .as_deref()
-        .map(Regex::new)
-        .transpose()
-        .map_err(|e| format!("-p: {e}"))?;
+    let pattern = case_pattern(selection)?;
     let cases: Vec<String> = selection.cases.iter().map(|c| compare::normalise_case(c)).collect();
     rows.retain(|r| {
         selection.op.as_deref().is_none_or(|op| r.op == op)
