@@ -1709,6 +1709,14 @@ mod tests {
             let name = bad.split('=').next().unwrap();
             assert!(err.contains(name), "{bad}: {err}");
         }
+        for (bad, name) in [
+            ("sg_prefetch=2", "sg_prefetch"),
+            ("sg_probe=3", "sg_probe"),
+            ("b_vec4=3", "b_vec4"),
+        ] {
+            let err = Tuning::parse(bad).unwrap_err();
+            assert!(err.contains(name), "{bad}: {err}");
+        }
         assert!(Tuning::parse("vec_rows=1,vec_rows=2").is_err());
         assert!(Tuning::parse("vec_rows=-1").is_err());
         assert!(Tuning::parse("vec_rows=99999999999").is_err());
