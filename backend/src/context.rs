@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use crate::error::{BackendError, Result};
 use crate::exec::{DEFAULT_TIMEOUT, Stream};
-use crate::facts::DeviceFacts;
+use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::kernel::{Access, Kernel, KernelCache};
 use crate::memory::DeviceTensor;
 use crate::scratch::Scratch;
@@ -291,7 +291,7 @@ fn pick_config(
                     ContextError::NoSuchConfig(m, n, k, list.join(", "))
                 })?,
         )),
-        None => Ok(info.subgroup_matrix_configs.iter().find(f16).copied()),
+        None => Ok(MatrixConfig::default_choice(&info.subgroup_matrix_configs).copied()),
     }
 }
 

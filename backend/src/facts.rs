@@ -3,7 +3,7 @@
 //! functions of (problem, facts, tuning), testable without a GPU and for devices one does not
 //! have.
 
-use dawn::ComponentType;
+use dawn::{ComponentType, SubgroupMatrixConfig};
 
 use crate::context::Capabilities;
 
@@ -43,28 +43,47 @@ pub struct DeviceFacts {
     pub cpu: bool,
 }
 
+impl MatrixConfig {
+    /// The config the kernels use when none is forced: the first of the adapter's `reported`
+    /// configs with f16 components (the kernels' left and right matrices are f16).
+    pub fn default_choice(reported: &[SubgroupMatrixConfig]) -> Option<&SubgroupMatrixConfig> {
+        reported.iter().find(|c| c.component == ComponentType::F16)
+    }
+
+    /// `chosen`'s shape with the result types the adapter offers for f16 components of that
+    /// shape among `reported` (a Vulkan driver may list f16 and f32 results as two configs;
+    /// Metal offers f16 components with f16 results only).
+    pub fn of(chosen: &SubgroupMatrixConfig, reported: &[SubgroupMatrixConfig]) -> MatrixConfig {
+        let offers = |result: ComponentType| {
+            (chosen.component == ComponentType::F16 && chosen.result == result)
+                || reported.iter().any(|o| {
+                    (o.m, o.n, o.k) == (chosen.m, chosen.n, chosen.k)
+                        && o.component == ComponentType::F16
+                        && o.result == result
+                })
+        };
+        MatrixConfig {
+            m: chosen.m,
+            n: chosen.n,
+            k: chosen.k,
+            f32_result: offers(ComponentType::F32),
+            f16_result: offers(ComponentType::F16),
+        }
+    }
+}
+
 impl DeviceFacts {
     /// The facts of a context's device.
     pub fn of(caps: &Capabilities) -> DeviceFacts {
         let limits = &caps.limits;
-        let offers = |c: &dawn::SubgroupMatrixConfig, result: ComponentType| {
-            c.result == result
-                || caps.info.subgroup_matrix_configs.iter().any(|o| {
-                    (o.m, o.n, o.k) == (c.m, c.n, c.k) && o.component == ComponentType::F16 && o.result == result
-                })
-        };
         DeviceFacts {
             shader_f16: caps.shader_f16,
             subgroups: caps.subgroups,
             subgroup_min_size: caps.info.subgroup_min_size,
             subgroup_max_size: caps.info.subgroup_max_size,
-            subgroup_matrix: caps.subgroup_matrix.map(|c| MatrixConfig {
-                m: c.m,
-                n: c.n,
-                k: c.k,
-                f32_result: offers(&c, ComponentType::F32),
-                f16_result: offers(&c, ComponentType::F16),
-            }),
+            subgroup_matrix: caps
+                .subgroup_matrix
+                .map(|c| MatrixConfig::of(&c, &caps.info.subgroup_matrix_configs)),
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
             max_invocations: limits.max_compute_invocations_per_workgroup,
             max_workgroup_size_x: limits.max_compute_workgroup_size_x,

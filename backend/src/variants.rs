@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use dawn::{ComponentType, SubgroupMatrixConfig};
+
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::ggml_type::GgmlType;
 use crate::ops::dequantize::{self, supports};
@@ -65,6 +67,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             prefetch,
             fused_blocks,
             probe,
+            b_shared,
         } => {
             let variant = operands("mul_mat_vec.wgsl")
                 .flag("FUSED_B", *fused_blocks > 0)
@@ -79,9 +82,14 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
                 .define("N_COLS", format!("{cols}u"))
                 .flag("USE_SUBGROUPS", *subgroups)
                 .define("MAX_SUBGROUPS", format!("{}u", max_subgroups.max(&1)));
-            // The workgroup array b is quantized into is sized by k.
-            if *fused_blocks > 0 {
+            // The workgroup arrays b is quantized or staged into are sized by the plan.
+            let variant = if *fused_blocks > 0 {
                 variant.define("FUSED_BLOCKS", format!("{fused_blocks}u"))
+            } else {
+                variant
+            };
+            if *b_shared > 0 {
+                variant.define("B_SHARED", format!("{b_shared}u"))
             } else {
                 variant
             }
@@ -306,8 +314,13 @@ pub struct Enumerated {
 }
 
 /// The MUL_MAT knob sets [`enumerate`] plans with: the defaults, then the sets that switch on
-/// the kernels' optional forms (the fused and prefetching integer mat-vec, f16 accumulation).
-pub const MUL_MAT_KNOBS: &[&str] = &["", "vec_int_fused=1,vec_int_prefetch=1", "sg_acc_f16=1"];
+/// the kernels' optional forms (the fused and prefetching integer mat-vec, the float mat-vec's
+/// staged b, f16 accumulation).
+pub const MUL_MAT_KNOBS: &[&str] = &[
+    "",
+    "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
+    "sg_acc_f16=1",
+];
 
 /// The FLASH_ATTN_EXT knob sets: the defaults, then each kernel forced.
 pub const FLASH_ATTN_KNOBS: &[&str] = &["", "path=tile", "path=vec", "path=mma", "path=simple"];
@@ -470,9 +483,31 @@ fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tunin
     }
 }
 
+/// The subgroup-matrix configs Dawn's Metal backend reports on Apple GPUs (Apple7 family and
+/// later; `PhysicalDeviceMTL.mm`): 8x8x8 with f32 components and results, and with f16 ones.
+/// Metal multiplies only matrices of one element type (`simdgroup_multiply_accumulate`), so
+/// there is no f16-to-f32 config.
+pub const APPLE_MATRIX_CONFIGS: [SubgroupMatrixConfig; 2] = [
+    SubgroupMatrixConfig {
+        m: 8,
+        n: 8,
+        k: 8,
+        component: ComponentType::F32,
+        result: ComponentType::F32,
+    },
+    SubgroupMatrixConfig {
+        m: 8,
+        n: 8,
+        k: 8,
+        component: ComponentType::F16,
+        result: ComponentType::F16,
+    },
+];
+
 /// Devices [`enumerate`] serves the Metal check with: Apple GPUs (Apple7 family and later:
-/// 32-wide SIMD groups, 32 KiB of threadgroup memory), with each way an adapter may report the
-/// 8x8x8 f16 subgroup matrix (f16 results, f32 results, both), and without subgroup matrices.
+/// 32-wide SIMD groups, 32 KiB of threadgroup memory) with the subgroup-matrix config the
+/// context would pick among [`APPLE_MATRIX_CONFIGS`] (the same functions as on a real adapter),
+/// and without subgroup matrices (the feature off, or an older GPU).
 pub fn apple_devices() -> Vec<(&'static str, DeviceFacts)> {
     let base = DeviceFacts {
         shader_f16: true,
@@ -487,34 +522,13 @@ pub fn apple_devices() -> Vec<(&'static str, DeviceFacts)> {
         max_storage_binding: 1 << 31,
         cpu: false,
     };
-    let config = |f16_result, f32_result| {
-        Some(MatrixConfig {
-            m: 8,
-            n: 8,
-            k: 8,
-            f32_result,
-            f16_result,
-        })
-    };
+    let picked =
+        MatrixConfig::default_choice(&APPLE_MATRIX_CONFIGS).map(|c| MatrixConfig::of(c, &APPLE_MATRIX_CONFIGS));
     vec![
         (
-            "apple-8x8x8-f16",
+            "apple-8x8x8",
             DeviceFacts {
-                subgroup_matrix: config(true, false),
-                ..base
-            },
-        ),
-        (
-            "apple-8x8x8-f32",
-            DeviceFacts {
-                subgroup_matrix: config(false, true),
-                ..base
-            },
-        ),
-        (
-            "apple-8x8x8-f16-f32",
-            DeviceFacts {
-                subgroup_matrix: config(true, true),
+                subgroup_matrix: picked,
                 ..base
             },
         ),
@@ -552,10 +566,61 @@ mod tests {
         ALL.get_or_init(enumerate_apple)
     }
 
+    /// A discrete Vulkan GPU whose driver offers 16x16x16 f16 matrices with f16 and with f32
+    /// results (as NVIDIA's does): the device of the paths Apple's facts never take.
+    fn vulkan_gpu() -> &'static BTreeMap<ShaderVariant, Enumerated> {
+        static ALL: std::sync::OnceLock<BTreeMap<ShaderVariant, Enumerated>> = std::sync::OnceLock::new();
+        ALL.get_or_init(|| {
+            let configs = [ComponentType::F16, ComponentType::F32].map(|result| SubgroupMatrixConfig {
+                m: 16,
+                n: 16,
+                k: 16,
+                component: ComponentType::F16,
+                result,
+            });
+            let device = DeviceFacts {
+                subgroup_min_size: 32,
+                subgroup_max_size: 32,
+                max_workgroup_storage: 49152,
+                subgroup_matrix: MatrixConfig::default_choice(&configs).map(|c| MatrixConfig::of(c, &configs)),
+                ..apple_devices()[0].1
+            };
+            enumerate(&device)
+        })
+    }
+
+    /// Metal multiplies matrices of one element type only: no variant for Apple accumulates
+    /// f16 matrices in f32, and every subgroup-matrix variant is 8x8x8.
     #[test]
-    fn every_path_of_every_op_appears_for_apple_devices() {
+    fn apple_variants_use_only_the_configs_metal_offers() {
+        let facts = apple_devices()[0]
+            .1
+            .subgroup_matrix
+            .expect("Apple GPUs report subgroup matrices");
+        assert_eq!(
+            (facts.m, facts.n, facts.k, facts.f16_result, facts.f32_result),
+            (8, 8, 8, true, false)
+        );
+        let sg: Vec<&ShaderVariant> = apple()
+            .keys()
+            .filter(|v| v.file == "mul_mat_subgroup_matrix.wgsl")
+            .collect();
+        assert!(!sg.is_empty());
+        assert!(
+            sg.iter()
+                .all(|v| !v.defines.contains_key("ACC_F32") && v.defines["SG_M"] == "8u" && v.defines["SG_K"] == "8u")
+        );
+        assert!(apple().keys().all(|v| v.file != "flash_attn_mma.wgsl"));
+    }
+
+    #[test]
+    fn every_path_of_every_op_appears_for_apple_and_vulkan_devices() {
         let all = apple();
-        let paths: BTreeSet<(Op, &str)> = all.values().map(|(_, e)| (e.op, e.path)).collect();
+        let paths: BTreeSet<(Op, &str)> = all
+            .values()
+            .map(|(_, e)| (e.op, e.path))
+            .chain(vulkan_gpu().values().map(|e| (e.op, e.path)))
+            .collect();
         for want in [
             (Op::MulMat, "vec"),
             (Op::MulMat, "vec_int"),
@@ -572,17 +637,15 @@ mod tests {
         ] {
             assert!(paths.contains(&want), "{want:?} missing from {paths:?}");
         }
-        // Both accumulations of the subgroup-matrix kernel, with the 8x8x8 config.
-        let sg: Vec<&ShaderVariant> = all
+        // Both accumulations of the subgroup-matrix kernel where the driver offers both.
+        let sg: Vec<&ShaderVariant> = vulkan_gpu()
             .keys()
             .filter(|v| v.file == "mul_mat_subgroup_matrix.wgsl")
             .collect();
         assert!(sg.iter().any(|v| v.defines.contains_key("ACC_F32")));
         assert!(sg.iter().any(|v| !v.defines.contains_key("ACC_F32")));
-        assert!(
-            sg.iter()
-                .all(|v| v.defines["SG_M"] == "8u" && v.defines["SG_K"] == "8u")
-        );
+        // The float mat-vec with b staged in workgroup memory (a knob set switches it on).
+        assert!(apple().keys().any(|v| v.defines.contains_key("B_SHARED")));
     }
 
     #[test]

@@ -58,6 +58,14 @@ pub fn build(source_dir: &Path, manifest_dir: &Path, out_dir: &Path) -> Result<D
     // Tint's command-line tool with the MSL writer, for checking the shaders' Metal translation.
     let tint_cmd = crate::env_flag("DAWN_SYS_TINT_CMD");
     let dir = build_dir(out_dir)?;
+    // Two builds may share DAWN_SYS_BUILD_DIR (two target folders, or cargo and `xtask
+    // msl-check` at once): CMake and Ninja must not run twice in one folder, so the second
+    // waits here until the first is done (the lock goes with this process).
+    let lock_path = dir.join(".webgpu-dawn-sys.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| format!("webgpu-dawn-sys: creating {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("webgpu-dawn-sys: locking {}: {e}", lock_path.display()))?;
     println!(
         "cargo:warning=webgpu-dawn-sys: building Dawn from source in {} into {} (about 15 minutes on 2 cores, once)",
         source_dir.display(),

@@ -541,3 +541,47 @@ fn mat_vec_with_more_outputs_than_threads() {
         }
     }
 }
+
+/// The float mat-vec with b staged in workgroup memory: chunks that do not divide k nor the
+/// group's lanes, an odd k (its last element read from b directly), f32 and f16 b, with and
+/// without subgroups; every output against the CPU reference.
+#[test]
+fn float_mat_vec_with_b_staged_in_workgroup_memory() {
+    let ctx = context(false);
+    let device = ctx.facts();
+    let bare = DeviceFacts {
+        subgroups: false,
+        subgroup_matrix: None,
+        ..device
+    };
+    let mut rng = Rng::new(29);
+    for facts in [device, bare] {
+        for chunk in [7, 64] {
+            let tuning = Tuning::parse(&format!("vec_b_shared={chunk},vec_wg=64,vec_groups_wide=2")).unwrap();
+            for (ty, b_ty, k, n) in [
+                (GgmlType::F16, GgmlType::F32, 300, 8),
+                (GgmlType::F32, GgmlType::F32, 301, 2),
+                (GgmlType::BF16, GgmlType::F32, 1000, 5),
+                (GgmlType::F16, GgmlType::F16, 258, 3),
+            ] {
+                let text = format!("MUL_MAT(type_a={ty},type_b={b_ty},m=37,n={n},k={k})");
+                let Case::MulMat(c) = text.parse::<Case>().unwrap() else {
+                    unreachable!()
+                };
+                let t = c.tensors().unwrap();
+                let p = Random {
+                    a: t.a.host(&rng.fill(t.a.storage.elements(), -1.0, 1.0)).unwrap(),
+                    b: t.b.host(&rng.fill(t.b.storage.elements(), -1.0, 1.0)).unwrap(),
+                    dst: t.dst,
+                    text,
+                };
+                let (_, plan) =
+                    run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{} [{tuning}]: {e}", p.text));
+                assert!(
+                    matches!(plan.path, Path::Vec { b_shared, .. } if b_shared == chunk),
+                    "{plan}"
+                );
+            }
+        }
+    }
+}

@@ -193,8 +193,8 @@ mod tests {
     use super::*;
 
     const INDEX: &str = "file\tdevice\top\tpath\tvariant\n\
-        00000.wgsl\tapple-8x8x8-f16\tDEQUANTIZE\tdequantize\tdequantize,SRC_TYPE=0,WG_SIZE=256u\n\
-        00001.wgsl\tapple-8x8x8-f32\tMUL_MAT\tsubgroup_matrix\tmul_mat_subgroup_matrix,ACC_F32=1,SG_M=8u\n\
+        00000.wgsl\tapple-8x8x8\tDEQUANTIZE\tdequantize\tdequantize,SRC_TYPE=0,WG_SIZE=256u\n\
+        00001.wgsl\tapple-8x8x8\tMUL_MAT\tsubgroup_matrix\tmul_mat_subgroup_matrix,ACC_F32=1,SG_M=8u\n\
         00002.wgsl\tapple-no-subgroup-matrix\tFLASH_ATTN_EXT\ttile\tflash_attn_tile,HSK=64\n";
 
     #[test]
@@ -214,7 +214,7 @@ mod tests {
         assert!(outcomes[2].failure.as_deref().unwrap().contains("not translated"));
         let text = report(&outcomes);
         assert!(
-            text.contains("FAIL mul_mat_subgroup_matrix,ACC_F32=1,SG_M=8u (apple-8x8x8-f32, 00001.wgsl)"),
+            text.contains("FAIL mul_mat_subgroup_matrix,ACC_F32=1,SG_M=8u (apple-8x8x8, 00001.wgsl)"),
             "{text}"
         );
         assert!(text.contains("FAIL flash_attn_tile,HSK=64"), "{text}");

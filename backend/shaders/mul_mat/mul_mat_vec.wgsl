@@ -20,6 +20,7 @@
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
 // VEC_KERNEL; B_Q8, B_Q8K, VEC_PREFETCH (with B_Q8), FUSED_B and FUSED_BLOCKS (with B_Q8, n = 1),
+// B_SHARED (float a: pairs of each column of b staged in workgroup memory per chunk),
 // PROBE_LOADS (measuring only); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
 #ifdef USE_SUBGROUPS
@@ -48,6 +49,11 @@ const GROUP_SIZE: u32 = WG_SIZE / GROUPS;
 var<workgroup> partial: array<f32, MAX_SUBGROUPS * RN>;
 #else
 var<workgroup> partial: array<f32, WG_SIZE>;
+#endif
+
+#ifdef B_SHARED
+// The float kernel's chunk of b: B_SHARED pairs of each column, column after column.
+var<workgroup> b_staged: array<vec2<f32>, N_COLS * B_SHARED>;
 #endif
 
 #ifdef FUSED_B
@@ -496,11 +502,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 #elif defined(A_FLOAT)
     let pairs = p.k / 2u;
-    for (var q = lane; q < pairs; q += GROUP_SIZE) {
-        let e = 2u * q;
+#ifdef B_SHARED
+    // B_SHARED pairs of every column at a time, staged by the whole workgroup: each pair of b
+    // leaves the cache once per workgroup, not once per group of rows.
+    for (var c0 = 0u; c0 < pairs; c0 += B_SHARED) {
+        workgroupBarrier();
+        for (var i = lid; i < N_COLS * B_SHARED; i += WG_SIZE) {
+            let q = c0 + i % B_SHARED;
+            let col = tile.b_base + min(i / B_SHARED, p.n - 1u) * p.b_nb1;
+            b_staged[i] = select(vec2<f32>(0.0), b_pair(col, 2u * min(q, pairs - 1u)), q < pairs);
+        }
+        workgroupBarrier();
+        let q_end = min(pairs, c0 + B_SHARED);
+        for (var q = c0 + lane; q < q_end; q += GROUP_SIZE) {
 #for J in 0..N_COLS
-        let b_##J = b_pair(col_##J, e);
+        let b_##J = b_staged[J##u * B_SHARED + q - c0];
 #endfor
+#else
+    for (var q = lane; q < pairs; q += GROUP_SIZE) {
+#for J in 0..N_COLS
+        let b_##J = b_pair(col_##J, 2u * q);
+#endfor
+#endif
+        let e = 2u * q;
 #for R in 0..ROWS
         {
             let av = a_pair(row_##R, e);
@@ -515,6 +539,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
         }
 #endfor
+#ifdef B_SHARED
+        }
+#endif
     }
     // An odd k leaves one element.
     if (lane == 0u && (p.k & 1u) != 0u) {

@@ -60,6 +60,10 @@ pub struct Tuning {
     /// against 103; n=5 keeps 16 rows). Quantized weights measured slower with it (iq4_nl,
     /// mxfp4, nvfp4, q1_0 at n=8: 7-25%), so they keep their rows.
     pub vec_acc_max: u32,
+    /// The float mat-vec at n >= 2: pairs of each column of b staged in workgroup memory per
+    /// chunk (0: none, each group reads b through the cache). Staging reads b once per
+    /// workgroup instead of once per group of rows.
+    pub vec_b_shared: u32,
     /// Mat-vec row groups per workgroup (a power of two) for n <= 4 and n > 4: the workgroup's
     /// threads split into groups of `vec_wg / groups`, each with its own rows, so a workgroup
     /// covers `rows · groups` rows and b is read once per that many rows.
@@ -174,6 +178,7 @@ impl Default for Tuning {
             vec_rows_k: 2,
             vec_rows_wide_k: 4,
             vec_acc_max: 80,
+            vec_b_shared: 0,
             vec_groups: 1,
             vec_groups_wide: 1,
             vec_kernel: 2,
@@ -261,6 +266,7 @@ knobs!(
     vec_rows_k,
     vec_rows_wide_k,
     vec_acc_max,
+    vec_b_shared,
     vec_groups,
     vec_groups_wide,
     vec_kernel,
@@ -349,6 +355,7 @@ impl Tuning {
             | "vec_int_slot_groups"
             | "vec_int_slot_groups_q36" => (1, 1024),
             "vec_acc_max" => (1, 4096),
+            "vec_b_shared" => (0, 4096),
             "vec_kernel" => (0, 2),
             "vec_int_slots_min_n" => (0, 65),
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
@@ -443,6 +450,9 @@ pub enum Path {
         fused_blocks: u32,
         /// [`Tuning::vec_int_probe`] (0 but when measuring).
         probe: u32,
+        /// The float kernel: pairs of each column of b staged in workgroup memory per chunk
+        /// (0: b read through the cache; [`Tuning::vec_b_shared`]).
+        b_shared: u32,
     },
     /// `mul_mat_tiled.wgsl`.
     Tiled {
@@ -584,14 +594,17 @@ impl fmt::Display for MulMatPlan {
                 prefetch,
                 fused_blocks,
                 probe,
+                b_shared,
                 ..
             } => write!(
                 f,
-                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}",
+                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}",
                 if *int_slots {
                     " (8-bit b, integer dot products, 16-element slots)"
                 } else if *int_dot {
                     " (8-bit b, integer dot products)"
+                } else if !self.problem.a_type.is_quantized() {
+                    " (float pairs)"
                 } else if *kernel == 0 {
                     " (8-element units)"
                 } else {
@@ -603,6 +616,11 @@ impl fmt::Display for MulMatPlan {
                     ", b quantized in workgroup memory"
                 } else {
                     ""
+                },
+                if *b_shared > 0 {
+                    format!(", b staged {b_shared} pairs a column at a time in workgroup memory")
+                } else {
+                    String::new()
                 },
                 match probe {
                     0 => "",
@@ -884,6 +902,17 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     } else {
         (0, bytes)
     };
+    // b's columns staged in workgroup memory (the float kernel, several columns), in chunks
+    // halved until they fit beside the reduction buffer.
+    let mut b_shared = if !int_dot && !p.a_type.is_quantized() && cols >= 2 {
+        t.vec_b_shared
+    } else {
+        0
+    };
+    while b_shared > 0 && bytes + cols * b_shared * 8 > d.max_workgroup_storage {
+        b_shared /= 2;
+    }
+    let bytes = bytes + cols * b_shared * 8;
     let tiles_m = (p.m.div_ceil(u64::from(rows * groups))) as u32;
     let path = Path::Vec {
         wg_size,
@@ -906,6 +935,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
             1 if !p.a_type.is_quantized() => 1,
             _ => 0,
         },
+        b_shared,
     };
     (path, tiles_m, 1, bytes)
 }
@@ -1446,6 +1476,44 @@ mod tests {
         let v = plan(&problem(GgmlType::F16, 100, 3, 100), &bare, &t);
         assert!(matches!(v.path, Path::Vec { subgroups: false, .. }), "{v}");
         assert_eq!(v.workgroup_bytes, 4 * 256);
+    }
+
+    #[test]
+    fn b_is_staged_only_for_the_float_mat_vec_of_several_columns_and_only_as_much_as_fits() {
+        let d = nvidia((16, 16, 16));
+        let t = Tuning::parse("vec_b_shared=512").unwrap();
+        let staged = |ty: GgmlType, n: u64, d: &DeviceFacts| {
+            let plan = plan(&problem(ty, 4096, n, 14336), d, &t);
+            let Path::Vec { b_shared, .. } = plan.path else {
+                panic!("{plan}")
+            };
+            assert!(plan.workgroup_bytes <= d.max_workgroup_storage, "{plan}");
+            b_shared
+        };
+        assert_eq!(staged(GgmlType::F16, 8, &d), 512);
+        assert_eq!(staged(GgmlType::F32, 2, &d), 512);
+        assert_eq!(staged(GgmlType::F16, 1, &d), 0);
+        assert_eq!(staged(GgmlType::Q4_0, 8, &d), 0);
+        assert_eq!(staged(GgmlType::IQ4_NL, 8, &d), 0);
+        // 8 columns of 512 pairs are 32 KiB: halved to fit 16 KiB with the reduction buffer.
+        let small = DeviceFacts {
+            max_workgroup_storage: 16384,
+            ..d
+        };
+        assert_eq!(staged(GgmlType::F16, 8, &small), 128);
+        // The reduction buffer (2048 B) fits, no chunk beside it: b read through the cache.
+        assert_eq!(
+            staged(
+                GgmlType::F16,
+                8,
+                &DeviceFacts {
+                    max_workgroup_storage: 2100,
+                    ..d
+                }
+            ),
+            0
+        );
+        assert!(Tuning::parse("vec_b_shared=4097").is_err());
     }
 
     #[test]
