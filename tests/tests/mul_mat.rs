@@ -150,6 +150,20 @@ struct Random {
     text: String,
 }
 
+/// The random problem of an upstream case string: its layouts, inputs uniform in [-1, 1).
+fn random_case(rng: &mut Rng, text: String) -> Random {
+    let Case::MulMat(c) = text.parse::<Case>().unwrap() else {
+        unreachable!("{text} is a MUL_MAT case")
+    };
+    let t = c.tensors().unwrap();
+    Random {
+        a: t.a.host(&rng.fill(t.a.storage.elements(), -1.0, 1.0)).unwrap(),
+        b: t.b.host(&rng.fill(t.b.storage.elements(), -1.0, 1.0)).unwrap(),
+        dst: t.dst,
+        text,
+    }
+}
+
 fn random_problem(rng: &mut Rng, ty: GgmlType) -> Random {
     let block = ty.block_size();
     let k = if block == 1 {
@@ -475,16 +489,7 @@ fn two_dimensional_grids() {
         let text = format!(
             "MUL_MAT(type_a=f16,type_b=f32,m=16416,n={n},k=128,bs=[8,1],nr=[4,1],per=[0,2,1,3],k_v=0,o=1,src_overlap=0)"
         );
-        let Case::MulMat(c) = text.parse::<Case>().unwrap() else {
-            unreachable!()
-        };
-        let t = c.tensors().unwrap();
-        let p = Random {
-            a: t.a.host(&rng.fill(t.a.storage.elements(), -1.0, 1.0)).unwrap(),
-            b: t.b.host(&rng.fill(t.b.storage.elements(), -1.0, 1.0)).unwrap(),
-            dst: t.dst,
-            text,
-        };
+        let p = random_case(&mut rng, text);
         let (nmse, plan) = run_random(&ctx, &p, &facts, &tiny).unwrap_or_else(|e| panic!("{}: {e}", p.text));
         eprintln!("{}: nmse {nmse:e}, {plan}", p.text);
         if must_split {
@@ -523,16 +528,7 @@ fn mat_vec_with_more_outputs_than_threads() {
             ] {
                 for n in [1, 7, 8] {
                     let text = format!("MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k={k})");
-                    let Case::MulMat(c) = text.parse::<Case>().unwrap() else {
-                        unreachable!()
-                    };
-                    let t = c.tensors().unwrap();
-                    let p = Random {
-                        a: t.a.host(&rng.fill(t.a.storage.elements(), -1.0, 1.0)).unwrap(),
-                        b: t.b.host(&rng.fill(t.b.storage.elements(), -1.0, 1.0)).unwrap(),
-                        dst: t.dst,
-                        text,
-                    };
+                    let p = random_case(&mut rng, text);
                     let (_, plan) =
                         run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{} [{tuning}]: {e}", p.text));
                     assert!(matches!(plan.path, Path::Vec { .. }), "{plan}");
@@ -565,16 +561,7 @@ fn float_mat_vec_with_b_staged_in_workgroup_memory() {
                 (GgmlType::F16, GgmlType::F16, 258, 3),
             ] {
                 let text = format!("MUL_MAT(type_a={ty},type_b={b_ty},m=37,n={n},k={k})");
-                let Case::MulMat(c) = text.parse::<Case>().unwrap() else {
-                    unreachable!()
-                };
-                let t = c.tensors().unwrap();
-                let p = Random {
-                    a: t.a.host(&rng.fill(t.a.storage.elements(), -1.0, 1.0)).unwrap(),
-                    b: t.b.host(&rng.fill(t.b.storage.elements(), -1.0, 1.0)).unwrap(),
-                    dst: t.dst,
-                    text,
-                };
+                let p = random_case(&mut rng, text);
                 let (_, plan) =
                     run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{} [{tuning}]: {e}", p.text));
                 assert!(
