@@ -924,6 +924,9 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
 }
 
 fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> Result<bool, String> {
+    if let Some(plot) = &args.plot {
+        compare::plot::check_target(plot).map_err(|e| format!("--plot {e}"))?;
+    }
     let (rows, mode) = match (&args.upstream, &args.ours, &args.upstream_bin) {
         (Some(up), Some(ours), _) => {
             let report = compare::upstream::parse(&read_text("--upstream", up, MAX_SAVED_OUTPUT)?);

@@ -15,8 +15,26 @@ pub enum PlotError {
     Empty,
     #[error("{0}: only .svg charts are drawn")]
     Format(String),
+    #[error("{0}: its folder does not exist")]
+    NoFolder(String),
     #[error("drawing {path}: {message}")]
     Draw { path: String, message: String },
+}
+
+/// Whether a chart can be written to `path` (an `.svg` in an existing folder), checked before a
+/// comparison that may run for minutes rather than after it.
+pub fn check_target(path: &Path) -> Result<(), PlotError> {
+    if path.extension().and_then(|e| e.to_str()) != Some("svg") {
+        return Err(PlotError::Format(path.display().to_string()));
+    }
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !folder.is_dir() {
+        return Err(PlotError::NoFolder(path.display().to_string()));
+    }
+    Ok(())
 }
 
 /// One bar: its label, group and ratio.
@@ -64,9 +82,7 @@ pub fn bars(rows: &[Row]) -> Vec<Bar> {
 
 /// Draws the ratios of `rows` into the SVG file `path`, under `title`.
 pub fn plot_svg(rows: &[Row], path: &Path, title: &str) -> Result<(), PlotError> {
-    if path.extension().and_then(|e| e.to_str()) != Some("svg") {
-        return Err(PlotError::Format(path.display().to_string()));
-    }
+    check_target(path)?;
     let bars = bars(rows);
     if bars.is_empty() {
         return Err(PlotError::Empty);

@@ -262,6 +262,13 @@ fn mul_mat_perf_table_and_chart() {
         plot::plot_svg(&[], &dir.join("y.svg"), "t"),
         Err(plot::PlotError::Empty)
     ));
+    // A chart into a folder that is not there is refused before anything runs.
+    assert!(matches!(
+        plot::check_target(&dir.join("missing").join("z.svg")),
+        Err(plot::PlotError::NoFolder(_))
+    ));
+    assert!(plot::check_target(&dir.join("z.svg")).is_ok());
+    assert!(plot::check_target(Path::new("z.svg")).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
