@@ -235,6 +235,8 @@ fn every_mma_variant_passes() {
         "path=mma,mma_kv=8,mma_sg=2,prefetch=0",
         "path=mma,mma_o_budget=8,mask_skip=0",
         "path=mma,mma_rh=2,split=2",
+        // GPUs' defaults for head size 64: 16 subgroups, 128 O accumulators a lane.
+        "path=mma,mma_sg=16,mma_o_budget=128",
     ];
     if full() {
         let cases: Vec<Case> = small.into_iter().chain(other).collect();

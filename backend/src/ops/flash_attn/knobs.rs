@@ -54,7 +54,7 @@ pub struct Knobs {
     /// Vec kernel: issue the next step's loads before this step's math (default off: more
     /// registers, and occupancy hides the latency).
     pub vec_prefetch: Option<bool>,
-    /// mma kernel: subgroups per workgroup (default 8).
+    /// mma kernel: subgroups per workgroup (default 8; 16 on GPUs for heads of at most 64).
     pub mma_subgroups: Option<u32>,
     /// mma kernel: row blocks of M rows per subgroup (default 1; 2 halves the K/V matrix
     /// loads from workgroup memory, for twice the O registers).
@@ -69,7 +69,8 @@ pub struct Knobs {
     pub mma_max_head: Option<u32>,
     /// mma kernel: keep Q in registers as left matrices (default: when they fit 32 words/lane).
     pub mma_q_regs: Option<bool>,
-    /// mma kernel: f32 O accumulators per lane before splitting columns over subgroups (default 64).
+    /// mma kernel: f32 O accumulators per lane before splitting columns over subgroups (default
+    /// 128 on GPUs, 64 on CPU adapters).
     pub mma_o_budget: Option<u32>,
     /// mma kernel: lazy-rescale threshold on the running maximum (default 8; 0 rescales on
     /// every increase).

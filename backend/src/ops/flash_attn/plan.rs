@@ -398,6 +398,11 @@ const DEFAULT_VEC_ROWS: u32 = 8;
 /// f32 registers a vec-kernel lane may hold for Q, and for O.
 const VEC_REG_BUDGET: u32 = 64;
 const DEFAULT_MMA_SUBGROUPS: u32 = 8;
+/// On GPUs, heads of at most [`SMALL_HEAD`] take twice the subgroups: on the H100 (2026-12-05,
+/// hsk=hsv=64, nb=512, kv=7680) 16 subgroups ran f16 / q4_0 / q8_0 K and V in 1355 / 1519 / 1516
+/// us against 1629 / 1666 / 1690 with 8; at head size 72 and 256 they were no faster or slower.
+const SMALL_HEAD_MMA_SUBGROUPS: u32 = 16;
+const SMALL_HEAD: usize = 64;
 const DEFAULT_MMA_KV: u32 = 64;
 /// Largest head size the mma kernel is preferred for on CPU adapters, which emulate subgroup
 /// matrices: on lavapipe it ran slower than the tile kernel at every head size measured (time
@@ -409,7 +414,14 @@ const DEFAULT_MMA_KV: u32 = 64;
 /// any GPU does.
 const DEFAULT_MMA_MAX_HEAD_CPU: u32 = 128;
 const DEFAULT_Q_BUDGET: u32 = 32;
-const DEFAULT_O_BUDGET: u32 = 64;
+const DEFAULT_O_BUDGET_CPU: u32 = 64;
+/// On GPUs a lane may hold 128 f32 O accumulators before the columns are split over subgroups
+/// (which repeats Q·Kᵀ in each). At head size 256 that also changes where fitting 48 KiB of
+/// workgroup memory ends: 4 row blocks with a 32-key tile, instead of 16 keys with K and V
+/// sharing a buffer. On the H100 (2026-12-05, nb=512) head size 256 ran in 3602 -> 2044 us
+/// (kv=10000) and 6230 -> 3799 us (kv=20000) against a budget of 64, q8_0 K and V 8112 -> 5687
+/// us; head sizes 64 and 72 within noise.
+const DEFAULT_O_BUDGET: u32 = 128;
 const DEFAULT_TAU: f32 = 8.0;
 /// Most KV splits (partials beyond this cost more to write and reduce than they gain).
 pub const MAX_SPLIT: u32 = 512;
@@ -725,10 +737,15 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     let (m, n, k) = (cfg.m, cfg.n, cfg.k);
     let sg_min = device.subgroup_min().max(1);
     let sg_max = device.subgroup_max().max(1);
+    let default_subgroups = if !device.cpu && shape.hsk.max(shape.hsv) <= SMALL_HEAD {
+        SMALL_HEAD_MMA_SUBGROUPS
+    } else {
+        DEFAULT_MMA_SUBGROUPS
+    };
     let subgroups = pow2_floor(
         knobs
             .mma_subgroups
-            .unwrap_or(DEFAULT_MMA_SUBGROUPS)
+            .unwrap_or(default_subgroups)
             .clamp(1, (device.max_threads() / sg_max).max(1)),
     );
     let threads = subgroups * sg_max;
@@ -738,7 +755,11 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     let o_per_block = (m * n).div_ceil(sg_min);
     let rh = knobs.mma_rh.unwrap_or(1).clamp(1, 4);
     let q_words = rh * (hskp / k) * (m * k / 2).div_ceil(sg_min);
-    let o_budget = knobs.mma_o_budget.unwrap_or(DEFAULT_O_BUDGET);
+    let o_budget = knobs.mma_o_budget.unwrap_or(if device.cpu {
+        DEFAULT_O_BUDGET_CPU
+    } else {
+        DEFAULT_O_BUDGET
+    });
     let obt = hsvp / n;
     let mut cg = 1;
     while cg < subgroups && rh * obt.div_ceil(cg) * o_per_block > o_budget {
@@ -1018,6 +1039,43 @@ mod tests {
         assert!(m.q_regs);
         assert_eq!(p.n_split, 1);
         assert_eq!(p.row_blocks, 5776u32.div_ceil(128));
+    }
+
+    #[test]
+    fn gpus_give_small_heads_more_subgroups_and_large_heads_whole_rows() {
+        let mma = |d: &DeviceFacts, hs: usize| {
+            let s = shape(hs, hs, 8, 8, 7680, 512, GgmlType::F16);
+            let p = plan(&s, d, &Knobs::default());
+            check(&s, d, &p);
+            match p.kernel {
+                Kernel::Mma(m) => m,
+                other => panic!("{other:?}"),
+            }
+        };
+        let gpu = h200(16, 16, 16);
+        // Head size 64: 16 subgroups (8 row blocks of 16 rows, two subgroups on each, as
+        // much as 48 KiB of workgroup memory holds).
+        let small = mma(&gpu, 64);
+        assert_eq!((small.subgroups, small.rb, small.cg, small.rows), (16, 8, 2, 128));
+        // Head size 256: 16 O blocks of 8 f32 a lane fit the budget of 128, so the layout
+        // starts from whole rows per subgroup, and fitting 48 KiB ends at 4 row blocks with a
+        // fresh 32-key tile; the old budget of 64 (a knob still asks for it) starts from two
+        // subgroups a row block and ends at 16 keys with K and V sharing their buffer.
+        let large = mma(&gpu, 256);
+        let knobs = Knobs {
+            mma_o_budget: Some(64),
+            ..Knobs::default()
+        };
+        let s = shape(256, 256, 8, 8, 7680, 512, GgmlType::F16);
+        let Kernel::Mma(old) = plan(&s, &gpu, &knobs).kernel else {
+            panic!()
+        };
+        assert_eq!((large.subgroups, large.rb, large.cg), (8, 4, 2));
+        assert_eq!((large.kv_tile, large.kv_alias), (32, false), "{large:?}");
+        assert_eq!((old.kv_tile, old.kv_alias), (16, true), "{old:?}");
+        // CPU adapters keep 8 subgroups and the smaller budget.
+        let cpu = lavapipe();
+        assert_eq!(mma(&cpu, 64).subgroups, 8);
     }
 
     #[test]
