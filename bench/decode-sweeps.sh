@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The decode sweeps still to be measured on a GPU, one device run: the float mat-vec with b
-# staged in workgroup memory (vec_b_shared), the attention decode kernel's splits and threads
-# (its fixed cost), and the n=1 integer mat-vec's alternatives for q4_0, q8_0, q4_K and q6_K.
+# The decode sweeps, one device run (first measured on an H100 on 2026-12-05, BENCHMARKS.md):
+# the float mat-vec with b staged in workgroup memory (vec_b_shared), the attention decode
+# kernel's splits and threads (its fixed cost), and the n=1 integer mat-vec's alternatives for
+# q4_0, q8_0, q4_K and q6_K.
 # Each line: the case, then us/run with the defaults and under each setting (bench/knob-sweep.sh).
 #
 # Usage (on the GPU machine, from the repository root): bash bench/decode-sweeps.sh BUNDLE_DIR

@@ -255,6 +255,7 @@ fn mma_variant(m: &MmaPlan) -> ShaderVariant {
         .define("SF", m.sf)
         .define("SB", m.sb)
         .define("TPR", m.tpr)
+        .define("PROBE", m.probe)
 }
 
 /// The dequantize kernel's variant for a source type.

@@ -211,6 +211,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
                 Some(m.kv_tile.to_string().as_str()),
                 "{what}: {v}"
             );
+            assert_eq!(define(v, "PROBE"), Some(m.probe.to_string().as_str()), "{what}: {v}");
             m.threads
         }
         Kernel::Simple(_) => unreachable!(),
@@ -267,6 +268,46 @@ fn flash_attn_encoders_follow_their_plans() {
     }
     eprintln!("kernels checked: {kernels:?}");
     assert!(kernels.len() >= 4, "{kernels:?}");
+}
+
+/// The attention mma kernel's probes (measuring only) build, run to completion and say so in
+/// their plan.
+#[test]
+fn flash_attn_probes_run_and_name_themselves() {
+    let ctx = GpuContext::new(ContextOptions::default()).expect("an adapter");
+    for (probe, words) in [(1, "K/V staging only"), (2, "math only")] {
+        let ctx = ctx
+            .with_tuning(Tuning::parse("", &format!("path=mma,mma_probe={probe},split=2")).unwrap())
+            .unwrap();
+        let (hs, n_q, kv, heads) = (64, 20, 200, 2);
+        let q = ctx.zeros(GgmlType::F32, [hs, n_q, heads, 1]).unwrap();
+        let k = ctx.zeros(GgmlType::F16, [hs, kv, heads, 1]).unwrap();
+        let v = ctx.zeros(GgmlType::F16, [hs, kv, heads, 1]).unwrap();
+        let mask = ctx.zeros(GgmlType::F16, [kv, n_q, 1, 1]).unwrap();
+        let dst = ctx.empty(GgmlType::F32, [hs, heads, n_q, 1]).unwrap();
+        let ops = FlashAttnOperands {
+            q: &q,
+            k: &k,
+            v: &v,
+            mask: Some(&mask),
+            sinks: None,
+            dst: &dst,
+        };
+        let params = FlashAttnParams {
+            scale: 0.125,
+            max_bias: 0.0,
+            logit_softcap: 0.0,
+        };
+        let mut stream = ctx.stream().unwrap();
+        let plan = flash_attn::flash_attn_ext(&ctx, &mut stream, &ops, params).unwrap();
+        let Kernel::Mma(m) = &plan.kernel else {
+            panic!("no mma kernel: {plan}")
+        };
+        assert_eq!(m.probe, probe);
+        assert!(plan.to_string().contains(words), "{plan}");
+        check_flash_attn(&ctx, &plan, &stream.pending_dispatches());
+        stream.synchronize(std::time::Duration::from_secs(60)).unwrap();
+    }
 }
 
 /// The plan an op returns is the plan `describe` (what `backend-ops -v` falls back on) gives

@@ -12,6 +12,10 @@
 // KV_ALIAS), P (PSTR; K's buffer when P_ALIAS); scores SSTR vec4<f32> a row.
 //
 // Matrix types list columns first: left<T, K, M>, right<T, N, K>, result<T, N, M>.
+//
+// PROBE (measuring only; the results are wrong): 1 keeps the K/V staging (loads, conversion,
+// workgroup stores, barriers) and leaves out Q·Kᵀ, the softmax and P·V; 2 keeps those and
+// leaves out the staging, so the math runs on workgroup memory that is never refilled.
 enable f16;
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
@@ -175,8 +179,26 @@ fn main(
         if (tid == 0u) {
             flags[3] = 0u;
         }
+#if PROBE == 2
+        workgroupBarrier();
+#else
         fa_tile_stage(&kreg, &vreg, &mscan, w, tid, live, j0, nk, has_next, n0, nk_next);
+#endif
         if (live) {
+#if PROBE == 1
+            workgroupBarrier();
+#if KV_ALIAS
+#if !PREFETCH
+            load_v(&vreg, w, tid, j0, nk);
+#endif
+            store_v(&vreg, tid);
+#if PREFETCH
+            if (has_next) {
+                load_v(&vreg, w, tid, n0, nk_next);
+            }
+#endif
+#endif
+#else
 #if HAS_MASK
             // This lane's softmax mask values, loaded before the matrix math.
             var mk: array<vec4<u32>, SM_PASSES * CPL>;
@@ -229,7 +251,7 @@ fn main(
                 }
             }
             workgroupBarrier();
-#if KV_ALIAS
+#if KV_ALIAS && PROBE != 2
 #if !PREFETCH
             load_v(&vreg, w, tid, j0, nk);
 #endif
@@ -359,6 +381,7 @@ fn main(
                 }
 #endfor
             }
+#endif
         }
         live = fa_tile_end(&mscan, tid, t, has_next);
     }

@@ -72,6 +72,9 @@ pub struct Knobs {
     /// mma kernel: f32 O accumulators per lane before splitting columns over subgroups (default
     /// 128 on GPUs, 64 on CPU adapters).
     pub mma_o_budget: Option<u32>,
+    /// mma kernel, measuring only (the results are wrong): 1 stages K and V and leaves out the
+    /// math, 2 does the math on workgroup memory never refilled (default 0: neither).
+    pub mma_probe: Option<u32>,
     /// mma kernel: lazy-rescale threshold on the running maximum (default 8; 0 rescales on
     /// every increase).
     pub tau: Option<f32>,
@@ -98,6 +101,7 @@ pub fn validate_knobs(k: &Knobs) -> std::result::Result<(), String> {
         ("mma_min_rows", k.mma_min_rows),
         ("mma_max_hs", k.mma_max_head),
         ("mma_o_budget", k.mma_o_budget),
+        ("mma_probe", k.mma_probe),
     ] {
         if let Some(v) = value {
             check_knob(key, v)?;
@@ -145,6 +149,7 @@ fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
         "mma_min_rows" => (0, 1 << 16, false),
         "mma_max_hs" => (0, 1 << 16, false),
         "mma_o_budget" => (1, 1024, false),
+        "mma_probe" => (0, 2, false),
         _ => return None,
     })
 }
@@ -152,7 +157,8 @@ fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
 /// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
 /// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
 /// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
-/// `mma_min_rows`, `mma_max_hs`, `mma_q_regs` (0/1), `mma_o_budget`, `prefetch` (0/1), `mask_skip` (0/1), `tau`
+/// `mma_min_rows`, `mma_max_hs`, `mma_q_regs` (0/1), `mma_o_budget`, `mma_probe` (0-2), `prefetch` (0/1),
+/// `mask_skip` (0/1), `tau`
 /// (finite, at least 0). A value out of its key's range is an error naming the key.
 pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
     let mut k = Knobs::default();
@@ -208,6 +214,7 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             "mma_max_hs" => k.mma_max_head = Some(int()?),
             "mma_q_regs" => k.mma_q_regs = Some(flag()?),
             "mma_o_budget" => k.mma_o_budget = Some(int()?),
+            "mma_probe" => k.mma_probe = Some(int()?),
             "prefetch" => k.prefetch = Some(flag()?),
             "mask_skip" => k.mask_skip = Some(flag()?),
             "tau" => {
@@ -315,6 +322,7 @@ mod tests {
                 "mma_min_rows",
                 "mma_max_hs",
                 "mma_o_budget",
+                "mma_probe",
             ] {
                 let (lo, hi, pow2) = knob_range(key).unwrap();
                 let v = if end == 0 { lo } else { hi };

@@ -175,6 +175,9 @@ pub struct MmaPlan {
     /// Softmax: lanes per row.
     pub tpr: u32,
     pub shared_bytes: u32,
+    /// Measuring only ([`Knobs::mma_probe`]): 0 the kernel, 1 the K/V staging alone, 2 the
+    /// math alone.
+    pub probe: u32,
 }
 
 /// The kernel a plan uses.
@@ -350,7 +353,7 @@ impl std::fmt::Display for Plan {
             ),
             Kernel::Mma(m) => write!(
                 f,
-                "mma {}x{}x{} f16->f32: {} rows ({} row blocks x {} a subgroup x {} col groups) x {} keys a tile, {} threads, heads {}/{} padded to {}/{}, Q in {}, {} B shared{}{}{}, tau {}{}{vectors}{mask_skip}; {grid}",
+                "mma {}x{}x{} f16->f32: {} rows ({} row blocks x {} a subgroup x {} col groups) x {} keys a tile, {} threads, heads {}/{} padded to {}/{}, Q in {}, {} B shared{}{}{}, tau {}{}{}{vectors}{mask_skip}; {grid}",
                 m.m,
                 m.n,
                 m.k,
@@ -374,6 +377,11 @@ impl std::fmt::Display for Plan {
                     ""
                 },
                 self.tau,
+                match m.probe {
+                    0 => "",
+                    1 => " (probe: K/V staging only, results wrong)",
+                    _ => " (probe: math only, results wrong)",
+                },
                 split
             ),
         }
@@ -899,6 +907,7 @@ fn mma_layout(
         sb,
         tpr,
         shared_bytes,
+        probe: knobs.mma_probe.unwrap_or(0),
     }
 }
 

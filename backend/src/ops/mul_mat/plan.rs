@@ -62,7 +62,8 @@ pub struct Tuning {
     pub vec_acc_max: u32,
     /// The float mat-vec at n >= 2: pairs of each column of b staged in workgroup memory per
     /// chunk (0: none, each group reads b through the cache). Staging reads b once per
-    /// workgroup instead of once per group of rows.
+    /// workgroup instead of once per group of rows. Off: on the H100 it was slower at every n
+    /// and chunk measured (f16 n=8 76 against 99-174 us, n=4 61 against 98-156; BENCHMARKS.md).
     pub vec_b_shared: u32,
     /// Mat-vec row groups per workgroup (a power of two) for n <= 4 and n > 4: the workgroup's
     /// threads split into groups of `vec_wg / groups`, each with its own rows, so a workgroup
