@@ -14,8 +14,8 @@ export MIN_TIME=${MIN_TIME:-0.2}
 echo "== float mat-vec: b staged in workgroup memory"
 KNOBS="vec_b_shared=128 vec_b_shared=256 vec_b_shared=512 vec_b_shared=256,vec_groups_wide=2 vec_b_shared=512,vec_wg=512 vec_b_shared=256,vec_acc_max=128" \
     timeout 150 bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT -p 'type_a=(f16|f32|bf16),type_b=f32,m=4096,n=[2458],k=14336,'
-echo "== attention decode: splits, threads, keys in flight"
-VAR=GGML_DAWN_FA KNOBS="split=8 split=16 split=32 split=128 target_wg=1024 vec_threads=64 vec_threads=256 vec_keys=8 vec_prefetch=1" \
+echo "== attention decode: splits (split=1: one dispatch, no reduce), threads, keys in flight"
+VAR=GGML_DAWN_FA KNOBS="split=1 split=8 split=16 split=32 split=128 target_wg=1024 vec_threads=64 vec_threads=256 vec_keys=8 vec_prefetch=1" \
     timeout 150 bash "$here/knob-sweep.sh" "$bundle" -o FLASH_ATTN_EXT -p 'hsk=128,hsv=128,nh=8,nr23=\[[14],1\],kv=(256|4096|16384),nb=1,.*type_K=f16'
 echo "== integer mat-vec at n=1 (vec_int_probe=2: b's quantize pass twice, its cost by difference)"
 KNOBS="vec_int_slots_min_n=1 vec_int_prefetch=1 vec_int_groups_k=8,vec_int_groups=8 vec_wg=128 vec_int_probe=2" \
