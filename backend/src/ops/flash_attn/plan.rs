@@ -408,7 +408,8 @@ const VEC_REG_BUDGET: u32 = 64;
 const DEFAULT_MMA_SUBGROUPS: u32 = 8;
 /// On GPUs, heads of at most [`SMALL_HEAD`] take twice the subgroups: on the H100 (2026-12-05,
 /// hsk=hsv=64, nb=512, kv=7680) 16 subgroups ran f16 / q4_0 / q8_0 K and V in 1355 / 1519 / 1516
-/// us against 1629 / 1666 / 1690 with 8; at head size 72 and 256 they were no faster or slower.
+/// us against 1629 / 1666 / 1690 with 8; at head size 72 within noise, at 256 much slower (kv=10000:
+/// 5887 against 3602 us).
 const SMALL_HEAD_MMA_SUBGROUPS: u32 = 16;
 const SMALL_HEAD: usize = 64;
 const DEFAULT_MMA_KV: u32 = 64;
