@@ -3,11 +3,11 @@
 //! planners take on this adapter, with and without subgroup matrices. A decision taken in an
 //! encoder behind the plan's back fails here.
 
-use ggml_dawn::exec::grid_2d;
+use ggml_dawn::exec::{Stream, grid_2d};
 use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams, Kernel};
 use ggml_dawn::ops::mul_mat::{self, MulMatPlan, Path};
 use ggml_dawn::shader_lib::ShaderVariant;
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, Tuning};
+use ggml_dawn::{ContextOptions, DeviceTensor, GgmlType, GpuContext, Tuning};
 
 fn contexts() -> Vec<GpuContext> {
     [false, true]
@@ -223,6 +223,32 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
     }
 }
 
+/// Records one masked FLASH_ATTN_EXT (scale 1/8, no ALiBi, no softcap, no sinks) on `stream`.
+fn record_flash_attn(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    q: &DeviceTensor,
+    k: &DeviceTensor,
+    v: &DeviceTensor,
+    mask: &DeviceTensor,
+    dst: &DeviceTensor,
+) -> flash_attn::Plan {
+    let ops = FlashAttnOperands {
+        q,
+        k,
+        v,
+        mask: Some(mask),
+        sinks: None,
+        dst,
+    };
+    let params = FlashAttnParams {
+        scale: 0.125,
+        max_bias: 0.0,
+        logit_softcap: 0.0,
+    };
+    flash_attn::flash_attn_ext(ctx, stream, &ops, params).unwrap()
+}
+
 #[test]
 fn flash_attn_encoders_follow_their_plans() {
     let mut kernels = std::collections::BTreeSet::new();
@@ -245,21 +271,8 @@ fn flash_attn_encoders_follow_their_plans() {
                 let k_store = ctx.zeros(ty, [hsk, kv + 1, kv_heads, 1]).unwrap();
                 let k_view = k_store.narrow(1, 1, kv).unwrap();
                 for k in [&k, &k_view] {
-                    let ops = FlashAttnOperands {
-                        q: &q,
-                        k,
-                        v: &v,
-                        mask: Some(&mask),
-                        sinks: None,
-                        dst: &dst,
-                    };
-                    let params = FlashAttnParams {
-                        scale: 0.125,
-                        max_bias: 0.0,
-                        logit_softcap: 0.0,
-                    };
                     let mut stream = ctx.stream().unwrap();
-                    let plan = flash_attn::flash_attn_ext(&ctx, &mut stream, &ops, params).unwrap();
+                    let plan = record_flash_attn(&ctx, &mut stream, &q, k, &v, &mask, &dst);
                     check_flash_attn(&ctx, &plan, &stream.pending_dispatches());
                     kernels.insert(plan.to_string().split(':').next().unwrap_or_default().to_owned());
                 }
@@ -285,21 +298,8 @@ fn flash_attn_probes_run_and_name_themselves() {
         let v = ctx.zeros(GgmlType::F16, [hs, kv, heads, 1]).unwrap();
         let mask = ctx.zeros(GgmlType::F16, [kv, n_q, 1, 1]).unwrap();
         let dst = ctx.empty(GgmlType::F32, [hs, heads, n_q, 1]).unwrap();
-        let ops = FlashAttnOperands {
-            q: &q,
-            k: &k,
-            v: &v,
-            mask: Some(&mask),
-            sinks: None,
-            dst: &dst,
-        };
-        let params = FlashAttnParams {
-            scale: 0.125,
-            max_bias: 0.0,
-            logit_softcap: 0.0,
-        };
         let mut stream = ctx.stream().unwrap();
-        let plan = flash_attn::flash_attn_ext(&ctx, &mut stream, &ops, params).unwrap();
+        let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
         let Kernel::Mma(m) = &plan.kernel else {
             panic!("no mma kernel: {plan}")
         };

@@ -185,20 +185,7 @@ fn main(
         fa_tile_stage(&kreg, &vreg, &mscan, w, tid, live, j0, nk, has_next, n0, nk_next);
 #endif
         if (live) {
-#if PROBE == 1
-            workgroupBarrier();
-#if KV_ALIAS
-#if !PREFETCH
-            load_v(&vreg, w, tid, j0, nk);
-#endif
-            store_v(&vreg, tid);
-#if PREFETCH
-            if (has_next) {
-                load_v(&vreg, w, tid, n0, nk_next);
-            }
-#endif
-#endif
-#else
+#if PROBE != 1
 #if HAS_MASK
             // This lane's softmax mask values, loaded before the matrix math.
             var mk: array<vec4<u32>, SM_PASSES * CPL>;
@@ -250,6 +237,7 @@ fn main(
 #endfor
                 }
             }
+#endif
             workgroupBarrier();
 #if KV_ALIAS && PROBE != 2
 #if !PREFETCH
@@ -263,6 +251,7 @@ fn main(
 #endif
 #endif
 
+#if PROBE != 1
             // Online softmax, in registers: logits, the row maxima (kept unless they grow by
             // more than tau), P as f16, sums, rescale factors.
 #for PS_ in 0..SM_PASSES

@@ -265,6 +265,7 @@ mod tests {
             "vec_keys=0",
             "tile_rq=1000",
             "mask_skip=2",
+            "mma_probe=3",
             "tau=nan",
             "tau=-1",
             "tau=inf",
