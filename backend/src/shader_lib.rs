@@ -35,6 +35,7 @@ const SOURCES: &[(&str, &str)] = sources!(
         "mul_mat_vec_q8.wgsl",
         "mul_mat_vec_kq.wgsl",
         "mul_mat_quantize_b.wgsl",
+        "mul_mat_dequantize_a.wgsl",
     ],
     "flash_attn": [
         "flash_attn_common.wgsl",

@@ -18,7 +18,9 @@ use crate::ggml_type::GgmlType;
 use crate::ops::dequantize::{self, supports};
 use crate::ops::flash_attn::plan::{self as fa, Force, Kernel, Knobs, MmaPlan, Placement, TilePlan, VecPlan};
 use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG, parse_knobs};
-use crate::ops::mul_mat::plan::{self as mm, MulMatPlan, Path, Problem, QUANTIZE_WG, SIMPLE_WG, Tuning};
+use crate::ops::mul_mat::plan::{
+    self as mm, DEQUANTIZE_A_WG, MulMatPlan, Path, Problem, QUANTIZE_WG, SIMPLE_WG, Tuning,
+};
 use crate::shader_lib::ShaderVariant;
 
 /// The kernels one MUL_MAT plan runs.
@@ -27,6 +29,8 @@ pub struct MulMatKernels {
     pub kernel: ShaderVariant,
     /// The pass that quantizes b first ([`MulMatPlan::quantize_b`]).
     pub quantize_b: Option<ShaderVariant>,
+    /// The pass that converts a to f16 first ([`MulMatPlan::dequantize_a`]).
+    pub dequantize_a: Option<ShaderVariant>,
 }
 
 /// The variants of a MUL_MAT plan.
@@ -40,9 +44,12 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
         return MulMatKernels {
             kernel,
             quantize_b: None,
+            dequantize_a: None,
         };
     }
-    let operands = |file: &'static str| {
+    // The main kernel reads a's f16 copy where the plan makes one; the passes read a itself.
+    let kernel_problem = plan.kernel_problem();
+    let operands_of = |problem: &Problem, file: &'static str| {
         ShaderVariant::new(file)
             .define("A_TYPE", problem.a_type.gguf_id())
             .flag("A_ALIGN4", problem.a_align >= 4)
@@ -53,6 +60,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             .flag("B_ALIGN2", problem.b_align >= 2)
             .flag("B_VEC4", plan.b_vec4)
     };
+    let operands = |file: &'static str| operands_of(&kernel_problem, file);
     let kernel = match &plan.path {
         Path::Vec {
             wg_size,
@@ -119,6 +127,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             stages,
             prefetch,
             probe,
+            raw_units,
             wg_size,
             scratch_sgs,
             ..
@@ -136,6 +145,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             .flag("PREFETCH", *prefetch)
             .flag("PROBE_STAGING", *probe == 1)
             .flag("PROBE_MMA", *probe == 2)
+            .flag("RAW_UNITS", *raw_units)
             .define("WG_SIZE", format!("{wg_size}u"))
             .define("SCRATCH_SGS", format!("{scratch_sgs}u"))
             .flag("A_VEC4", plan.a_vec4)
@@ -148,7 +158,16 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
             .flag("B_Q8K", q.slots)
     });
-    MulMatKernels { kernel, quantize_b }
+    let dequantize_a = plan.dequantize_a.map(|_| {
+        operands_of(problem, "mul_mat_dequantize_a.wgsl")
+            .flag("DST_U32", true)
+            .define("WG_SIZE", format!("{DEQUANTIZE_A_WG}u"))
+    });
+    MulMatKernels {
+        kernel,
+        quantize_b,
+        dequantize_a,
+    }
 }
 
 /// The kernels one FLASH_ATTN_EXT plan runs.
@@ -321,6 +340,7 @@ pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
     "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
     "sg_acc_f16=1",
+    "sg_raw_units=1,sg_a_f16_min_n=9",
 ];
 
 /// The FLASH_ATTN_EXT knob sets: the defaults, then each kernel forced.
@@ -362,6 +382,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                             n,
                                             k,
                                             batches: 1,
+                                            a_batches: 1,
                                             a_align,
                                             b_align,
                                             b_contiguous,
@@ -382,6 +403,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                     n: 1 << 16,
                     k: 256,
                     batches: 1,
+                    a_batches: 1,
                     a_align: 16,
                     b_align: 16,
                     b_contiguous: true,
@@ -481,6 +503,9 @@ fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tunin
     add(kernels.kernel, Op::MulMat, path, &example);
     if let Some(q) = kernels.quantize_b {
         add(q, Op::MulMat, "quantize_b", &example);
+    }
+    if let Some(q) = kernels.dequantize_a {
+        add(q, Op::MulMat, "dequantize_a", &example);
     }
 }
 

@@ -383,6 +383,56 @@ fn random_problems_pass_on_every_path() {
     }
 }
 
+/// A quantized a converted to f16 once per call for the subgroup-matrix kernel
+/// (`sg_a_f16_min_n`), with f32 units kept f32 until stored (`sg_raw_units`), against the CPU
+/// for every quantized type on random problems (padded, offset and broadcast views of a; b
+/// permuted and padded).
+#[test]
+fn f16_copies_of_quantized_a_match_the_cpu() {
+    let ctx = GpuContext::new(ContextOptions {
+        safe_mode: true,
+        ..Default::default()
+    })
+    .expect("an adapter");
+    let facts = ctx.facts();
+    assert!(
+        facts.subgroup_matrix.is_some(),
+        "the test adapter has subgroup matrices"
+    );
+    let tuning = Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9,sg_min_workgroups=0").unwrap();
+    let mut rng = Rng::new(0x5eed_00a1);
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for &ty in GgmlType::ALL
+        .iter()
+        .filter(|&&t| t.is_quantized() && ggml_dawn::ops::dequantize::supports(t))
+    {
+        let problem = loop {
+            let p = random_problem(&mut rng, ty);
+            if p.dst.ne[1] >= 9 {
+                break p;
+            }
+        };
+        runs += 1;
+        match run_random(&ctx, &problem, &facts, &tuning) {
+            Ok((_, plan)) => {
+                let text = plan.to_string();
+                if !text.contains("a converted to f16 first") || !text.contains("f32 units packed at the store") {
+                    failures.push(format!("{}: planned without the copy: {text}", problem.text));
+                }
+            }
+            Err(e) => failures.push(format!("{}: {e}", problem.text)),
+        }
+    }
+    assert!(runs >= 20, "only {runs} quantized types");
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// The integer mat-vec (b quantized to 8 bits, packed dot products) against the CPU for every
 /// format it reads, at every n it takes, with subgroup and workgroup-memory reductions, on
 /// offset views whose rows start at any even byte.

@@ -38,7 +38,20 @@ fn u(x: u32) -> String {
 fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
     let what = plan.to_string();
     let quantize = plan.quantize_b.map_or(0, |q| if q.twice { 2 } else { 1 });
-    assert_eq!(dispatches.len(), 1 + quantize, "{what}: {dispatches:?}");
+    let dequantize = usize::from(plan.dequantize_a.is_some());
+    assert!(quantize == 0 || dequantize == 0, "{what}");
+    assert_eq!(dispatches.len(), 1 + quantize + dequantize, "{what}: {dispatches:?}");
+    if let Some(q) = &plan.dequantize_a {
+        let (v, grid) = &dispatches[0];
+        assert_eq!(v.file, "mul_mat_dequantize_a.wgsl", "{what}");
+        assert_eq!(*grid, q.grid, "{what}");
+        assert_eq!(
+            define(v, "A_TYPE"),
+            Some(plan.problem.a_type.gguf_id().to_string().as_str()),
+            "{what}"
+        );
+        assert!(plan.problem.a_type.is_quantized(), "{what}");
+    }
     if let Some(q) = &plan.quantize_b {
         for (v, grid) in &dispatches[..quantize] {
             assert_eq!(v.file, "mul_mat_quantize_b.wgsl", "{what}");
@@ -46,7 +59,14 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             assert_eq!(flag(v, "B_Q8K"), q.slots, "{what}");
         }
     }
-    let (v, grid) = &dispatches[quantize];
+    let (v, grid) = &dispatches[quantize + dequantize];
+    // The main kernel reads a's f16 copy where the plan makes one.
+    let kp = plan.kernel_problem();
+    assert_eq!(
+        define(v, "A_TYPE"),
+        Some(kp.a_type.gguf_id().to_string().as_str()),
+        "{what}: {v}"
+    );
     assert_eq!(*grid, plan.grid, "{what}: {v}");
     let file = match &plan.path {
         Path::Vec { .. } => "mul_mat_vec.wgsl",
@@ -57,7 +77,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
     assert_eq!(v.file, file, "{what}");
     if !matches!(plan.path, Path::Simple { .. }) {
         assert_eq!(flag(v, "B_VEC4"), plan.b_vec4, "{what}: {v}");
-        assert_eq!(flag(v, "A_ALIGN4"), plan.problem.a_align >= 4, "{what}: {v}");
+        assert_eq!(flag(v, "A_ALIGN4"), kp.a_align >= 4, "{what}: {v}");
         assert_eq!(flag(v, "B_CONTIG"), plan.problem.b_contiguous, "{what}: {v}");
     }
     match &plan.path {
@@ -95,10 +115,12 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             stages,
             prefetch,
             probe,
+            raw_units,
             wg_size,
             ..
         } => {
             assert_eq!(define(v, "SG_M"), Some(u(config.m).as_str()), "{what}: {v}");
+            assert_eq!(flag(v, "RAW_UNITS"), *raw_units, "{what}: {v}");
             assert_eq!(define(v, "STAGES"), Some(stages.to_string().as_str()), "{what}: {v}");
             assert_eq!(flag(v, "PREFETCH"), *prefetch, "{what}: {v}");
             assert_eq!(flag(v, "PROBE_STAGING"), *probe == 1, "{what}: {v}");
@@ -113,6 +135,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
         }
         Path::Simple { .. } => {
             assert!(!plan.a_vec4 && !plan.b_vec4 && !plan.direct_store && plan.quantize_b.is_none());
+            assert!(plan.dequantize_a.is_none());
         }
     }
 }
@@ -126,6 +149,7 @@ fn mul_mat_encoders_follow_their_plans() {
             Tuning::default(),
             Tuning::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
             Tuning::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
+            Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9", "").unwrap(),
         ];
         for tuning in tunings {
             let ctx = base.with_tuning(tuning).unwrap();

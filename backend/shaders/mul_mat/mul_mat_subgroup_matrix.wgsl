@@ -23,6 +23,8 @@
 // multiple of 8), STAGES, PREFETCH (with one stage: the next step fetched into registers before
 // the multiplies, stored after a barrier), PROBE_STAGING / PROBE_MMA (measuring only: the
 // staging without the multiplies, or the multiplies on never-refilled workgroup memory),
+// RAW_UNITS (f32 units held as f32 until stored, so their loads are waited on after the
+// multiplies),
 // WG_SIZE, SCRATCH_SGS (result matrices the edge scratch holds), ACC_F32, A_VEC4 (a's rows are
 // 16-byte units, also bound as `a4`), DIRECT_STORE (dst's binding holds at least one result matrix, as Dawn
 // requires of a subgroupMatrixStore target; smaller dsts have no whole tile anyway).
@@ -77,17 +79,61 @@ var<workgroup> sa: array<vec4<u32>, STAGES * A_STAGE>;
 var<workgroup> sb: array<vec4<u32>, STAGES * B_STAGE>;
 var<workgroup> scratch: array<AccT, SCRATCH_SGS * FRAG_ELEMS>;
 
-fn pack8(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
-    return vec4<u32>(pack2x16float(lo.xy), pack2x16float(lo.zw), pack2x16float(hi.xy), pack2x16float(hi.zw));
+// A staging unit as fetched. With RAW_UNITS, f32 elements stay f32 in registers until they are
+// stored, so a prefetched unit's loads are waited on at the store, after the step's multiplies,
+// not at the fetch; otherwise (and for every other type) a unit is packed halves when fetched.
+struct F32x8 {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
 }
 
-// Staging unit u of a for the K step at k0: 8 elements as packed halves, zero past m and k.
-fn fetch_a(tile: Tile, m0: u32, k0: u32, u: u32) -> vec4<u32> {
+fn pack_f32x8(v: F32x8) -> vec4<u32> {
+    return vec4<u32>(pack2x16float(v.lo.xy), pack2x16float(v.lo.zw), pack2x16float(v.hi.xy), pack2x16float(v.hi.zw));
+}
+
+#if defined(RAW_UNITS) && A_TYPE == TYPE_F32
+alias AUnit = F32x8;
+fn a_unit(lo: vec4<f32>, hi: vec4<f32>) -> AUnit {
+    return F32x8(lo, hi);
+}
+fn a_packed(v: AUnit) -> vec4<u32> {
+    return pack_f32x8(v);
+}
+#else
+alias AUnit = vec4<u32>;
+fn a_unit(lo: vec4<f32>, hi: vec4<f32>) -> AUnit {
+    return pack_f32x8(F32x8(lo, hi));
+}
+fn a_packed(v: AUnit) -> vec4<u32> {
+    return v;
+}
+#endif
+
+#if defined(RAW_UNITS) && !defined(B_F16)
+alias BUnit = F32x8;
+fn b_unit(lo: vec4<f32>, hi: vec4<f32>) -> BUnit {
+    return F32x8(lo, hi);
+}
+fn b_packed(v: BUnit) -> vec4<u32> {
+    return pack_f32x8(v);
+}
+#else
+alias BUnit = vec4<u32>;
+fn b_unit(lo: vec4<f32>, hi: vec4<f32>) -> BUnit {
+    return pack_f32x8(F32x8(lo, hi));
+}
+fn b_packed(v: BUnit) -> vec4<u32> {
+    return v;
+}
+#endif
+
+// Staging unit u of a for the K step at k0: 8 elements, zero past m and k.
+fn fetch_a(tile: Tile, m0: u32, k0: u32, u: u32) -> AUnit {
     let p = params;
     let gm = m0 + u / A_UNITS_PER_ROW;
     let e = k0 + (u % A_UNITS_PER_ROW) * 8u;
     if (u >= A_UNITS || gm >= p.m || e >= p.k) {
-        return vec4<u32>();
+        return AUnit();
     }
     let row = tile.a_base + gm * p.a_nb1;
     if (e + 8u > p.k) {
@@ -102,7 +148,7 @@ fn fetch_a(tile: Tile, m0: u32, k0: u32, u: u32) -> vec4<u32> {
             hi[I] = a_elem(row, e + 4u + I##u);
         }
 #endfor
-        return pack8(lo, hi);
+        return a_unit(lo, hi);
     }
 #if defined(A_VEC4) && A_TYPE == TYPE_F16
     return a4[(row >> 4u) + (e >> 3u)];
@@ -112,23 +158,23 @@ fn fetch_a(tile: Tile, m0: u32, k0: u32, u: u32) -> vec4<u32> {
                      pack2x16float(a_word2(w.z)), pack2x16float(a_word2(w.w)));
 #elif defined(A_VEC4) && A_TYPE == TYPE_F32
     let i = (row >> 4u) + (e >> 2u);
-    return pack8(bitcast<vec4<f32>>(a4[i]), bitcast<vec4<f32>>(a4[i + 1u]));
+    return a_unit(bitcast<vec4<f32>>(a4[i]), bitcast<vec4<f32>>(a4[i + 1u]));
 #elif A_TYPE == TYPE_F16 && defined(A_ALIGN4)
     let i = (row >> 2u) + (e >> 1u);
     return vec4<u32>(a[i], a[i + 1u], a[i + 2u], a[i + 3u]);
 #else
     let v = a_unit8(row, e);
-    return pack8(v[0], v[1]);
+    return a_unit(v[0], v[1]);
 #endif
 }
 
-// Staging unit u of b: 8 elements as packed halves, zero past n and k.
-fn fetch_b(tile: Tile, n0: u32, k0: u32, u: u32) -> vec4<u32> {
+// Staging unit u of b: 8 elements, zero past n and k.
+fn fetch_b(tile: Tile, n0: u32, k0: u32, u: u32) -> BUnit {
     let p = params;
     let gn = n0 + u / B_UNITS_PER_ROW;
     let e = k0 + (u % B_UNITS_PER_ROW) * 8u;
     if (u >= B_UNITS || gn >= p.n || e >= p.k) {
-        return vec4<u32>();
+        return BUnit();
     }
     let row = tile.b_base + gn * p.b_nb1;
     if (e + 8u > p.k) {
@@ -142,7 +188,7 @@ fn fetch_b(tile: Tile, n0: u32, k0: u32, u: u32) -> vec4<u32> {
             hi[I] = b_elem(row, e + 4u + I##u);
         }
 #endfor
-        return pack8(lo, hi);
+        return b_unit(lo, hi);
     }
 #if defined(B_VEC4) && defined(B_F16)
     return b[(row >> 4u) + (e >> 3u)];
@@ -150,26 +196,26 @@ fn fetch_b(tile: Tile, n0: u32, k0: u32, u: u32) -> vec4<u32> {
     let i = (row >> 2u) + (e >> 1u);
     return vec4<u32>(b_word(i), b_word(i + 1u), b_word(i + 2u), b_word(i + 3u));
 #else
-    return pack8(b_vec4(row, e), b_vec4(row, e + 4u));
+    return b_unit(b_vec4(row, e), b_vec4(row, e + 4u));
 #endif
 }
 
-fn put_a(buf: u32, u: u32, w: vec4<u32>) {
+fn put_a(buf: u32, u: u32, v: AUnit) {
 #if A_UNITS % WG_SIZE != 0
     if (u >= A_UNITS) {
         return;
     }
 #endif
-    sa[buf * A_STAGE + (u / A_UNITS_PER_ROW) * LDS + u % A_UNITS_PER_ROW] = w;
+    sa[buf * A_STAGE + (u / A_UNITS_PER_ROW) * LDS + u % A_UNITS_PER_ROW] = a_packed(v);
 }
 
-fn put_b(buf: u32, u: u32, w: vec4<u32>) {
+fn put_b(buf: u32, u: u32, v: BUnit) {
 #if B_UNITS % WG_SIZE != 0
     if (u >= B_UNITS) {
         return;
     }
 #endif
-    sb[buf * B_STAGE + (u / B_UNITS_PER_ROW) * LDS + u % B_UNITS_PER_ROW] = w;
+    sb[buf * B_STAGE + (u / B_UNITS_PER_ROW) * LDS + u % B_UNITS_PER_ROW] = b_packed(v);
 }
 
 // Copies the scratch matrix at `slot` to dst at (row0, col0), inside m x n only.
@@ -221,10 +267,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let k_next = (s + 1u) * TK;
 #if STAGES == 2 || defined(PREFETCH)
 #for T in 0..A_PER_THREAD
-        var ra_##T = vec4<u32>();
+        var ra_##T = AUnit();
 #endfor
 #for T in 0..B_PER_THREAD
-        var rb_##T = vec4<u32>();
+        var rb_##T = BUnit();
 #endfor
         if (more) {
 #for T in 0..A_PER_THREAD

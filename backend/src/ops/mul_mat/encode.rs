@@ -56,7 +56,7 @@ pub fn encode(
         &[Access::Read, Access::Read, Access::ReadWrite]
     };
     let kernel = ctx.kernel(&variant, access)?;
-    let params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan)?;
+    let mut params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan)?;
     let mut buffers = vec![
         BufferRange::new(a.buffer(), bound.a),
         BufferRange::new(b.buffer(), bound.b),
@@ -64,6 +64,33 @@ pub fn encode(
     ];
     if plan.a_vec4 {
         buffers.push(BufferRange::new(a.buffer(), bound.a));
+    }
+    if let Some(q) = &plan.dequantize_a {
+        // a's f16 copy goes to scratch first; the kernel reads it in a's place.
+        stream.reserve(2)?;
+        let scratch = ctx.scratch_buffer("MUL_MAT f16 a", q.scratch_bytes)?;
+        let convert = kernels.dequantize_a.as_ref().ok_or_else(|| {
+            BackendError::InvalidOperands("a plan that converts a without the conversion kernel".into())
+        })?;
+        let convert = ctx.kernel(convert, &[Access::Read, Access::Read, Access::ReadWrite])?;
+        let scratch = BufferRange {
+            buffer: scratch,
+            offset: 0,
+            size: q.scratch_bytes,
+        };
+        let convert_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
+        let convert_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
+        stream.dispatch(&convert, &convert_buffers, &convert_params, q.grid)?;
+        let (m, k) = (u64::from(params.m), u64::from(params.k));
+        let a_ne2 = a.layout().ne[2] as u64;
+        params.a_start = 0;
+        params.a_nb1 = word(k * 2)?;
+        params.a_nb2 = word(m * k * 2)?;
+        params.a_nb3 = word(a_ne2 * m * k * 2)?;
+        buffers[0] = scratch.clone();
+        if plan.a_vec4 {
+            buffers[3] = scratch;
+        }
     }
     if let Some(q) = &plan.quantize_b {
         // The quantize pass and the kernel share the context's scratch: one submit.

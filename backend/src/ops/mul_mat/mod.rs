@@ -163,6 +163,7 @@ pub fn problem(la: &Layout, lb: &Layout, a_start: u64, b_start: u64, dst_bytes: 
         n: lb.ne[1] as u64,
         k: la.ne[0] as u64,
         batches: (lb.ne[2] as u64).saturating_mul(lb.ne[3] as u64),
+        a_batches: (la.ne[2] as u64).saturating_mul(la.ne[3] as u64),
         a_align: align(a_start, &la.nb[1..]),
         // A contiguous b's element stride is its element size: only the start and the row
         // strides say whether its rows are whole 16-byte words.

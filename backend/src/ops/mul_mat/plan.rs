@@ -28,6 +28,8 @@ pub struct Problem {
     pub k: u64,
     /// dst matrices (`b.ne2 · b.ne3`).
     pub batches: u64,
+    /// a's matrices (`a.ne2 · a.ne3`; b's batches broadcast over them).
+    pub a_batches: u64,
     /// The largest of 16, 4, 2, 1 dividing a's start byte (in its binding) and its row strides.
     pub a_align: u32,
     /// Likewise for b (its element stride included).
@@ -146,6 +148,15 @@ pub struct Tuning {
     /// Measuring only (results wrong): 1 = the staging alone (global loads and workgroup
     /// stores, no multiplies), 2 = the multiplies alone (workgroup memory never refilled).
     pub sg_probe: u32,
+    /// 1: f32 elements of a or b stay f32 in registers from their fetch until they are stored
+    /// into workgroup memory, so a prefetched step's loads are waited on after the step's
+    /// multiplies rather than before them (0: packed to halves at the fetch).
+    pub sg_raw_units: u32,
+    /// From this n up (0: never), a quantized a is converted to f16 once per call, into
+    /// scratch (`mul_mat_dequantize_a.wgsl`), and the subgroup-matrix kernel reads that copy as
+    /// 16-byte words instead of decoding a's blocks while it stages them. Costs `m·k·2` bytes
+    /// of scratch per a matrix; ggml's weights themselves are read as they are, every call.
+    pub sg_a_f16_min_n: u32,
     /// Accumulator registers per invocation a subgroup may hold (f32 words).
     pub sg_acc_regs: u32,
     /// Halve the tile while the grid has fewer workgroups than this (0: never), so that small
@@ -223,6 +234,8 @@ impl Default for Tuning {
             // 81.3 against 72.9 us), the register-tiled kernel within noise (3416 against 3312).
             b_vec4: 1,
             sg_probe: 0,
+            sg_raw_units: 0,
+            sg_a_f16_min_n: 0,
             sg_acc_regs: 64,
             // Measured on the H200: halving 4096x512's 128x128 tiles to fill all 132
             // multiprocessors was slower (5590 vs 4469 us for f16), so no halving by default.
@@ -298,6 +311,8 @@ knobs!(
     sg_prefetch,
     b_vec4,
     sg_probe,
+    sg_raw_units,
+    sg_a_f16_min_n,
     sg_acc_regs,
     sg_min_workgroups,
     sg_acc_f16,
@@ -372,6 +387,8 @@ impl Tuning {
             "sg_prefetch" => (0, 1),
             "b_vec4" => (0, 2),
             "sg_probe" => (0, 2),
+            "sg_raw_units" => (0, 1),
+            "sg_a_f16_min_n" => (0, 1 << 20),
             "sg_acc_regs" => (1, 1024),
             "sg_min_workgroups" => (0, 1 << 20),
             "sg_acc_f16" => (0, 1),
@@ -480,6 +497,8 @@ pub enum Path {
         prefetch: bool,
         /// [`Tuning::sg_probe`] (0 but when measuring).
         probe: u32,
+        /// f32 units kept f32 in registers until stored ([`Tuning::sg_raw_units`]).
+        raw_units: bool,
         wg_size: u32,
         /// Result matrices the edge-tile scratch holds (subgroups take turns when fewer than
         /// `count_m · count_n`): what is left of the workgroup memory after staging.
@@ -514,6 +533,22 @@ pub struct MulMatPlan {
     pub direct_store: bool,
     /// The integer mat-vec's pass that quantizes b into scratch first.
     pub quantize_b: Option<QuantizeB>,
+    /// The subgroup-matrix kernel's pass that converts a quantized a to f16 in scratch first;
+    /// the kernel then reads that copy ([`MulMatPlan::kernel_problem`]).
+    pub dequantize_a: Option<DequantizeA>,
+}
+
+/// The pass that converts a quantized a to a contiguous f16 copy in scratch
+/// (`mul_mat_dequantize_a.wgsl`, [`Tuning::sg_a_f16_min_n`]): row r of a's matrix i at halves
+/// `(i·m + r)·k`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DequantizeA {
+    /// Bytes of scratch: `a_batches · m · k · 2`.
+    pub scratch_bytes: u64,
+    /// 8-element units it converts, one per thread.
+    pub units: u32,
+    /// Workgroups of [`DEQUANTIZE_A_WG`] threads.
+    pub grid: [u32; 3],
 }
 
 /// The pass that quantizes b to 8-bit blocks for the integer mat-vec
@@ -536,6 +571,8 @@ pub struct QuantizeB {
 pub const SIMPLE_WG: u32 = 64;
 /// Threads per workgroup of the pass that quantizes b for the integer mat-vec.
 pub const QUANTIZE_WG: u32 = 64;
+/// Threads per workgroup of the pass that converts a to f16 for the subgroup-matrix kernel.
+pub const DEQUANTIZE_A_WG: u32 = 256;
 
 /// Whether b can be bound as 16-byte words: contiguous, every row 16-byte aligned and a multiple
 /// of 16 bytes long (so every read lies inside a whole word of the binding).
@@ -555,6 +592,15 @@ pub fn a_vec4(p: &Problem) -> bool {
 }
 
 impl MulMatPlan {
+    /// The problem the main kernel reads: the plan's own, or with a replaced by its f16 copy
+    /// ([`MulMatPlan::dequantize_a`]: contiguous, 16-byte aligned rows).
+    pub fn kernel_problem(&self) -> Problem {
+        match self.dequantize_a {
+            Some(_) => f16_copy_of_a(&self.problem),
+            None => self.problem,
+        }
+    }
+
     /// The dst tile one workgroup computes (rows along m, columns along n).
     pub fn tile(&self) -> (u32, u32) {
         match &self.path {
@@ -645,6 +691,7 @@ impl fmt::Display for MulMatPlan {
                 stages,
                 prefetch,
                 probe,
+                raw_units,
                 wg_size,
                 scratch_sgs,
                 narrow,
@@ -652,7 +699,7 @@ impl fmt::Display for MulMatPlan {
             } => write!(
                 f,
                 "subgroup-matrix {}x{}x{} ({} accumulators): {}tile {tm}x{tn}x{tk}, {count_m}x{count_n} subgroups \
-                 of {frag_m}x{frag_n} results, {stages} stage{}{}, workgroup of {wg_size}, edge scratch of \
+                 of {frag_m}x{frag_n} results, {stages} stage{}{}{}, workgroup of {wg_size}, edge scratch of \
                  {scratch_sgs}{}",
                 config.m,
                 config.n,
@@ -661,6 +708,11 @@ impl fmt::Display for MulMatPlan {
                 if *narrow { "narrow " } else { "" },
                 if *stages == 1 { "" } else { "s" },
                 if *prefetch { " with register prefetch" } else { "" },
+                if *raw_units {
+                    ", f32 units packed at the store"
+                } else {
+                    ""
+                },
                 match probe {
                     0 => "",
                     1 => " (probe: staging only, results wrong)",
@@ -682,6 +734,13 @@ impl fmt::Display for MulMatPlan {
         }
         if self.direct_store {
             f.write_str("; direct stores")?;
+        }
+        if let Some(q) = &self.dequantize_a {
+            write!(
+                f,
+                "; a converted to f16 first: {} units into {} B of scratch, grid {:?}",
+                q.units, q.scratch_bytes, q.grid
+            )?;
         }
         if let Some(q) = &self.quantize_b {
             write!(
@@ -720,6 +779,7 @@ fn simple(problem: &Problem, device: &DeviceFacts, reason: String) -> MulMatPlan
         a_vec4: false,
         direct_store: false,
         quantize_b: None,
+        dequantize_a: None,
     }
 }
 
@@ -731,13 +791,20 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
     }
     let batches = p.batches as u32;
 
+    let mut dequantize_a = None;
     let (path, tiles_m, tiles_n, workgroup_bytes) = if p.n <= u64::from(t.vec_max_n) {
         vec_path(p, d, t)
+    } else if let Some((sg, dq)) =
+        dequantize_a_pass(p, d, t).and_then(|dq| Some((subgroup_matrix_path(&f16_copy_of_a(p), d, t)?, dq)))
+    {
+        dequantize_a = Some(dq);
+        sg
     } else if let Some(sg) = subgroup_matrix_path(p, d, t) {
         sg
     } else {
         tiled_path(p, d, t)?
     };
+    let kp = if dequantize_a.is_some() { f16_copy_of_a(p) } else { *p };
     if workgroup_bytes > d.max_workgroup_storage {
         return Err(format!(
             "{workgroup_bytes} B of workgroup memory exceed the limit {}",
@@ -750,7 +817,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         return Err(format!("{groups} workgroups exceed a 2-D grid"));
     }
     let (a_vec4, direct_store) = match &path {
-        Path::SubgroupMatrix { config, .. } => (a_vec4(p), p.dst_bytes >= u64::from(config.m * config.n * 4)),
+        Path::SubgroupMatrix { config, .. } => (a_vec4(&kp), p.dst_bytes >= u64::from(config.m * config.n * 4)),
         _ => (false, false),
     };
     let quantize_b = match path {
@@ -811,7 +878,38 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         a_vec4,
         direct_store,
         quantize_b,
+        dequantize_a,
     })
+}
+
+/// The f16 copy of a quantized a, if [`Tuning::sg_a_f16_min_n`] asks for one at this n and it
+/// fits one binding (and 32-bit unit indices).
+fn dequantize_a_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<DequantizeA> {
+    if t.sg_a_f16_min_n == 0 || p.n < u64::from(t.sg_a_f16_min_n) || !p.a_type.is_quantized() {
+        return None;
+    }
+    if !p.k.is_multiple_of(8) {
+        return None;
+    }
+    let scratch_bytes = p.a_batches.checked_mul(p.m)?.checked_mul(p.k)?.checked_mul(2)?;
+    if scratch_bytes == 0 || scratch_bytes > d.max_storage_binding || scratch_bytes >= 1 << 32 {
+        return None;
+    }
+    let units = (scratch_bytes / 16) as u32;
+    Some(DequantizeA {
+        scratch_bytes,
+        units,
+        grid: grid_2d(units.div_ceil(DEQUANTIZE_A_WG), d.max_workgroups_per_dim),
+    })
+}
+
+/// `p` with a replaced by its contiguous f16 copy at the start of its binding.
+fn f16_copy_of_a(p: &Problem) -> Problem {
+    Problem {
+        a_type: GgmlType::F16,
+        a_align: if (p.k * 2).is_multiple_of(16) { 16 } else { 4 },
+        ..*p
+    }
 }
 
 type Choice = (Path, u32, u32, u32);
@@ -1144,6 +1242,7 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         stages,
         prefetch: stages == 1 && t.sg_prefetch == 1,
         probe: t.sg_probe,
+        raw_units: t.sg_raw_units == 1,
         wg_size: counts.0 * counts.1 * sg_size,
         scratch_sgs,
         narrow,
@@ -1216,6 +1315,7 @@ mod tests {
             n,
             k,
             batches: 1,
+            a_batches: 1,
             a_align: 4,
             b_align: 4,
             b_contiguous: true,
