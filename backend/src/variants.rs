@@ -126,6 +126,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             pad,
             stages,
             prefetch,
+            deep_prefetch,
             probe,
             raw_units,
             wg_size,
@@ -143,6 +144,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             .define("PAD", format!("{pad}u"))
             .define("STAGES", stages)
             .flag("PREFETCH", *prefetch)
+            .flag("DEEP_PREFETCH", *deep_prefetch)
             .flag("PROBE_STAGING", *probe == 1)
             .flag("PROBE_MMA", *probe == 2)
             .flag("RAW_UNITS", *raw_units)
@@ -340,7 +342,7 @@ pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
     "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
     "sg_acc_f16=1",
-    "sg_raw_units=1,sg_a_f16_min_n=9",
+    "sg_raw_units=1,sg_a_f16_min_n=9,sg_prefetch=2,sg_stages=1",
 ];
 
 /// The FLASH_ATTN_EXT knob sets: the defaults, then each kernel forced.

@@ -383,12 +383,13 @@ fn random_problems_pass_on_every_path() {
     }
 }
 
-/// A quantized a converted to f16 once per call for the subgroup-matrix kernel
-/// (`sg_a_f16_min_n`), with f32 units kept f32 until stored (`sg_raw_units`), against the CPU
-/// for every quantized type on random problems (padded, offset and broadcast views of a; b
-/// permuted and padded).
+/// The subgroup-matrix kernel's optional staging forms against the CPU for every type on random
+/// problems (padded, offset and broadcast views of a; b permuted and padded): a quantized a
+/// converted to f16 once per call (`sg_a_f16_min_n`), f32 units kept f32 until stored
+/// (`sg_raw_units`), and two steps prefetched into registers (`sg_prefetch=2`, odd and even
+/// step counts).
 #[test]
-fn f16_copies_of_quantized_a_match_the_cpu() {
+fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
     let ctx = GpuContext::new(ContextOptions {
         safe_mode: true,
         ..Default::default()
@@ -399,13 +400,14 @@ fn f16_copies_of_quantized_a_match_the_cpu() {
         facts.subgroup_matrix.is_some(),
         "the test adapter has subgroup matrices"
     );
-    let tuning = Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9,sg_min_workgroups=0").unwrap();
+    let tuning =
+        Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9,sg_stages=1,sg_prefetch=2,sg_min_workgroups=0").unwrap();
     let mut rng = Rng::new(0x5eed_00a1);
     let mut failures = Vec::new();
     let mut runs = 0;
     for &ty in GgmlType::ALL
         .iter()
-        .filter(|&&t| t.is_quantized() && ggml_dawn::ops::dequantize::supports(t))
+        .filter(|&&t| ggml_dawn::ops::dequantize::supports(t))
     {
         let problem = loop {
             let p = random_problem(&mut rng, ty);
@@ -417,14 +419,18 @@ fn f16_copies_of_quantized_a_match_the_cpu() {
         match run_random(&ctx, &problem, &facts, &tuning) {
             Ok((_, plan)) => {
                 let text = plan.to_string();
-                if !text.contains("a converted to f16 first") || !text.contains("f32 units packed at the store") {
-                    failures.push(format!("{}: planned without the copy: {text}", problem.text));
+                let copied = text.contains("a converted to f16 first");
+                if copied != ty.is_quantized()
+                    || !text.contains("f32 units packed at the store")
+                    || !text.contains("two steps ahead")
+                {
+                    failures.push(format!("{}: not planned as asked: {text}", problem.text));
                 }
             }
             Err(e) => failures.push(format!("{}: {e}", problem.text)),
         }
     }
-    assert!(runs >= 20, "only {runs} quantized types");
+    assert!(runs >= 25, "only {runs} types");
     assert!(
         failures.is_empty(),
         "{} of {runs} failed:\n{}",

@@ -114,6 +114,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             tk,
             stages,
             prefetch,
+            deep_prefetch,
             probe,
             raw_units,
             wg_size,
@@ -123,6 +124,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             assert_eq!(flag(v, "RAW_UNITS"), *raw_units, "{what}: {v}");
             assert_eq!(define(v, "STAGES"), Some(stages.to_string().as_str()), "{what}: {v}");
             assert_eq!(flag(v, "PREFETCH"), *prefetch, "{what}: {v}");
+            assert_eq!(flag(v, "DEEP_PREFETCH"), *deep_prefetch, "{what}: {v}");
             assert_eq!(flag(v, "PROBE_STAGING"), *probe == 1, "{what}: {v}");
             assert_eq!(flag(v, "PROBE_MMA"), *probe == 2, "{what}: {v}");
             assert_eq!(define(v, "SG_COUNT_M"), Some(u(*count_m).as_str()), "{what}: {v}");
@@ -149,7 +151,7 @@ fn mul_mat_encoders_follow_their_plans() {
             Tuning::default(),
             Tuning::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
             Tuning::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
-            Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9", "").unwrap(),
+            Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9,sg_stages=1,sg_prefetch=2", "").unwrap(),
         ];
         for tuning in tunings {
             let ctx = base.with_tuning(tuning).unwrap();

@@ -21,7 +21,8 @@
 // Defines: the operand defines of mul_mat_operands.wgsl; SG_M, SG_N, SG_K (the config),
 // SG_COUNT_M, SG_COUNT_N, FRAG_M, FRAG_N, TK (a multiple of 8 and of SG_K), PAD (halves, a
 // multiple of 8), STAGES, PREFETCH (with one stage: the next step fetched into registers before
-// the multiplies, stored after a barrier), PROBE_STAGING / PROBE_MMA (measuring only: the
+// the multiplies, stored after a barrier), DEEP_PREFETCH (with PREFETCH: two register sets,
+// two steps' loads in flight), PROBE_STAGING / PROBE_MMA (measuring only: the
 // staging without the multiplies, or the multiplies on never-refilled workgroup memory),
 // RAW_UNITS (f32 units held as f32 until stored, so their loads are waited on after the
 // multiplies),
@@ -261,23 +262,59 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     put_b(0u, lid + T##u * WG_SIZE, fetch_b(tile, n0, 0u, lid + T##u * WG_SIZE));
 #endfor
     workgroupBarrier();
-    for (var s = 0u; s < steps; s += 1u) {
+#ifdef DEEP_PREFETCH
+    // Two register sets, each a step ahead of the other: set 1 holds step 1 now; the loop runs
+    // two steps (phases) an iteration, phase PH fetching step s + 2 into set PH while it
+    // multiplies step s, then storing the other set (step s + 1) after the barrier.
+#for S in 0..2
+#for T in 0..A_PER_THREAD
+    var ra_##S##_##T = AUnit();
+#endfor
+#for T in 0..B_PER_THREAD
+    var rb_##S##_##T = BUnit();
+#endfor
+#endfor
+    if (steps > 1u) {
+#for T in 0..A_PER_THREAD
+        ra_1_##T = fetch_a(tile, m0, TK, lid + T##u * WG_SIZE);
+#endfor
+#for T in 0..B_PER_THREAD
+        rb_1_##T = fetch_b(tile, n0, TK, lid + T##u * WG_SIZE);
+#endfor
+    }
+#define PHASES 2
+#define AHEAD 2u
+#else
+#define PHASES 1
+#define AHEAD 1u
+#endif
+    for (var s0 = 0u; s0 < steps; s0 += AHEAD) {
+#for PH in 0..PHASES
+    {
+        let s = s0 + PH##u;
+#if PHASES == 2
+        if (s >= steps) {
+            break;
+        }
+#endif
         let cur = select(0u, s & 1u, STAGES == 2u);
         let more = s + 1u < steps;
-        let k_next = (s + 1u) * TK;
+        let k_next = (s + AHEAD) * TK;
 #if STAGES == 2 || defined(PREFETCH)
+#if PHASES == 1
 #for T in 0..A_PER_THREAD
-        var ra_##T = AUnit();
+        var ra_0_##T = AUnit();
 #endfor
 #for T in 0..B_PER_THREAD
-        var rb_##T = BUnit();
+        var rb_0_##T = BUnit();
 #endfor
-        if (more) {
+#endif
+        if (s + AHEAD < steps) {
 #for T in 0..A_PER_THREAD
-            ra_##T = fetch_a(tile, m0, k_next, lid + T##u * WG_SIZE);
+            ra_##PH##_##T = fetch_a(tile, m0, k_next, lid + T##u * WG_SIZE);
 #endfor
 #for T in 0..B_PER_THREAD
-            rb_##T = fetch_b(tile, n0, k_next, lid + T##u * WG_SIZE);
+            rb_##PH##_##T = fetch_b(tile, n0, k_next, lid + T##u * WG_SIZE);
 #endfor
         }
 #endif
@@ -310,12 +347,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #ifndef PROBE_MMA
         if (more) {
             // With two stages the other buffer was last read before the previous step's barrier.
+            // The step stored is s + 1: with two sets, the one the other phase fetched.
+#if PHASES == 2 && PH == 0
 #for T in 0..A_PER_THREAD
-            put_a(select(0u, cur ^ 1u, STAGES == 2u), lid + T##u * WG_SIZE, ra_##T);
+            put_a(0u, lid + T##u * WG_SIZE, ra_1_##T);
 #endfor
 #for T in 0..B_PER_THREAD
-            put_b(select(0u, cur ^ 1u, STAGES == 2u), lid + T##u * WG_SIZE, rb_##T);
+            put_b(0u, lid + T##u * WG_SIZE, rb_1_##T);
 #endfor
+#else
+#for T in 0..A_PER_THREAD
+            put_a(select(0u, cur ^ 1u, STAGES == 2u), lid + T##u * WG_SIZE, ra_0_##T);
+#endfor
+#for T in 0..B_PER_THREAD
+            put_b(select(0u, cur ^ 1u, STAGES == 2u), lid + T##u * WG_SIZE, rb_0_##T);
+#endfor
+#endif
         }
 #endif
         workgroupBarrier();
@@ -333,6 +380,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
         workgroupBarrier();
 #endif
+    }
+#endfor
     }
 
     let m_sub = m0 + sg_m * FRAG_M * SG_M;

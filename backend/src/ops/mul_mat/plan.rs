@@ -138,7 +138,8 @@ pub struct Tuning {
     /// by device, 1 on GPUs (with `sg_prefetch`), 2 on CPU adapters (as measured for CI).
     pub sg_stages: u32,
     /// With one stage: the next K step's units fetched into registers before this step's
-    /// multiplies (two barriers a step), instead of after them.
+    /// multiplies (two barriers a step), instead of after them; 2: the step after it too, so
+    /// two steps' loads are in flight (twice the registers).
     pub sg_prefetch: u32,
     /// Where b is read as 16-byte words when its layout allows ([`b_vec4`]): 0 nowhere, 2
     /// everywhere, 1 where it measured faster: the subgroup-matrix kernel and the mat-vec of
@@ -384,7 +385,7 @@ impl Tuning {
             "sg_tk" => (0, 512),
             "sg_pad" | "tiled_pad" => (0, 64),
             "sg_stages" => (0, 2),
-            "sg_prefetch" => (0, 1),
+            "sg_prefetch" => (0, 2),
             "b_vec4" => (0, 2),
             "sg_probe" => (0, 2),
             "sg_raw_units" => (0, 1),
@@ -495,6 +496,8 @@ pub enum Path {
         stages: u32,
         /// One stage with the next step fetched into registers first ([`Tuning::sg_prefetch`]).
         prefetch: bool,
+        /// ... and the step after it too: two steps' loads in flight (`sg_prefetch=2`).
+        deep_prefetch: bool,
         /// [`Tuning::sg_probe`] (0 but when measuring).
         probe: u32,
         /// f32 units kept f32 in registers until stored ([`Tuning::sg_raw_units`]).
@@ -690,6 +693,7 @@ impl fmt::Display for MulMatPlan {
                 tk,
                 stages,
                 prefetch,
+                deep_prefetch,
                 probe,
                 raw_units,
                 wg_size,
@@ -707,7 +711,11 @@ impl fmt::Display for MulMatPlan {
                 if config.f32_result { "f32" } else { "f16" },
                 if *narrow { "narrow " } else { "" },
                 if *stages == 1 { "" } else { "s" },
-                if *prefetch { " with register prefetch" } else { "" },
+                match (prefetch, deep_prefetch) {
+                    (true, true) => " with register prefetch two steps ahead",
+                    (true, false) => " with register prefetch",
+                    _ => "",
+                },
                 if *raw_units {
                     ", f32 units packed at the store"
                 } else {
@@ -1240,7 +1248,8 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         tk,
         pad,
         stages,
-        prefetch: stages == 1 && t.sg_prefetch == 1,
+        prefetch: stages == 1 && t.sg_prefetch >= 1,
+        deep_prefetch: stages == 1 && t.sg_prefetch == 2,
         probe: t.sg_probe,
         raw_units: t.sg_raw_units == 1,
         wg_size: counts.0 * counts.1 * sg_size,
@@ -1879,7 +1888,7 @@ mod tests {
             assert!(err.contains(name), "{bad}: {err}");
         }
         for (bad, name) in [
-            ("sg_prefetch=2", "sg_prefetch"),
+            ("sg_prefetch=3", "sg_prefetch"),
             ("sg_probe=3", "sg_probe"),
             ("b_vec4=3", "b_vec4"),
         ] {
