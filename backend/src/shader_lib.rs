@@ -36,6 +36,7 @@ const SOURCES: &[(&str, &str)] = sources!(
         "mul_mat_vec_kq.wgsl",
         "mul_mat_quantize_b.wgsl",
         "mul_mat_dequantize_a.wgsl",
+        "mul_mat_convert_b.wgsl",
     ],
     "flash_attn": [
         "flash_attn_common.wgsl",

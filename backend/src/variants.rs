@@ -18,9 +18,7 @@ use crate::ggml_type::GgmlType;
 use crate::ops::dequantize::{self, supports};
 use crate::ops::flash_attn::plan::{self as fa, Force, Kernel, Knobs, MmaPlan, Placement, TilePlan, VecPlan};
 use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG, parse_knobs};
-use crate::ops::mul_mat::plan::{
-    self as mm, DEQUANTIZE_A_WG, MulMatPlan, Path, Problem, QUANTIZE_WG, SIMPLE_WG, Tuning,
-};
+use crate::ops::mul_mat::plan::{self as mm, COPY_WG, MulMatPlan, Path, Problem, QUANTIZE_WG, SIMPLE_WG, Tuning};
 use crate::shader_lib::ShaderVariant;
 
 /// The kernels one MUL_MAT plan runs.
@@ -31,6 +29,8 @@ pub struct MulMatKernels {
     pub quantize_b: Option<ShaderVariant>,
     /// The pass that converts a to f16 first ([`MulMatPlan::dequantize_a`]).
     pub dequantize_a: Option<ShaderVariant>,
+    /// The pass that converts b to f16 first ([`MulMatPlan::convert_b`]).
+    pub convert_b: Option<ShaderVariant>,
 }
 
 /// The variants of a MUL_MAT plan.
@@ -45,11 +45,13 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             kernel,
             quantize_b: None,
             dequantize_a: None,
+            convert_b: None,
         };
     }
-    // The main kernel reads a's f16 copy where the plan makes one; the passes read a itself.
+    // The main kernel reads the f16 copies of a and b where the plan makes them; the passes that
+    // make them read a and b themselves.
     let kernel_problem = plan.kernel_problem();
-    let operands_of = |problem: &Problem, file: &'static str| {
+    let operands_of = |problem: &Problem, b_vec4: bool, file: &'static str| {
         ShaderVariant::new(file)
             .define("A_TYPE", problem.a_type.gguf_id())
             .flag("A_ALIGN4", problem.a_align >= 4)
@@ -58,9 +60,9 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             .flag("B_CONTIG", problem.b_contiguous)
             .flag("B_ALIGN4", problem.b_align >= 4)
             .flag("B_ALIGN2", problem.b_align >= 2)
-            .flag("B_VEC4", plan.b_vec4)
+            .flag("B_VEC4", b_vec4)
     };
-    let operands = |file: &'static str| operands_of(&kernel_problem, file);
+    let operands = |file: &'static str| operands_of(&kernel_problem, plan.b_vec4, file);
     let kernel = match &plan.path {
         Path::Vec {
             wg_size,
@@ -160,15 +162,16 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
             .flag("B_Q8K", q.slots)
     });
-    let dequantize_a = plan.dequantize_a.map(|_| {
-        operands_of(problem, "mul_mat_dequantize_a.wgsl")
+    let copy = |file: &'static str| {
+        operands_of(problem, mm::b_vec4(problem), file)
             .flag("DST_U32", true)
-            .define("WG_SIZE", format!("{DEQUANTIZE_A_WG}u"))
-    });
+            .define("WG_SIZE", format!("{COPY_WG}u"))
+    };
     MulMatKernels {
         kernel,
         quantize_b,
-        dequantize_a,
+        dequantize_a: plan.dequantize_a.map(|_| copy("mul_mat_dequantize_a.wgsl")),
+        convert_b: plan.convert_b.map(|_| copy("mul_mat_convert_b.wgsl")),
     }
 }
 
@@ -342,7 +345,7 @@ pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
     "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
     "sg_acc_f16=1",
-    "sg_raw_units=1,sg_a_f16_min_n=9,sg_prefetch=2,sg_stages=1",
+    "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_prefetch=2,sg_stages=1",
 ];
 
 /// The FLASH_ATTN_EXT knob sets: the defaults, then each kernel forced.
@@ -509,6 +512,9 @@ fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tunin
     if let Some(q) = kernels.dequantize_a {
         add(q, Op::MulMat, "dequantize_a", &example);
     }
+    if let Some(q) = kernels.convert_b {
+        add(q, Op::MulMat, "convert_b", &example);
+    }
 }
 
 /// The subgroup-matrix configs Dawn's Metal backend reports on Apple GPUs (Apple7 family and
@@ -653,6 +659,8 @@ mod tests {
             (Op::MulMat, "vec"),
             (Op::MulMat, "vec_int"),
             (Op::MulMat, "quantize_b"),
+            (Op::MulMat, "dequantize_a"),
+            (Op::MulMat, "convert_b"),
             (Op::MulMat, "tiled"),
             (Op::MulMat, "subgroup_matrix"),
             (Op::MulMat, "simple"),

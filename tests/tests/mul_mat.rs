@@ -384,10 +384,10 @@ fn random_problems_pass_on_every_path() {
 }
 
 /// The subgroup-matrix kernel's optional staging forms against the CPU for every type on random
-/// problems (padded, offset and broadcast views of a; b permuted and padded): a quantized a
-/// converted to f16 once per call (`sg_a_f16_min_n`), f32 units kept f32 until stored
-/// (`sg_raw_units`), and two steps prefetched into registers (`sg_prefetch=2`, odd and even
-/// step counts).
+/// problems (padded, offset and broadcast views of a; b permuted and padded): a quantized a and
+/// an f32 b converted to f16 once per call (`sg_a_f16_min_n`, `sg_b_f16_min_n`; b only where k
+/// is a multiple of 8), f32 units kept f32 until stored (`sg_raw_units`), and two steps
+/// prefetched into registers (`sg_prefetch=2`, odd and even step counts).
 #[test]
 fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
     let ctx = GpuContext::new(ContextOptions {
@@ -401,7 +401,8 @@ fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
         "the test adapter has subgroup matrices"
     );
     let tuning =
-        Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9,sg_stages=1,sg_prefetch=2,sg_min_workgroups=0").unwrap();
+        Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2,sg_min_workgroups=0")
+            .unwrap();
     let mut rng = Rng::new(0x5eed_00a1);
     let mut failures = Vec::new();
     let mut runs = 0;
@@ -420,7 +421,9 @@ fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
             Ok((_, plan)) => {
                 let text = plan.to_string();
                 let copied = text.contains("a converted to f16 first");
+                let b_copied = text.contains("b converted to f16 first");
                 if copied != ty.is_quantized()
+                    || b_copied != (problem.b.layout.ty == GgmlType::F32 && problem.b.layout.ne[0].is_multiple_of(8))
                     || !text.contains("f32 units packed at the store")
                     || !text.contains("two steps ahead")
                 {

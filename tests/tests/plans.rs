@@ -38,19 +38,25 @@ fn u(x: u32) -> String {
 fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
     let what = plan.to_string();
     let quantize = plan.quantize_b.map_or(0, |q| if q.twice { 2 } else { 1 });
-    let dequantize = usize::from(plan.dequantize_a.is_some());
+    // The f16 copies (a's, then b's) come first, each reading the operands as they are.
+    let mut copies = Vec::new();
+    if let Some(q) = &plan.dequantize_a {
+        assert!(plan.problem.a_type.is_quantized(), "{what}");
+        copies.push(("mul_mat_dequantize_a.wgsl", q.grid));
+    }
+    if let Some(q) = &plan.convert_b {
+        assert_eq!(plan.problem.b_type, GgmlType::F32, "{what}");
+        copies.push(("mul_mat_convert_b.wgsl", q.grid));
+    }
+    let dequantize = copies.len();
     assert!(quantize == 0 || dequantize == 0, "{what}");
     assert_eq!(dispatches.len(), 1 + quantize + dequantize, "{what}: {dispatches:?}");
-    if let Some(q) = &plan.dequantize_a {
-        let (v, grid) = &dispatches[0];
-        assert_eq!(v.file, "mul_mat_dequantize_a.wgsl", "{what}");
-        assert_eq!(*grid, q.grid, "{what}");
-        assert_eq!(
-            define(v, "A_TYPE"),
-            Some(plan.problem.a_type.gguf_id().to_string().as_str()),
-            "{what}"
-        );
-        assert!(plan.problem.a_type.is_quantized(), "{what}");
+    for ((v, grid), (file, want)) in dispatches.iter().zip(&copies) {
+        assert_eq!(v.file, *file, "{what}");
+        assert_eq!(grid, want, "{what}");
+        let a_type = plan.problem.a_type.gguf_id().to_string();
+        assert_eq!(define(v, "A_TYPE"), Some(a_type.as_str()), "{what}");
+        assert_eq!(flag(v, "B_F16"), plan.problem.b_type == GgmlType::F16, "{what}");
     }
     if let Some(q) = &plan.quantize_b {
         for (v, grid) in &dispatches[..quantize] {
@@ -137,7 +143,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
         }
         Path::Simple { .. } => {
             assert!(!plan.a_vec4 && !plan.b_vec4 && !plan.direct_store && plan.quantize_b.is_none());
-            assert!(plan.dequantize_a.is_none());
+            assert!(plan.dequantize_a.is_none() && plan.convert_b.is_none());
         }
     }
 }
@@ -151,7 +157,11 @@ fn mul_mat_encoders_follow_their_plans() {
             Tuning::default(),
             Tuning::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
             Tuning::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
-            Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9,sg_stages=1,sg_prefetch=2", "").unwrap(),
+            Tuning::parse(
+                "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2",
+                "",
+            )
+            .unwrap(),
         ];
         for tuning in tunings {
             let ctx = base.with_tuning(tuning).unwrap();

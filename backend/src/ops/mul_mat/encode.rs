@@ -65,31 +65,52 @@ pub fn encode(
     if plan.a_vec4 {
         buffers.push(BufferRange::new(a.buffer(), bound.a));
     }
-    if let Some(q) = &plan.dequantize_a {
-        // a's f16 copy goes to scratch first; the kernel reads it in a's place.
-        stream.reserve(2)?;
-        let scratch = ctx.scratch_buffer("MUL_MAT f16 a", q.scratch_bytes)?;
-        let convert = kernels.dequantize_a.as_ref().ok_or_else(|| {
-            BackendError::InvalidOperands("a plan that converts a without the conversion kernel".into())
-        })?;
-        let convert = ctx.kernel(convert, &[Access::Read, Access::Read, Access::ReadWrite])?;
-        let scratch = BufferRange {
-            buffer: scratch,
-            offset: 0,
-            size: q.scratch_bytes,
-        };
-        let convert_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
-        let convert_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
-        stream.dispatch(&convert, &convert_buffers, &convert_params, q.grid)?;
-        let (m, k) = (u64::from(params.m), u64::from(params.k));
-        let a_ne2 = a.layout().ne[2] as u64;
-        params.a_start = 0;
-        params.a_nb1 = word(k * 2)?;
-        params.a_nb2 = word(m * k * 2)?;
-        params.a_nb3 = word(a_ne2 * m * k * 2)?;
-        buffers[0] = scratch.clone();
-        if plan.a_vec4 {
-            buffers[3] = scratch;
+    if plan.dequantize_a.is_some() || plan.convert_b.is_some() {
+        // The f16 copies go to the context's scratch first, in the same submit as the kernel,
+        // which reads them in a's and b's places. Both passes read a and b as they are.
+        let passes = usize::from(plan.dequantize_a.is_some()) + usize::from(plan.convert_b.is_some());
+        stream.reserve(1 + passes)?;
+        let originals = [buffers[0].clone(), buffers[1].clone()];
+        let (m, n, k) = (u64::from(params.m), u64::from(params.n), u64::from(params.k));
+        if let Some(q) = &plan.dequantize_a {
+            let copy = copy_pass(
+                ctx,
+                stream,
+                &originals,
+                kernels.dequantize_a.as_ref(),
+                "MUL_MAT f16 a",
+                q.scratch_bytes,
+                &operand_params(a, b, bound, 0, q.grid[0], plan)?,
+                q.grid,
+            )?;
+            let a_ne2 = a.layout().ne[2] as u64;
+            params.a_start = 0;
+            params.a_nb1 = word(k * 2)?;
+            params.a_nb2 = word(m * k * 2)?;
+            params.a_nb3 = word(a_ne2 * m * k * 2)?;
+            buffers[0] = copy.clone();
+            if plan.a_vec4 {
+                buffers[3] = copy;
+            }
+        }
+        if let Some(q) = &plan.convert_b {
+            let copy = copy_pass(
+                ctx,
+                stream,
+                &originals,
+                kernels.convert_b.as_ref(),
+                "MUL_MAT f16 b",
+                q.scratch_bytes,
+                &operand_params(a, b, bound, 0, q.grid[0], plan)?,
+                q.grid,
+            )?;
+            let b_ne2 = b.layout().ne[2] as u64;
+            params.b_start = 0;
+            params.b_nb0 = 2;
+            params.b_nb1 = word(k * 2)?;
+            params.b_nb2 = word(n * k * 2)?;
+            params.b_nb3 = word(b_ne2 * n * k * 2)?;
+            buffers[1] = copy;
         }
     }
     if let Some(q) = &plan.quantize_b {
@@ -115,6 +136,32 @@ pub fn encode(
         buffers[1] = scratch;
     }
     stream.dispatch(&kernel, &buffers, &params, plan.grid)
+}
+
+/// Records one pass that writes an f16 copy of a or b into the context's scratch for `label`
+/// (bound as the pass's dst beside a and b); returns the copy's range.
+#[allow(clippy::too_many_arguments)]
+fn copy_pass(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    originals: &[BufferRange; 2],
+    variant: Option<&crate::shader_lib::ShaderVariant>,
+    label: &'static str,
+    bytes: u64,
+    params: &MulMatUniforms,
+    grid: [u32; 3],
+) -> Result<BufferRange> {
+    let variant = variant
+        .ok_or_else(|| BackendError::InvalidOperands(format!("a plan with a {label} copy but no kernel for it")))?;
+    let kernel = ctx.kernel(variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
+    let copy = BufferRange {
+        buffer: ctx.scratch_buffer(label, bytes)?,
+        offset: 0,
+        size: bytes,
+    };
+    let buffers = [originals[0].clone(), originals[1].clone(), copy.clone()];
+    stream.dispatch(&kernel, &buffers, params, grid)?;
+    Ok(copy)
 }
 
 /// The parameter block of the fast kernels, with dst starting `dst_start` elements (or words)

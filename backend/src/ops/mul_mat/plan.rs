@@ -151,13 +151,21 @@ pub struct Tuning {
     pub sg_probe: u32,
     /// 1: f32 elements of a or b stay f32 in registers from their fetch until they are stored
     /// into workgroup memory, so a prefetched step's loads are waited on after the step's
-    /// multiplies rather than before them (0: packed to halves at the fetch).
+    /// multiplies rather than before them; 0: packed to halves at the fetch; 2 (the default):
+    /// by device, 1 on GPUs, 0 on CPU adapters.
     pub sg_raw_units: u32,
-    /// From this n up (0: never), a quantized a is converted to f16 once per call, into
-    /// scratch (`mul_mat_dequantize_a.wgsl`), and the subgroup-matrix kernel reads that copy as
-    /// 16-byte words instead of decoding a's blocks while it stages them. Costs `m·k·2` bytes
-    /// of scratch per a matrix; ggml's weights themselves are read as they are, every call.
+    /// From this n up, a quantized a is converted to f16 once per call, into scratch
+    /// (`mul_mat_dequantize_a.wgsl`), and the subgroup-matrix kernel reads that copy as 16-byte
+    /// words instead of decoding a's blocks while it stages them. Costs `m·k·2` bytes of
+    /// scratch per a matrix; ggml's weights themselves are read as they are, every call. 0
+    /// (the default): by device, [`SG_COPY_MIN_N`] on GPUs, never on CPU adapters (whose
+    /// 128 MiB bindings and CI time the copies would spend); `1048576`: never.
     pub sg_a_f16_min_n: u32,
+    /// From this n up, an f32 b is converted to a contiguous f16 copy once per call
+    /// (`mul_mat_convert_b.wgsl`), which the subgroup-matrix kernel stages as 16-byte words of
+    /// halves: half the bytes through the caches, and no conversion in every workgroup. 0 (the
+    /// default): by device, as `sg_a_f16_min_n`.
+    pub sg_b_f16_min_n: u32,
     /// Accumulator registers per invocation a subgroup may hold (f32 words).
     pub sg_acc_regs: u32,
     /// Halve the tile while the grid has fewer workgroups than this (0: never), so that small
@@ -235,8 +243,9 @@ impl Default for Tuning {
             // 81.3 against 72.9 us), the register-tiled kernel within noise (3416 against 3312).
             b_vec4: 1,
             sg_probe: 0,
-            sg_raw_units: 0,
+            sg_raw_units: 2,
             sg_a_f16_min_n: 0,
+            sg_b_f16_min_n: 0,
             sg_acc_regs: 64,
             // Measured on the H200: halving 4096x512's 128x128 tiles to fill all 132
             // multiprocessors was slower (5590 vs 4469 us for f16), so no halving by default.
@@ -314,6 +323,7 @@ knobs!(
     sg_probe,
     sg_raw_units,
     sg_a_f16_min_n,
+    sg_b_f16_min_n,
     sg_acc_regs,
     sg_min_workgroups,
     sg_acc_f16,
@@ -388,8 +398,8 @@ impl Tuning {
             "sg_prefetch" => (0, 2),
             "b_vec4" => (0, 2),
             "sg_probe" => (0, 2),
-            "sg_raw_units" => (0, 1),
-            "sg_a_f16_min_n" => (0, 1 << 20),
+            "sg_raw_units" => (0, 2),
+            "sg_a_f16_min_n" | "sg_b_f16_min_n" => (0, 1 << 20),
             "sg_acc_regs" => (1, 1024),
             "sg_min_workgroups" => (0, 1 << 20),
             "sg_acc_f16" => (0, 1),
@@ -539,6 +549,21 @@ pub struct MulMatPlan {
     /// The subgroup-matrix kernel's pass that converts a quantized a to f16 in scratch first;
     /// the kernel then reads that copy ([`MulMatPlan::kernel_problem`]).
     pub dequantize_a: Option<DequantizeA>,
+    /// The subgroup-matrix kernel's pass that converts an f32 b to f16 in scratch first.
+    pub convert_b: Option<ConvertB>,
+}
+
+/// The pass that converts an f32 b to a contiguous f16 copy in scratch
+/// (`mul_mat_convert_b.wgsl`, [`Tuning::sg_b_f16_min_n`]): column c of b's matrix i at halves
+/// `(i·n + c)·k`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvertB {
+    /// Bytes of scratch: `batches · n · k · 2`.
+    pub scratch_bytes: u64,
+    /// 8-element units it converts, one per thread.
+    pub units: u32,
+    /// Workgroups of [`COPY_WG`] threads.
+    pub grid: [u32; 3],
 }
 
 /// The pass that converts a quantized a to a contiguous f16 copy in scratch
@@ -550,7 +575,7 @@ pub struct DequantizeA {
     pub scratch_bytes: u64,
     /// 8-element units it converts, one per thread.
     pub units: u32,
-    /// Workgroups of [`DEQUANTIZE_A_WG`] threads.
+    /// Workgroups of [`COPY_WG`] threads.
     pub grid: [u32; 3],
 }
 
@@ -574,8 +599,9 @@ pub struct QuantizeB {
 pub const SIMPLE_WG: u32 = 64;
 /// Threads per workgroup of the pass that quantizes b for the integer mat-vec.
 pub const QUANTIZE_WG: u32 = 64;
-/// Threads per workgroup of the pass that converts a to f16 for the subgroup-matrix kernel.
-pub const DEQUANTIZE_A_WG: u32 = 256;
+/// Threads per workgroup of the passes that make f16 copies of a and b for the subgroup-matrix
+/// kernel.
+pub const COPY_WG: u32 = 256;
 
 /// Whether b can be bound as 16-byte words: contiguous, every row 16-byte aligned and a multiple
 /// of 16 bytes long (so every read lies inside a whole word of the binding).
@@ -598,10 +624,7 @@ impl MulMatPlan {
     /// The problem the main kernel reads: the plan's own, or with a replaced by its f16 copy
     /// ([`MulMatPlan::dequantize_a`]: contiguous, 16-byte aligned rows).
     pub fn kernel_problem(&self) -> Problem {
-        match self.dequantize_a {
-            Some(_) => f16_copy_of_a(&self.problem),
-            None => self.problem,
-        }
+        with_copies(&self.problem, self.dequantize_a.is_some(), self.convert_b.is_some())
     }
 
     /// The dst tile one workgroup computes (rows along m, columns along n).
@@ -750,6 +773,13 @@ impl fmt::Display for MulMatPlan {
                 q.units, q.scratch_bytes, q.grid
             )?;
         }
+        if let Some(q) = &self.convert_b {
+            write!(
+                f,
+                "; b converted to f16 first: {} units into {} B of scratch, grid {:?}",
+                q.units, q.scratch_bytes, q.grid
+            )?;
+        }
         if let Some(q) = &self.quantize_b {
             write!(
                 f,
@@ -788,6 +818,7 @@ fn simple(problem: &Problem, device: &DeviceFacts, reason: String) -> MulMatPlan
         direct_store: false,
         quantize_b: None,
         dequantize_a: None,
+        convert_b: None,
     }
 }
 
@@ -799,20 +830,26 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
     }
     let batches = p.batches as u32;
 
-    let mut dequantize_a = None;
+    // The subgroup-matrix kernel may read f16 copies of a and b made first (by the knobs).
+    let (mut dequantize_a, mut convert_b) = (dequantize_a_pass(p, d, t), convert_b_pass(p, d, t));
+    let copied = with_copies(p, dequantize_a.is_some(), convert_b.is_some());
     let (path, tiles_m, tiles_n, workgroup_bytes) = if p.n <= u64::from(t.vec_max_n) {
+        (dequantize_a, convert_b) = (None, None);
         vec_path(p, d, t)
-    } else if let Some((sg, dq)) =
-        dequantize_a_pass(p, d, t).and_then(|dq| Some((subgroup_matrix_path(&f16_copy_of_a(p), d, t)?, dq)))
+    } else if let Some(sg) = (dequantize_a.is_some() || convert_b.is_some())
+        .then(|| subgroup_matrix_path(&copied, d, t))
+        .flatten()
     {
-        dequantize_a = Some(dq);
-        sg
-    } else if let Some(sg) = subgroup_matrix_path(p, d, t) {
         sg
     } else {
-        tiled_path(p, d, t)?
+        (dequantize_a, convert_b) = (None, None);
+        if let Some(sg) = subgroup_matrix_path(p, d, t) {
+            sg
+        } else {
+            tiled_path(p, d, t)?
+        }
     };
-    let kp = if dequantize_a.is_some() { f16_copy_of_a(p) } else { *p };
+    let kp = with_copies(p, dequantize_a.is_some(), convert_b.is_some());
     if workgroup_bytes > d.max_workgroup_storage {
         return Err(format!(
             "{workgroup_bytes} B of workgroup memory exceed the limit {}",
@@ -849,7 +886,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         }
         _ => None,
     };
-    let b_vec4 = b_vec4(p)
+    let b_vec4 = b_vec4(&kp)
         && match t.b_vec4 {
             0 => false,
             1 => match path {
@@ -887,13 +924,29 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         direct_store,
         quantize_b,
         dequantize_a,
+        convert_b,
     })
+}
+
+/// Where the f16 copies of a and b start by default on GPUs: wherever the subgroup-matrix
+/// kernel runs (n > `vec_max_n`). H200, m=4096 k=14336 (BENCHMARKS.md): both copies took q4_K
+/// from 2131 to ~700 us at n=64 (the narrow tile decodes every block of a for only 64 columns),
+/// and f16 at n=512 from 619 to ~450.
+pub const SG_COPY_MIN_N: u32 = 9;
+
+/// The n from which a copy knob makes its copy (`u64::MAX`: never).
+fn copy_min_n(knob: u32, d: &DeviceFacts) -> u64 {
+    match knob {
+        0 if d.cpu => u64::MAX,
+        0 => u64::from(SG_COPY_MIN_N),
+        n => u64::from(n),
+    }
 }
 
 /// The f16 copy of a quantized a, if [`Tuning::sg_a_f16_min_n`] asks for one at this n and it
 /// fits one binding (and 32-bit unit indices).
 fn dequantize_a_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<DequantizeA> {
-    if t.sg_a_f16_min_n == 0 || p.n < u64::from(t.sg_a_f16_min_n) || !p.a_type.is_quantized() {
+    if p.n < copy_min_n(t.sg_a_f16_min_n, d) || !p.a_type.is_quantized() {
         return None;
     }
     if !p.k.is_multiple_of(8) {
@@ -907,17 +960,45 @@ fn dequantize_a_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Dequant
     Some(DequantizeA {
         scratch_bytes,
         units,
-        grid: grid_2d(units.div_ceil(DEQUANTIZE_A_WG), d.max_workgroups_per_dim),
+        grid: grid_2d(units.div_ceil(COPY_WG), d.max_workgroups_per_dim),
     })
 }
 
-/// `p` with a replaced by its contiguous f16 copy at the start of its binding.
-fn f16_copy_of_a(p: &Problem) -> Problem {
-    Problem {
-        a_type: GgmlType::F16,
-        a_align: if (p.k * 2).is_multiple_of(16) { 16 } else { 4 },
-        ..*p
+/// The f16 copy of an f32 b, if [`Tuning::sg_b_f16_min_n`] asks for one at this n and it fits
+/// one binding (and 32-bit unit indices).
+fn convert_b_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<ConvertB> {
+    if p.n < copy_min_n(t.sg_b_f16_min_n, d) || p.b_type != GgmlType::F32 {
+        return None;
     }
+    if !p.k.is_multiple_of(8) {
+        return None;
+    }
+    let scratch_bytes = p.batches.checked_mul(p.n)?.checked_mul(p.k)?.checked_mul(2)?;
+    if scratch_bytes == 0 || scratch_bytes > d.max_storage_binding || scratch_bytes >= 1 << 32 {
+        return None;
+    }
+    let units = (scratch_bytes / 16) as u32;
+    Some(ConvertB {
+        scratch_bytes,
+        units,
+        grid: grid_2d(units.div_ceil(COPY_WG), d.max_workgroups_per_dim),
+    })
+}
+
+/// `p` with a and (or) b replaced by their contiguous f16 copies at the start of their
+/// bindings (k is a multiple of 8 wherever a copy is made, so rows are whole 16-byte words).
+fn with_copies(p: &Problem, a: bool, b: bool) -> Problem {
+    let mut q = *p;
+    if a {
+        q.a_type = GgmlType::F16;
+        q.a_align = 16;
+    }
+    if b {
+        q.b_type = GgmlType::F16;
+        q.b_align = 16;
+        q.b_contiguous = true;
+    }
+    q
 }
 
 type Choice = (Path, u32, u32, u32);
@@ -1251,7 +1332,10 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         prefetch: stages == 1 && t.sg_prefetch >= 1,
         deep_prefetch: stages == 1 && t.sg_prefetch == 2,
         probe: t.sg_probe,
-        raw_units: t.sg_raw_units == 1,
+        raw_units: match t.sg_raw_units {
+            2 => !d.cpu,
+            r => r == 1,
+        },
         wg_size: counts.0 * counts.1 * sg_size,
         scratch_sgs,
         narrow,
@@ -1361,6 +1445,51 @@ mod tests {
     }
 
     #[test]
+    fn gpus_stage_f16_copies_of_quantized_a_and_f32_b_and_cpus_do_not() {
+        let t = Tuning::default();
+        let gpu = nvidia((16, 8, 16));
+        let q = plan(&problem(GgmlType::Q4_K, 4096, 512, 14336), &gpu, &t);
+        assert!(matches!(q.path, Path::SubgroupMatrix { raw_units: true, .. }), "{q}");
+        let (a, b) = (q.dequantize_a.expect("a's copy"), q.convert_b.expect("b's copy"));
+        assert_eq!(a.scratch_bytes, 4096 * 14336 * 2);
+        assert_eq!(b.scratch_bytes, 512 * 14336 * 2);
+        assert_eq!(u64::from(a.units) * 16, a.scratch_bytes);
+        let kp = q.kernel_problem();
+        assert_eq!(
+            (kp.a_type, kp.b_type, kp.a_align, kp.b_align),
+            (GgmlType::F16, GgmlType::F16, 16, 16)
+        );
+        assert!(q.a_vec4 && q.b_vec4, "{q}");
+        // Float a: only b's copy; n=9 is the first n the subgroup-matrix kernel takes.
+        let f = plan(&problem(GgmlType::F16, 4096, 9, 14336), &gpu, &t);
+        assert!(f.dequantize_a.is_none() && f.convert_b.is_some(), "{f}");
+        // Mat-vec n, CPU adapters, a switched-off knob, k off the 8-element grid, and copies
+        // over the binding limit: none.
+        assert!(
+            plan(&problem(GgmlType::Q4_K, 4096, 8, 14336), &gpu, &t)
+                .dequantize_a
+                .is_none()
+        );
+        let cpu = plan(&problem(GgmlType::Q4_K, 512, 512, 1024), &lavapipe(), &t);
+        assert!(cpu.dequantize_a.is_none() && cpu.convert_b.is_none(), "{cpu}");
+        assert!(
+            matches!(cpu.path, Path::SubgroupMatrix { raw_units: false, .. }),
+            "{cpu}"
+        );
+        let off = Tuning::parse("sg_a_f16_min_n=1048576,sg_b_f16_min_n=1048576").unwrap();
+        let o = plan(&problem(GgmlType::Q4_K, 4096, 512, 14336), &gpu, &off);
+        assert!(o.dequantize_a.is_none() && o.convert_b.is_none(), "{o}");
+        let odd = plan(&problem(GgmlType::F32, 64, 64, 36), &gpu, &t);
+        assert!(odd.convert_b.is_none(), "{odd}");
+        let tight = DeviceFacts {
+            max_storage_binding: 1 << 26,
+            ..gpu
+        };
+        let big = plan(&problem(GgmlType::Q4_K, 4096, 512, 14336), &tight, &t);
+        assert!(big.dequantize_a.is_none() && big.convert_b.is_some(), "{big}");
+    }
+
+    #[test]
     fn b_is_read_as_16_byte_words_where_it_measured_faster() {
         let d = nvidia((16, 16, 16));
         let no_sg = DeviceFacts {
@@ -1382,10 +1511,13 @@ mod tests {
         assert!(vec4(GgmlType::F16, 8, &d, &all) && vec4(GgmlType::F16, 512, &no_sg, &all));
         let none = Tuning::parse("b_vec4=0").unwrap();
         assert!(!vec4(GgmlType::F16, 512, &d, &none) && !vec4(GgmlType::IQ4_XS, 1, &d, &none));
-        // A layout that does not allow it is never read so, whatever the knob.
+        // A layout that does not allow it is never read so, whatever the knob (unless the kernel
+        // reads b's f16 copy instead).
         let mut p = problem(GgmlType::F16, 4096, 512, 14336);
         p.b_align = 4;
-        assert!(!plan(&p, &d, &all).b_vec4);
+        let uncopied = Tuning::parse("b_vec4=2,sg_b_f16_min_n=1048576").unwrap();
+        assert!(!plan(&p, &d, &uncopied).b_vec4);
+        assert!(plan(&p, &d, &all).b_vec4);
     }
 
     #[test]
