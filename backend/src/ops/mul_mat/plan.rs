@@ -929,9 +929,9 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
 }
 
 /// Where the f16 copies of a and b start by default on GPUs: wherever the subgroup-matrix
-/// kernel runs (n > `vec_max_n`). H200, m=4096 k=14336 (BENCHMARKS.md): both copies took q4_K
-/// from 2131 to ~700 us at n=64 (the narrow tile decodes every block of a for only 64 columns),
-/// and f16 at n=512 from 619 to ~450.
+/// kernel runs (n > `vec_max_n`). H100, m=4096 k=14336 (BENCHMARKS.md, 2026-12-05): both
+/// copies took q4_K from 891 to 373 us at n=64 and from 565 to 305 at n=16 (the narrow tile
+/// decodes every block of a for a few columns), q4_K / f16 at n=512 from 772 / 567 to 478 / 388.
 pub const SG_COPY_MIN_N: u32 = 9;
 
 /// The n from which a copy knob makes its copy (`u64::MAX`: never).
