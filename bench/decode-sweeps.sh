@@ -17,6 +17,12 @@ KNOBS="vec_b_shared=128 vec_b_shared=256 vec_b_shared=512 vec_b_shared=256,vec_g
 echo "== attention decode: splits (split=1: one dispatch, no reduce), threads, keys in flight"
 VAR=GGML_DAWN_FA KNOBS="split=1 split=8 split=16 split=32 split=128 target_wg=1024 vec_threads=64 vec_threads=256 vec_keys=8 vec_prefetch=1" \
     timeout 150 bash "$here/knob-sweep.sh" "$bundle" -o FLASH_ATTN_EXT -p 'hsk=128,hsv=128,nh=8,nr23=\[[14],1\],kv=(256|4096|16384),nb=1,.*type_K=f16'
+echo "== attention decode of a quantized cache: the same loads decoded as f16 (vec_probe=1), its dequantization's cost"
+VAR=GGML_DAWN_FA KNOBS="vec_probe=1" \
+    timeout 90 bash "$here/knob-sweep.sh" "$bundle" -o FLASH_ATTN_EXT \
+    --case 'FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=16384,nb=1,type_K=f16,type_V=f16)' \
+    --case 'FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=16384,nb=1,type_K=q8_0,type_V=q8_0)' \
+    --case 'FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=16384,nb=1,type_K=q4_0,type_V=q4_0)'
 echo "== integer mat-vec at n=1 (vec_int_probe=2: b's quantize pass twice, its cost by difference)"
 KNOBS="vec_int_slots_min_n=1 vec_int_prefetch=1 vec_int_groups_k=8,vec_int_groups=8 vec_wg=128 vec_int_probe=2" \
     timeout 120 bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT -p 'type_a=(q4_0|q8_0|q4_K|q6_K),type_b=f32,m=4096,n=1,k=14336,'

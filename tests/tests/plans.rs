@@ -238,6 +238,11 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
         Kernel::Vec(t) => {
             assert_eq!(v.file, "flash_attn_vec.wgsl", "{what}");
             assert_eq!(define(v, "VEC_LK"), Some(t.lanes.to_string().as_str()), "{what}: {v}");
+            assert_eq!(
+                define(v, "VEC_PROBE"),
+                Some(if t.probe { "1" } else { "0" }),
+                "{what}: {v}"
+            );
             t.threads
         }
         Kernel::Mma(m) => {
@@ -344,6 +349,25 @@ fn flash_attn_probes_run_and_name_themselves() {
         check_flash_attn(&ctx, &plan, &stream.pending_dispatches());
         stream.synchronize(std::time::Duration::from_secs(60)).unwrap();
     }
+    // The decode kernel's probe: a quantized cache read as if it were f16.
+    let ctx = ctx
+        .with_tuning(Tuning::parse("", "path=vec,vec_probe=1,split=2").unwrap())
+        .unwrap();
+    let (hs, kv, heads) = (128, 256, 2);
+    let q = ctx.zeros(GgmlType::F32, [hs, 1, heads, 1]).unwrap();
+    let k = ctx.zeros(GgmlType::Q8_0, [hs, kv, heads, 1]).unwrap();
+    let v = ctx.zeros(GgmlType::Q8_0, [hs, kv, heads, 1]).unwrap();
+    let mask = ctx.zeros(GgmlType::F16, [kv, 1, 1, 1]).unwrap();
+    let dst = ctx.empty(GgmlType::F32, [hs, heads, 1, 1]).unwrap();
+    let mut stream = ctx.stream().unwrap();
+    let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
+    let Kernel::Vec(t) = &plan.kernel else {
+        panic!("no vec kernel: {plan}")
+    };
+    assert!(t.probe, "{plan}");
+    assert!(plan.to_string().contains("K/V decoded as f16"), "{plan}");
+    check_flash_attn(&ctx, &plan, &stream.pending_dispatches());
+    stream.synchronize(std::time::Duration::from_secs(60)).unwrap();
 }
 
 /// The plan an op returns is the plan `describe` (what `backend-ops -v` falls back on) gives

@@ -10,7 +10,8 @@
 //
 // Host defines (see plan.rs, VecPlan): NT, ROWS, KV_TILE (= NG·B), VEC_LK, VEC_SGT, VEC_B,
 // VEC_CK, VEC_CV (chunks of 8 K/V dimensions per lane), VEC_ONE_Q (all rows share one query, so
-// one mask row), VEC_PREFETCH (the next step's loads in flight during this step's math), plus
+// one mask row), VEC_PREFETCH (the next step's loads in flight during this step's math), VEC_PROBE
+// (measuring only: K/V decoded as f16 whatever their type), plus
 // those of flash_attn_common.wgsl.
 enable subgroups;
 diagnostic(off, subgroup_uniformity);
@@ -39,6 +40,24 @@ const LN2: f32 = 0.6931471805599453;
 var<workgroup> tm_sh: array<f32, NTEAM * ROWS>;
 var<workgroup> tl_sh: array<f32, NTEAM * ROWS>;
 var<workgroup> o_sh: array<vec4<f32>, ROWS * HSV / 4>;
+
+// K/V chunks decoded; with VEC_PROBE (measuring only) as if they were f16 whatever their type:
+// the same loads without the dequantization.
+fn k_dec_probed(r: vec4<u32>) -> Dec8 {
+#if VEC_PROBE
+    return Dec8(vec4<f32>(unpack2x16float(r.x), unpack2x16float(r.y)), vec4<f32>(unpack2x16float(r.z), unpack2x16float(r.w)), 1.0);
+#else
+    return k_dec(r);
+#endif
+}
+
+fn v_dec_probed(r: vec4<u32>) -> Dec8 {
+#if VEC_PROBE
+    return Dec8(vec4<f32>(unpack2x16float(r.x), unpack2x16float(r.y)), vec4<f32>(unpack2x16float(r.z), unpack2x16float(r.w)), 1.0);
+#else
+    return v_dec(r);
+#endif
+}
 
 // The raw K/V chunks (and mask values) of this lane's NB keys j0 + i·NG, all loads issued
 // before any is used; keys from kv1 on read key kv1 - 1 (they are masked later).
@@ -169,7 +188,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 s[i * ROWS + g] = 0.0;
             }
             for (var c = 0u; c < CK; c += 1u) {
-                let kd = k_dec(kr[i * CK + c]);
+                let kd = k_dec_probed(kr[i * CK + c]);
                 for (var g = 0u; g < ROWS; g += 1u) {
                     let qv = qr[g * CK + c];
                     s[i * ROWS + g] += kd.d * (dot(qv[0], kd.lo) + dot(qv[1], kd.hi));
@@ -221,7 +240,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         // O += P·V.
         for (var i = 0u; i < NB; i += 1u) {
             for (var c = 0u; c < CV; c += 1u) {
-                let vd = v_dec(vr[i * CV + c]);
+                let vd = v_dec_probed(vr[i * CV + c]);
                 for (var g = 0u; g < ROWS; g += 1u) {
                     let pw = s[i * ROWS + g] * vd.d;
                     acc[g * CV + c][0] += pw * vd.lo;

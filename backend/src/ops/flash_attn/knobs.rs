@@ -54,6 +54,10 @@ pub struct Knobs {
     /// Vec kernel: issue the next step's loads before this step's math (default off: more
     /// registers, and occupancy hides the latency).
     pub vec_prefetch: Option<bool>,
+    /// Vec kernel, measuring only (the results are wrong): K and V chunks loaded as usual but
+    /// decoded as if they were f16, so a quantized cache's time without its dequantization
+    /// (default off).
+    pub vec_probe: Option<bool>,
     /// mma kernel: subgroups per workgroup (default 8; 16 on GPUs for heads of at most 64).
     pub mma_subgroups: Option<u32>,
     /// mma kernel: row blocks of M rows per subgroup (default 1; 2 halves the K/V matrix
@@ -156,7 +160,7 @@ fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
 
 /// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
 /// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
-/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
+/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `vec_probe` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
 /// `mma_min_rows`, `mma_max_hs`, `mma_q_regs` (0/1), `mma_o_budget`, `mma_probe` (0-2), `prefetch` (0/1),
 /// `mask_skip` (0/1), `tau`
 /// (finite, at least 0). A value out of its key's range is an error naming the key.
@@ -207,6 +211,7 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             "vec_keys" => k.vec_keys = Some(int()?),
             "vec_rows" => k.vec_rows = Some(int()?),
             "vec_prefetch" => k.vec_prefetch = Some(flag()?),
+            "vec_probe" => k.vec_probe = Some(flag()?),
             "mma_sg" => k.mma_subgroups = Some(int()?),
             "mma_kv" => k.mma_kv = Some(int()?),
             "mma_rh" => k.mma_rh = Some(int()?),

@@ -118,6 +118,8 @@ pub struct VecPlan {
     pub cv: u32,
     /// The next step's loads are issued before this step's math.
     pub prefetch: bool,
+    /// Measuring only ([`Knobs::vec_probe`]): K/V decoded as f16 whatever their type.
+    pub probe: bool,
     pub shared_bytes: u32,
 }
 
@@ -338,7 +340,7 @@ impl std::fmt::Display for Plan {
             ),
             Kernel::Vec(v) => write!(
                 f,
-                "vec: {} rows, {} threads, {} lanes a key ({} / {} K/V chunks a lane), {} keys a group in flight{}, {} keys a step, merged over teams of {}, {} B shared{}{vectors}{mask_skip}; {grid}",
+                "vec: {} rows, {} threads, {} lanes a key ({} / {} K/V chunks a lane), {} keys a group in flight{}, {} keys a step, merged over teams of {}, {} B shared{}{}{vectors}{mask_skip}; {grid}",
                 v.rows,
                 v.threads,
                 v.lanes,
@@ -349,7 +351,12 @@ impl std::fmt::Display for Plan {
                 v.kv_tile(),
                 v.team,
                 v.shared_bytes,
-                split
+                split,
+                if v.probe {
+                    " (probe: K/V decoded as f16, results wrong)"
+                } else {
+                    ""
+                }
             ),
             Kernel::Mma(m) => write!(
                 f,
@@ -615,6 +622,7 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         ck,
         cv,
         prefetch: knobs.vec_prefetch.unwrap_or(false),
+        probe: knobs.vec_probe.unwrap_or(false),
         shared_bytes,
     })
 }
