@@ -18,7 +18,7 @@ use crate::memory::DeviceTensor;
 use crate::ops::dequantize;
 use crate::tensor::Layout;
 
-pub use plan::{DeviceFacts, MatrixConfig, MulMatPlan, Path, Problem, QuantizeB, Tuning};
+pub use plan::{DeviceFacts, F16Copy, MatrixConfig, MulMatPlan, Path, Problem, QuantizeB, Tuning};
 
 /// Why `a × b` cannot run here, if it cannot (from the layouts alone).
 pub fn check(la: &Layout, lb: &Layout, ld: &Layout) -> Result<()> {

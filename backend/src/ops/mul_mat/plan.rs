@@ -546,34 +546,22 @@ pub struct MulMatPlan {
     pub direct_store: bool,
     /// The integer mat-vec's pass that quantizes b into scratch first.
     pub quantize_b: Option<QuantizeB>,
-    /// The subgroup-matrix kernel's pass that converts a quantized a to f16 in scratch first;
-    /// the kernel then reads that copy ([`MulMatPlan::kernel_problem`]).
-    pub dequantize_a: Option<DequantizeA>,
-    /// The subgroup-matrix kernel's pass that converts an f32 b to f16 in scratch first.
-    pub convert_b: Option<ConvertB>,
+    /// The subgroup-matrix kernel's pass that converts a quantized a to f16 in scratch first
+    /// (`mul_mat_dequantize_a.wgsl`, [`Tuning::sg_a_f16_min_n`]: row r of a's matrix i at halves
+    /// `(i·m + r)·k`); the kernel then reads that copy ([`MulMatPlan::kernel_problem`]).
+    pub dequantize_a: Option<F16Copy>,
+    /// Likewise for an f32 b (`mul_mat_convert_b.wgsl`, [`Tuning::sg_b_f16_min_n`]: column c of
+    /// b's matrix i at halves `(i·n + c)·k`).
+    pub convert_b: Option<F16Copy>,
 }
 
-/// The pass that converts an f32 b to a contiguous f16 copy in scratch
-/// (`mul_mat_convert_b.wgsl`, [`Tuning::sg_b_f16_min_n`]): column c of b's matrix i at halves
-/// `(i·n + c)·k`.
+/// A pass that writes a contiguous f16 copy of an operand into scratch, one thread per
+/// 8-element unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConvertB {
-    /// Bytes of scratch: `batches · n · k · 2`.
+pub struct F16Copy {
+    /// Bytes of scratch: the operand's elements · 2.
     pub scratch_bytes: u64,
-    /// 8-element units it converts, one per thread.
-    pub units: u32,
-    /// Workgroups of [`COPY_WG`] threads.
-    pub grid: [u32; 3],
-}
-
-/// The pass that converts a quantized a to a contiguous f16 copy in scratch
-/// (`mul_mat_dequantize_a.wgsl`, [`Tuning::sg_a_f16_min_n`]): row r of a's matrix i at halves
-/// `(i·m + r)·k`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DequantizeA {
-    /// Bytes of scratch: `a_batches · m · k · 2`.
-    pub scratch_bytes: u64,
-    /// 8-element units it converts, one per thread.
+    /// 8-element units it converts.
     pub units: u32,
     /// Workgroups of [`COPY_WG`] threads.
     pub grid: [u32; 3],
@@ -943,42 +931,34 @@ fn copy_min_n(knob: u32, d: &DeviceFacts) -> u64 {
     }
 }
 
-/// The f16 copy of a quantized a, if [`Tuning::sg_a_f16_min_n`] asks for one at this n and it
-/// fits one binding (and 32-bit unit indices).
-fn dequantize_a_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<DequantizeA> {
+/// The f16 copy of a quantized a, if [`Tuning::sg_a_f16_min_n`] asks for one at this n.
+fn dequantize_a_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<F16Copy> {
     if p.n < copy_min_n(t.sg_a_f16_min_n, d) || !p.a_type.is_quantized() {
         return None;
     }
-    if !p.k.is_multiple_of(8) {
-        return None;
-    }
-    let scratch_bytes = p.a_batches.checked_mul(p.m)?.checked_mul(p.k)?.checked_mul(2)?;
-    if scratch_bytes == 0 || scratch_bytes > d.max_storage_binding || scratch_bytes >= 1 << 32 {
-        return None;
-    }
-    let units = (scratch_bytes / 16) as u32;
-    Some(DequantizeA {
-        scratch_bytes,
-        units,
-        grid: grid_2d(units.div_ceil(COPY_WG), d.max_workgroups_per_dim),
-    })
+    f16_copy([p.a_batches, p.m, p.k], d)
 }
 
-/// The f16 copy of an f32 b, if [`Tuning::sg_b_f16_min_n`] asks for one at this n and it fits
-/// one binding (and 32-bit unit indices).
-fn convert_b_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<ConvertB> {
+/// The f16 copy of an f32 b, if [`Tuning::sg_b_f16_min_n`] asks for one at this n.
+fn convert_b_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<F16Copy> {
     if p.n < copy_min_n(t.sg_b_f16_min_n, d) || p.b_type != GgmlType::F32 {
         return None;
     }
-    if !p.k.is_multiple_of(8) {
+    f16_copy([p.batches, p.n, p.k], d)
+}
+
+/// The copy of an operand of `matrices · rows · k` elements, if its rows are whole 8-element
+/// units and it fits one binding (and 32-bit unit indices).
+fn f16_copy([matrices, rows, k]: [u64; 3], d: &DeviceFacts) -> Option<F16Copy> {
+    if !k.is_multiple_of(8) {
         return None;
     }
-    let scratch_bytes = p.batches.checked_mul(p.n)?.checked_mul(p.k)?.checked_mul(2)?;
+    let scratch_bytes = matrices.checked_mul(rows)?.checked_mul(k)?.checked_mul(2)?;
     if scratch_bytes == 0 || scratch_bytes > d.max_storage_binding || scratch_bytes >= 1 << 32 {
         return None;
     }
     let units = (scratch_bytes / 16) as u32;
-    Some(ConvertB {
+    Some(F16Copy {
         scratch_bytes,
         units,
         grid: grid_2d(units.div_ceil(COPY_WG), d.max_workgroups_per_dim),
