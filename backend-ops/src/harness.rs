@@ -482,6 +482,10 @@ pub fn device_unusable(ctx: &GpuContext) -> Option<String> {
 pub struct Timing {
     pub runs: u64,
     pub us_per_run: f64,
+    /// Of `us_per_run`, the host's time recording and submitting the op (the backend's planning
+    /// and Dawn's encoding; submits that wait for the oldest of too many in flight count too).
+    /// Close to `us_per_run`, the host is the limit, not the GPU.
+    pub host_us_per_run: f64,
     pub flops_per_run: u64,
     /// The plan the op followed, in words.
     pub plan: String,
@@ -501,24 +505,30 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
     let flops = case.flops().max(1);
     let repeats = ((100_000_000_000 / flops).min(8191) + 1).min(max_repeats.max(1));
     let mut stream = ctx.stream()?;
-    let graph = |stream: &mut Stream| -> Result<String> {
+    // One graph: the host's time until the last submit, then the wait for the GPU.
+    let graph = |stream: &mut Stream| -> Result<(String, Duration)> {
+        let start = Instant::now();
         let mut plan = String::new();
         for _ in 0..repeats {
             plan = prepared.record(ctx, stream)?;
         }
+        stream.flush()?;
+        let host = start.elapsed();
         stream.synchronize(TIMEOUT)?;
-        Ok(plan)
+        Ok((plan, host))
     };
-    let plan = graph(&mut stream)?;
+    let (plan, _) = graph(&mut stream)?;
     let start = Instant::now();
     let mut runs = 0;
+    let mut host = Duration::ZERO;
     while runs == 0 || start.elapsed() < min_time {
-        graph(&mut stream)?;
+        host += graph(&mut stream)?.1;
         runs += repeats;
     }
     Ok(Timing {
         runs,
         us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
+        host_us_per_run: host.as_secs_f64() * 1e6 / runs as f64,
         flops_per_run: flops,
         plan,
     })

@@ -709,13 +709,14 @@ fn perf(
                 Output::Text => {
                     progress.println(perf_line(&text, &t));
                     if verbose {
-                        progress.println(format!("      {}", t.plan));
+                        progress.println(format!("      host {:.2} us/run; {}", t.host_us_per_run, t.plan));
                     }
                 }
                 Output::Json => println!(
                     "{}",
                     json!({ "mode": "perf", "op": case.op_name(), "case": text, "runs": t.runs,
-                            "us_per_run": t.us_per_run, "flops_per_run": t.flops_per_run, "tflops": t.tflops(),
+                            "us_per_run": t.us_per_run, "host_us_per_run": t.host_us_per_run,
+                            "flops_per_run": t.flops_per_run, "tflops": t.tflops(),
                             "path": t.plan })
                 ),
             },
