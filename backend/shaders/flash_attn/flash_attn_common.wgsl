@@ -168,6 +168,12 @@ struct Dec8 {
     d: f32,
 }
 
+// Eight f16 values packed two per u32, as a Dec8 with scale 1.
+fn fa_f16_dec8(r: vec4<u32>) -> Dec8 {
+    return Dec8(vec4<f32>(unpack2x16float(r.x), unpack2x16float(r.y)),
+        vec4<f32>(unpack2x16float(r.z), unpack2x16float(r.w)), 1.0);
+}
+
 // The 4 int8 of a u32, as f32.
 fn fa_i8x4(w: u32) -> vec4<f32> {
     return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w << 24u, w << 16u, w << 8u, w)) >> vec4<u32>(24u));

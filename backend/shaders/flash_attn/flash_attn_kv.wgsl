@@ -15,7 +15,7 @@
 // loads of a chunk, and their decoding to f32, separable so that a thread can issue many loads
 // before it uses any. q8_0 and q4_0 keep their int values (with d apart, no f16 round trip) and
 // read words without branches, so that lanes on blocks of either alignment do not diverge.
-// Needs fa_bf16x2, fa_i8x2, fa_q4x2, fa_i8x4 and Dec8 (flash_attn_common.wgsl).
+// Needs fa_bf16x2, fa_i8x2, fa_q4x2, fa_i8x4, fa_f16_dec8 and Dec8 (flash_attn_common.wgsl).
 
 #if FMT_VEC
 #if FMT_TYPE == TYPE_F16
@@ -216,7 +216,6 @@ fn FMT##_raw(row_byte: u32, e0: u32) -> vec4<u32> {
 }
 
 fn FMT##_dec(r: vec4<u32>) -> Dec8 {
-    return Dec8(vec4<f32>(unpack2x16float(r.x), unpack2x16float(r.y)),
-        vec4<f32>(unpack2x16float(r.z), unpack2x16float(r.w)), 1.0);
+    return fa_f16_dec8(r);
 }
 #endif

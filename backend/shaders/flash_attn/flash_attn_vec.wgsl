@@ -45,7 +45,7 @@ var<workgroup> o_sh: array<vec4<f32>, ROWS * HSV / 4>;
 // the same loads without the dequantization.
 fn k_dec_probed(r: vec4<u32>) -> Dec8 {
 #if VEC_PROBE
-    return Dec8(vec4<f32>(unpack2x16float(r.x), unpack2x16float(r.y)), vec4<f32>(unpack2x16float(r.z), unpack2x16float(r.w)), 1.0);
+    return fa_f16_dec8(r);
 #else
     return k_dec(r);
 #endif
@@ -53,7 +53,7 @@ fn k_dec_probed(r: vec4<u32>) -> Dec8 {
 
 fn v_dec_probed(r: vec4<u32>) -> Dec8 {
 #if VEC_PROBE
-    return Dec8(vec4<f32>(unpack2x16float(r.x), unpack2x16float(r.y)), vec4<f32>(unpack2x16float(r.z), unpack2x16float(r.w)), 1.0);
+    return fa_f16_dec8(r);
 #else
     return v_dec(r);
 #endif

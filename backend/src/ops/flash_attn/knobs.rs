@@ -271,6 +271,7 @@ mod tests {
             "tile_rq=1000",
             "mask_skip=2",
             "mma_probe=3",
+            "vec_probe=2",
             "tau=nan",
             "tau=-1",
             "tau=inf",

@@ -145,7 +145,8 @@ pub fn flash_attn_ext(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
 ) -> Result<Plan> {
-    flash_attn_ext_with(ctx, stream, ops, p, &ctx.facts(), &ctx.tuning().flash_attn)
+    // The context checked its knobs when it was made, and its facts are the device's own.
+    record(ctx, stream, ops, p, &ctx.facts(), &ctx.tuning().flash_attn)
 }
 
 /// [`flash_attn_ext`] planned for other device facts or knobs than `ctx`'s own. Facts that claim
@@ -168,6 +169,18 @@ pub fn flash_attn_ext_with(
             name: "FLASH_ATTN_EXT device facts",
             message,
         })?;
+    record(ctx, stream, ops, p, facts, knobs)
+}
+
+/// Checks the operands, plans and records, with knobs and facts already checked.
+fn record(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    ops: &FlashAttnOperands<'_>,
+    p: FlashAttnParams,
+    facts: &DeviceFacts,
+    knobs: &Knobs,
+) -> Result<Plan> {
     let layouts = ops.layouts();
     check(&layouts)?;
     let mut tensors = vec![ops.q, ops.k, ops.v, ops.dst];

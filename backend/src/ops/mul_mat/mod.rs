@@ -69,7 +69,8 @@ pub fn mul_mat(
     b: &DeviceTensor,
     dst: &DeviceTensor,
 ) -> Result<MulMatPlan> {
-    mul_mat_with(ctx, stream, a, b, dst, &ctx.facts(), &ctx.tuning().mul_mat)
+    // The context checked its knobs when it was made, and its facts are the device's own.
+    record(ctx, stream, a, b, dst, &ctx.facts(), &ctx.tuning().mul_mat)
 }
 
 /// [`mul_mat`] planned for other device facts or knobs than `ctx`'s own: a device with fewer
@@ -95,6 +96,19 @@ pub fn mul_mat_with(
             name: "MUL_MAT device facts",
             message,
         })?;
+    record(ctx, stream, a, b, dst, facts, tuning)
+}
+
+/// Checks the operands, plans and records, with knobs and facts already checked.
+fn record(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    a: &DeviceTensor,
+    b: &DeviceTensor,
+    dst: &DeviceTensor,
+    facts: &DeviceFacts,
+    tuning: &Tuning,
+) -> Result<MulMatPlan> {
     check(a.layout(), b.layout(), dst.layout())?;
     if dst.layout().elements() == 0 {
         // Nothing to dispatch.

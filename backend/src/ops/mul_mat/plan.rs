@@ -2002,6 +2002,10 @@ mod tests {
         for (bad, name) in [
             ("sg_prefetch=3", "sg_prefetch"),
             ("sg_probe=3", "sg_probe"),
+            ("sg_raw_units=3", "sg_raw_units"),
+            ("sg_a_f16_min_n=1048577", "sg_a_f16_min_n"),
+            ("sg_b_f16_min_n=4294967295", "sg_b_f16_min_n"),
+            ("vec_int_fused=2", "vec_int_fused"),
             ("b_vec4=3", "b_vec4"),
         ] {
             let err = Tuning::parse(bad).unwrap_err();
