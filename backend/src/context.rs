@@ -89,6 +89,8 @@ pub struct GpuContext {
     options: ContextOptions,
     /// Compiled kernels of this device.
     kernels: Arc<KernelCache>,
+    /// The kernels of the ops' recent plans (an index into `kernels`).
+    plan_kernels: Arc<crate::ops::PlanKernelMemos>,
     /// Scratch buffers the ops use between their own dispatches.
     scratch: Arc<Scratch>,
     /// The stream of the context's own ops (`GpuContext::mul_mat` and the like).
@@ -386,6 +388,7 @@ impl GpuContext {
             capabilities,
             options,
             kernels: Arc::default(),
+            plan_kernels: Arc::default(),
             scratch: Arc::default(),
             stream: Arc::new(Mutex::new(stream)),
         })
@@ -470,6 +473,11 @@ impl GpuContext {
     /// The kernel of `variant`, compiled on first use.
     pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
         self.kernels.get(&self.device, variant, storage)
+    }
+
+    /// The kernels of the ops' recent plans.
+    pub(crate) fn plan_kernels(&self) -> &crate::ops::PlanKernelMemos {
+        &self.plan_kernels
     }
 
     /// The context's scratch buffer for `label`, at least `bytes` long.

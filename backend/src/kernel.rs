@@ -5,7 +5,7 @@
 //! group serves every dispatch whose buffers are the same. Kernels of the grid formats also bind
 //! the lookup-table buffer (`format::wgsl_tables`), which the stream supplies.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use dawn::{
@@ -39,6 +39,59 @@ pub struct Kernel {
     pub storage: Vec<Access>,
     /// Whether the shader reads the lookup-table buffer (bound at `TABLES_BINDING`).
     pub reads_tables: bool,
+}
+
+/// How many plans a [`PlanMemo`] remembers (the most recently used).
+pub const PLAN_MEMO_ENTRIES: usize = 64;
+
+/// The compiled kernels of recent op plans. An op that repeats (every layer of every token)
+/// finds its kernels by comparing plans, instead of rebuilding its variants' defines and
+/// hashing them on every record, which took over a third of the host's time per dispatch.
+/// A plan's kernels are a function of the plan alone, so a hit is always the right answer.
+#[derive(Debug)]
+pub struct PlanMemo<P, V> {
+    entries: Mutex<VecDeque<(P, V)>>,
+}
+
+impl<P, V> Default for PlanMemo<P, V> {
+    fn default() -> Self {
+        PlanMemo {
+            entries: Mutex::new(VecDeque::new()),
+        }
+    }
+}
+
+impl<P: PartialEq + Clone, V: Clone> PlanMemo<P, V> {
+    /// The value remembered for `plan`, or `make`'s (remembered when it succeeds).
+    pub fn get_or_try_insert(&self, plan: &P, make: impl FnOnce() -> Result<V>) -> Result<V> {
+        {
+            let mut entries = self.entries.lock();
+            if let Some(i) = entries.iter().position(|(p, _)| p == plan) {
+                if i > 0
+                    && let Some(hit) = entries.remove(i)
+                {
+                    entries.push_front(hit);
+                }
+                return Ok(entries[0].1.clone());
+            }
+        }
+        // Made unlocked: it may compile, and `make` may use other memos.
+        let value = make()?;
+        let mut entries = self.entries.lock();
+        entries.push_front((plan.clone(), value.clone()));
+        entries.truncate(PLAN_MEMO_ENTRIES);
+        Ok(value)
+    }
+
+    /// How many plans are remembered.
+    pub fn len(&self) -> usize {
+        self.entries.lock().len()
+    }
+
+    /// Whether no plan is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The kernels of one device, by variant.
@@ -125,4 +178,34 @@ fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Resu
         storage: storage.to_vec(),
         reads_tables,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_memo_remembers_successes_most_recent_first_and_forgets_failures() {
+        let memo: PlanMemo<u32, u32> = PlanMemo::default();
+        let made = std::cell::Cell::new(0);
+        let make = |v: u32| {
+            made.set(made.get() + 1);
+            Ok(v * 10)
+        };
+        assert_eq!(memo.get_or_try_insert(&1, || make(1)).unwrap(), 10);
+        assert_eq!(memo.get_or_try_insert(&1, || make(99)).unwrap(), 10);
+        assert_eq!(made.get(), 1);
+        let failed = memo.get_or_try_insert(&2, || Err(BackendError::InvalidOperands("no".into())));
+        assert!(failed.is_err());
+        assert_eq!(memo.len(), 1);
+        assert_eq!(memo.get_or_try_insert(&2, || make(2)).unwrap(), 20);
+        // Fill past the capacity while plan 1 keeps being used: it stays, plan 2 goes.
+        for p in 3..3 + PLAN_MEMO_ENTRIES as u32 {
+            memo.get_or_try_insert(&p, || make(p)).unwrap();
+            memo.get_or_try_insert(&1, || make(99)).unwrap();
+        }
+        assert_eq!(memo.len(), PLAN_MEMO_ENTRIES);
+        assert_eq!(memo.get_or_try_insert(&1, || make(99)).unwrap(), 10);
+        assert_eq!(memo.get_or_try_insert(&2, || make(7)).unwrap(), 70);
+    }
 }

@@ -18,6 +18,13 @@ use crate::tensor::Layout;
 use flash_attn::{FlashAttnLayouts, FlashAttnOperands, FlashAttnParams};
 use mul_mat::MulMatPlan;
 
+/// The compiled kernels of the ops' recent plans, per device (see [`crate::kernel::PlanMemo`]).
+#[derive(Debug, Default)]
+pub(crate) struct PlanKernelMemos {
+    pub mul_mat: crate::kernel::PlanMemo<MulMatPlan, std::sync::Arc<mul_mat::encode::PlanKernels>>,
+    pub flash_attn: crate::kernel::PlanMemo<flash_attn::Plan, std::sync::Arc<flash_attn::PlanKernels>>,
+}
+
 impl GpuContext {
     /// `a × b` as ggml's `ggml_mul_mat`: `a` `[k, m, a2, a3]` of any supported type (rows
     /// contiguous), `b` `[k, n, b2, b3]` in f32 or f16 (any strides, `a2 | b2`, `a3 | b3`);

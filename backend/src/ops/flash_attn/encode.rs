@@ -15,6 +15,26 @@ use crate::ops::dequantize;
 use crate::params::{FlashAttnReduceUniforms, FlashAttnSimpleUniforms, FlashAttnUniforms, alibi_slopes};
 use crate::tensor::Layout;
 
+/// The compiled kernels of a fast plan (see `variants::flash_attn`).
+#[derive(Debug)]
+pub struct PlanKernels {
+    pub kernel: Arc<Compiled>,
+    /// The pass that combines the KV splits.
+    pub reduce: Option<Arc<Compiled>>,
+}
+
+/// `plan`'s kernels, from the context's memo of recent plans or compiled now.
+fn plan_kernels(ctx: &GpuContext, plan: &Plan) -> Result<Arc<PlanKernels>> {
+    ctx.plan_kernels().flash_attn.get_or_try_insert(plan, || {
+        let variants = crate::variants::flash_attn(plan);
+        let reduce = [Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+        Ok(Arc::new(PlanKernels {
+            kernel: ctx.kernel(&variants.kernel, &STORAGE)?,
+            reduce: variants.reduce.map(|v| ctx.kernel(&v, &reduce)).transpose()?,
+        }))
+    })
+}
+
 /// The bindings of the operands: K and V both plain and, where possible, as whole 16-byte
 /// vectors (the plan picks).
 pub(super) struct Bound {
@@ -175,9 +195,8 @@ fn fast(
         n_rows: word(n_rows)?,
         tau: plan.tau,
     };
-    let kernels = crate::variants::flash_attn(plan);
-    let shader = kernels.kernel;
-    let kernel: Arc<Compiled> = ctx.kernel(&shader, &STORAGE)?;
+    let kernels = plan_kernels(ctx, plan)?;
+    let kernel = &kernels.kernel;
     let q_range = BufferRange::new(ops.q.buffer(), bq);
     let out = match &scratch {
         Some(buffer) => BufferRange {
@@ -205,15 +224,14 @@ fn fast(
         // The split partials pass through the context's scratch to the reduce: one submit.
         stream.reserve(2)?;
     }
-    stream.dispatch(&kernel, &buffers, &params, grid)?;
+    stream.dispatch(kernel, &buffers, &params, grid)?;
     if !split {
         return Ok(());
     }
-    let reduce = kernels
+    let kernel = kernels
         .reduce
         .as_ref()
         .ok_or_else(|| BackendError::InvalidOperands("a split plan without the reduce kernel".into()))?;
-    let kernel = ctx.kernel(reduce, &[Access::Read, Access::Read, Access::Read, Access::ReadWrite])?;
     let rgrid = grid_2d(word(n_rows)?, limits.max_compute_workgroups_per_dimension);
     let rparams = FlashAttnReduceUniforms {
         n_rows: word(n_rows)?,
@@ -241,7 +259,7 @@ fn fast(
         size: scratch_bytes - stats_offset,
     };
     stream.dispatch(
-        &kernel,
+        kernel,
         &[part, stats, sinks_range, BufferRange::new(ops.dst.buffer(), bd)],
         &rparams,
         rgrid,

@@ -25,6 +25,7 @@ use crate::memory::DeviceTensor;
 use crate::ops::dequantize;
 use crate::tensor::Layout;
 
+pub(crate) use encode::PlanKernels;
 pub use knobs::{parse_knobs, validate_knobs};
 pub use plan::{Force, Kernel, Knobs, Placement, Plan};
 

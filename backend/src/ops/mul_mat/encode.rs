@@ -3,7 +3,9 @@
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream};
-use crate::kernel::Access;
+use std::sync::Arc;
+
+use crate::kernel::{Access, Kernel};
 use crate::memory::{Binding, DeviceTensor};
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 
@@ -34,6 +36,35 @@ fn word(v: u64) -> Result<u32> {
     u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("MUL_MAT: a size or stride of {v}")))
 }
 
+/// The compiled kernels of one plan (see `variants::mul_mat`).
+#[derive(Debug)]
+pub struct PlanKernels {
+    pub kernel: Arc<Kernel>,
+    pub quantize_b: Option<Arc<Kernel>>,
+    pub dequantize_a: Option<Arc<Kernel>>,
+    pub convert_b: Option<Arc<Kernel>>,
+}
+
+/// `plan`'s kernels, from the context's memo of recent plans or compiled now.
+fn plan_kernels(ctx: &GpuContext, plan: &MulMatPlan) -> Result<Arc<PlanKernels>> {
+    ctx.plan_kernels().mul_mat.get_or_try_insert(plan, || {
+        let variants = crate::variants::mul_mat(plan);
+        let main: &[Access] = if plan.a_vec4 {
+            &[Access::Read, Access::Read, Access::ReadWrite, Access::Read]
+        } else {
+            &[Access::Read, Access::Read, Access::ReadWrite]
+        };
+        let pass = [Access::Read, Access::Read, Access::ReadWrite];
+        let compile = |v: Option<&crate::shader_lib::ShaderVariant>| v.map(|v| ctx.kernel(v, &pass)).transpose();
+        Ok(Arc::new(PlanKernels {
+            kernel: ctx.kernel(&variants.kernel, main)?,
+            quantize_b: compile(variants.quantize_b.as_ref())?,
+            dequantize_a: compile(variants.dequantize_a.as_ref())?,
+            convert_b: compile(variants.convert_b.as_ref())?,
+        }))
+    })
+}
+
 /// Records the planned kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn encode(
@@ -48,14 +79,8 @@ pub fn encode(
     if matches!(plan.path, Path::Simple { .. }) {
         return simple(ctx, stream, a, b, dst, bound, plan);
     }
-    let kernels = crate::variants::mul_mat(plan);
-    let variant = kernels.kernel;
-    let access: &[Access] = if plan.a_vec4 {
-        &[Access::Read, Access::Read, Access::ReadWrite, Access::Read]
-    } else {
-        &[Access::Read, Access::Read, Access::ReadWrite]
-    };
-    let kernel = ctx.kernel(&variant, access)?;
+    let kernels = plan_kernels(ctx, plan)?;
+    let kernel = &kernels.kernel;
     let mut params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan)?;
     let mut buffers = vec![
         BufferRange::new(a.buffer(), bound.a),
@@ -121,7 +146,6 @@ pub fn encode(
         let quantize = kernels.quantize_b.as_ref().ok_or_else(|| {
             BackendError::InvalidOperands("a plan that quantizes b without the quantize kernel".into())
         })?;
-        let quantize = ctx.kernel(quantize, &[Access::Read, Access::Read, Access::ReadWrite])?;
         let scratch = BufferRange {
             buffer: scratch,
             offset: 0,
@@ -129,13 +153,13 @@ pub fn encode(
         };
         let quantize_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
         let quantize_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
-        stream.dispatch(&quantize, &quantize_buffers, &quantize_params, q.grid)?;
+        stream.dispatch(quantize, &quantize_buffers, &quantize_params, q.grid)?;
         if q.twice {
-            stream.dispatch(&quantize, &quantize_buffers, &quantize_params, q.grid)?;
+            stream.dispatch(quantize, &quantize_buffers, &quantize_params, q.grid)?;
         }
         buffers[1] = scratch;
     }
-    stream.dispatch(&kernel, &buffers, &params, plan.grid)
+    stream.dispatch(kernel, &buffers, &params, plan.grid)
 }
 
 /// Records one pass that writes an f16 copy of a or b into the context's scratch for `label`
@@ -145,22 +169,21 @@ fn copy_pass(
     ctx: &GpuContext,
     stream: &mut Stream,
     originals: &[BufferRange; 2],
-    variant: Option<&crate::shader_lib::ShaderVariant>,
+    kernel: Option<&Arc<Kernel>>,
     label: &'static str,
     bytes: u64,
     params: &MulMatUniforms,
     grid: [u32; 3],
 ) -> Result<BufferRange> {
-    let variant = variant
+    let kernel = kernel
         .ok_or_else(|| BackendError::InvalidOperands(format!("a plan with a {label} copy but no kernel for it")))?;
-    let kernel = ctx.kernel(variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
     let copy = BufferRange {
         buffer: ctx.scratch_buffer(label, bytes)?,
         offset: 0,
         size: bytes,
     };
     let buffers = [originals[0].clone(), originals[1].clone(), copy.clone()];
-    stream.dispatch(&kernel, &buffers, params, grid)?;
+    stream.dispatch(kernel, &buffers, params, grid)?;
     Ok(copy)
 }
 
@@ -211,8 +234,7 @@ fn simple(
     plan: &MulMatPlan,
 ) -> Result<()> {
     let (la, lb) = (&a.layout(), &b.layout());
-    let variant = crate::variants::mul_mat(plan).kernel;
-    let kernel = ctx.kernel(&variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
+    let kernels = plan_kernels(ctx, plan)?;
     let outputs = dst.layout().elements();
     u32::try_from(outputs).map_err(|_| BackendError::Unsupported("more than 2^32 outputs".into()))?;
     let w = |v: usize| word(v as u64);
@@ -243,5 +265,5 @@ fn simple(
         BufferRange::new(b.buffer(), bound.b),
         BufferRange::new(dst.buffer(), bound.dst),
     ];
-    stream.dispatch(&kernel, &buffers, &params, plan.grid)
+    stream.dispatch(&kernels.kernel, &buffers, &params, plan.grid)
 }
