@@ -9,9 +9,12 @@ pub mod dequantize;
 pub mod flash_attn;
 pub mod mul_mat;
 
+use std::sync::Arc;
+
 use crate::context::GpuContext;
 use crate::error::Result;
 use crate::ggml_type::GgmlType;
+use crate::kernel::PlanMemo;
 use crate::memory::DeviceTensor;
 use crate::tensor::Layout;
 
@@ -21,8 +24,8 @@ use mul_mat::MulMatPlan;
 /// The compiled kernels of the ops' recent plans, per device (see [`crate::kernel::PlanMemo`]).
 #[derive(Debug, Default)]
 pub(crate) struct PlanKernelMemos {
-    pub mul_mat: crate::kernel::PlanMemo<MulMatPlan, std::sync::Arc<mul_mat::encode::PlanKernels>>,
-    pub flash_attn: crate::kernel::PlanMemo<flash_attn::Plan, std::sync::Arc<flash_attn::PlanKernels>>,
+    pub mul_mat: PlanMemo<MulMatPlan, Arc<mul_mat::encode::PlanKernels>>,
+    pub flash_attn: PlanMemo<flash_attn::Plan, Arc<flash_attn::PlanKernels>>,
 }
 
 impl GpuContext {

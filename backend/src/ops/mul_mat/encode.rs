@@ -1,10 +1,10 @@
 //! Binding, parameters and dispatch of a [`MulMatPlan`]: every choice comes from the plan.
 
+use std::sync::Arc;
+
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream};
-use std::sync::Arc;
-
 use crate::kernel::{Access, Kernel};
 use crate::memory::{Binding, DeviceTensor};
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
