@@ -85,6 +85,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
                 .flag("B_Q8K", *int_slots)
                 .flag("VEC_PREFETCH", *prefetch)
                 .flag("PROBE_LOADS", *probe == 1)
+                .flag("A_VEC4", plan.a_vec4)
                 .define("WG_SIZE", format!("{wg_size}u"))
                 .define("ROWS", format!("{rows}u"))
                 .define("GROUPS", format!("{groups}u"))
@@ -341,11 +342,12 @@ pub struct Enumerated {
 
 /// The MUL_MAT knob sets [`enumerate`] plans with: the defaults, then the sets that switch on
 /// the kernels' optional forms (the fused and prefetching integer mat-vec, the float mat-vec's
-/// staged b, f16 accumulation).
+/// staged b, f16 accumulation, the mat-vecs' 16-byte reads of a).
 pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
     "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
     "sg_acc_f16=1",
+    "vec_float_vec4=1,vec_int_a_vec4=1",
     "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_prefetch=2,sg_stages=1",
 ];
 

@@ -597,6 +597,65 @@ fn mat_vec_with_more_outputs_than_threads() {
     }
 }
 
+/// The mat-vecs that read a as 16-byte words (`vec_float_vec4`, `vec_int_a_vec4`) against the
+/// CPU: float rows of every float type with f32 and f16 b, whole words and rows padded past k
+/// (their last elements read one by one, b then read by words), n from 1 to 8, with and without
+/// subgroups; q4_K and q5_K units at n = 1 to 3.
+#[test]
+fn mat_vec_reading_16_byte_words_matches_the_cpu() {
+    let ctx = context(false);
+    let device = ctx.facts();
+    let bare = DeviceFacts {
+        subgroups: false,
+        subgroup_matrix: None,
+        ..device
+    };
+    let tuning = Tuning::parse("vec_float_vec4=1,vec_int_a_vec4=1").unwrap();
+    // The units kernel (not the K-quant slots) at every n tried.
+    let units = Tuning::parse("vec_float_vec4=1,vec_int_a_vec4=1,vec_int_slots_min_n=65,vec_wg=64").unwrap();
+    let mut rng = Rng::new(31);
+    for facts in [device, bare] {
+        for (ty, b_ty, k, k_v, n) in [
+            (GgmlType::F16, GgmlType::F32, 1000, 0, 1),
+            (GgmlType::F16, GgmlType::F32, 1001, 1008, 8),
+            (GgmlType::F32, GgmlType::F32, 301, 304, 2),
+            (GgmlType::F32, GgmlType::F16, 512, 0, 5),
+            (GgmlType::BF16, GgmlType::F32, 1000, 0, 3),
+            (GgmlType::F16, GgmlType::F16, 258, 264, 4),
+        ] {
+            let text = format!(
+                "MUL_MAT(type_a={ty},type_b={b_ty},m=37,n={n},k={k},bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v={k_v},o=1,src_overlap=0)"
+            );
+            let p = random_case(&mut rng, text);
+            let (_, plan) = run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+            assert!(
+                matches!(plan.path, Path::Vec { .. }) && plan.a_vec4,
+                "{}: {plan}",
+                p.text
+            );
+        }
+        for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
+            for n in [1, 2, 3] {
+                let text = format!("MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k=1280)");
+                let p = random_case(&mut rng, text);
+                let (_, plan) = run_random(&ctx, &p, &facts, &units).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+                assert!(
+                    matches!(
+                        plan.path,
+                        Path::Vec {
+                            int_dot: true,
+                            int_slots: false,
+                            ..
+                        }
+                    ) && plan.a_vec4,
+                    "{}: {plan}",
+                    p.text
+                );
+            }
+        }
+    }
+}
+
 /// The float mat-vec with b staged in workgroup memory: chunks that do not divide k nor the
 /// group's lanes, an odd k (its last element read from b directly), f32 and f16 b, with and
 /// without subgroups; every output against the CPU reference.

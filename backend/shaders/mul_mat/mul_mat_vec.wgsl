@@ -43,6 +43,14 @@ enable subgroups;
 #endif
 
 const RN: u32 = ROWS * N_COLS;
+#if defined(A_FLOAT) && defined(A_VEC4)
+// Elements of a float row in one 16-byte word.
+#if A_TYPE == TYPE_F32
+#define A_QUAD 4u
+#else
+#define A_QUAD 8u
+#endif
+#endif
 const GROUP_SIZE: u32 = WG_SIZE / GROUPS;
 
 #ifdef USE_SUBGROUPS
@@ -496,6 +504,53 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
 #endfor
             }
+#endfor
+        }
+#endfor
+    }
+#elif defined(A_FLOAT) && defined(A_VEC4)
+    // 16-byte words: each step a lane takes one word of every row (8 halves or 4 floats) and
+    // the matching elements of every column, as 16-byte words of b where b's layout allows
+    // (b_vec4): a quarter of the pair loop's load instructions.
+    let quads = p.k / A_QUAD;
+    for (var s = lane; s < quads; s += GROUP_SIZE) {
+        let e = s * A_QUAD;
+#for J in 0..N_COLS
+        let b0_##J = b_vec4(col_##J, e);
+#if A_TYPE != TYPE_F32
+        let b1_##J = b_vec4(col_##J, e + 4u);
+#endif
+#endfor
+#for R in 0..ROWS
+        {
+            let w = a4[(row_##R >> 4u) + s];
+#if A_TYPE == TYPE_F32
+            let a0 = bitcast<vec4<f32>>(w);
+#else
+            let a0 = vec4<f32>(a_word2(w.x), a_word2(w.y));
+            let a1 = vec4<f32>(a_word2(w.z), a_word2(w.w));
+#endif
+#for J in 0..N_COLS
+#ifdef PROBE_LOADS
+            // Measurement only: the loaded words folded, no products.
+            let fold_##J = w ^ bitcast<vec4<u32>>(b0_##J);
+            acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y ^ fold_##J.z ^ fold_##J.w) & 0x3fffffffu);
+#elif A_TYPE != TYPE_F32
+            acc_##R##_##J += dot(a0, b0_##J) + dot(a1, b1_##J);
+#else
+            acc_##R##_##J += dot(a0, b0_##J);
+#endif
+#endfor
+        }
+#endfor
+    }
+    // The last k % A_QUAD elements.
+    for (var e = quads * A_QUAD + lane; e < p.k; e += GROUP_SIZE) {
+#for R in 0..ROWS
+        {
+            let av = a_elem(row_##R, e);
+#for J in 0..N_COLS
+            acc_##R##_##J += av * b_elem(col_##J, e);
 #endfor
         }
 #endfor

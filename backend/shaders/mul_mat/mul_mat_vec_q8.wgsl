@@ -211,6 +211,40 @@ struct Wraw {
     dm: vec4<f32>,
 }
 
+#ifdef A_VEC4
+// Byte i of the block's scales (bytes 4..16 of its first 16-byte word h).
+fn w_scale_byte(h: vec4<u32>, i: u32) -> u32 {
+    return (h[1u + i / 4u] >> (8u * (i % 4u))) & 0xffu;
+}
+
+// Scale and min j of the block whose first 16-byte word is h (as fmt_scale_min).
+fn w_scale_min(h: vec4<u32>, j: u32) -> vec2<u32> {
+    let lo = vec2<u32>(w_scale_byte(h, j % 4u), w_scale_byte(h, j % 4u + 4u)) & vec2<u32>(63u);
+    let x = w_scale_byte(h, (j % 4u) + 8u);
+    let hi = vec2<u32>(x & 15u, x >> 4u) | ((vec2<u32>(w_scale_byte(h, j % 4u), w_scale_byte(h, j % 4u + 4u)) >> vec2<u32>(6u)) << vec2<u32>(4u));
+    return select(lo, hi, j >= 4u);
+}
+
+// With A_VEC4 (blocks at 16-byte offsets: 144 and 176 bytes are whole words) a unit is three
+// 16-byte loads (five for q5_K): the block's head (d, dmin, scales) and the group's 32 bytes.
+fn w_raw(row: u32, u: u32) -> Wraw {
+    let w = (row + (u / 4u) * W_BYTES) >> 4u;
+    let g = u % 4u;
+    let head = a4[w];
+    var r: Wraw;
+    r.q0 = a4[w + W_QS / 16u + 2u * g];
+    r.q1 = a4[w + W_QS / 16u + 2u * g + 1u];
+#if A_TYPE == TYPE_Q5_K
+    r.h0 = a4[w + 1u] >> vec4<u32>(2u * g);
+    r.h1 = a4[w + 2u] >> vec4<u32>(2u * g);
+#endif
+    let dd = unpack2x16float(head.x);
+    let s0 = w_scale_min(head, 2u * g);
+    let s1 = w_scale_min(head, 2u * g + 1u);
+    r.dm = vec4<f32>(dd.x * f32(s0.x), dd.y * f32(s0.y), dd.x * f32(s1.x), dd.y * f32(s1.y));
+    return r;
+}
+#else
 fn w_raw(row: u32, u: u32) -> Wraw {
     let bb = row + (u / 4u) * W_BYTES;
     let g = u % 4u;
@@ -227,6 +261,7 @@ fn w_raw(row: u32, u: u32) -> Wraw {
     r.dm = vec4<f32>(dd.x * f32(s0.x), dd.y * f32(s0.y), dd.x * f32(s1.x), dd.y * f32(s1.y));
     return r;
 }
+#endif
 
 fn w_sub(r: Wraw, t: u32) -> Wq {
     let sh = vec4<u32>(4u * t);

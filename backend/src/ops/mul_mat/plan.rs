@@ -67,6 +67,10 @@ pub struct Tuning {
     /// workgroup instead of once per group of rows. Off: on the H100 it was slower at every n
     /// and chunk measured (f16 n=8 76 against 99-174 us, n=4 61 against 98-156; BENCHMARKS.md).
     pub vec_b_shared: u32,
+    /// 1: the float mat-vec reads a as 16-byte words where its rows allow ([`float_rows_vec4`]): a lane
+    /// takes 8 halves (4 floats) of every row a step, with b as 16-byte words where b's layout
+    /// allows ([`b_vec4`]), instead of 2 elements: a quarter of the load instructions.
+    pub vec_float_vec4: u32,
     /// Mat-vec row groups per workgroup (a power of two) for n <= 4 and n > 4: the workgroup's
     /// threads split into groups of `vec_wg / groups`, each with its own rows, so a workgroup
     /// covers `rows · groups` rows and b is read once per that many rows.
@@ -109,6 +113,9 @@ pub struct Tuning {
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
     pub vec_int_fused: u32,
+    /// 1: the integer mat-vec's units kernel reads q4_K and q5_K rows at 16-byte offsets as
+    /// 16-byte words ([`int_a_vec4`]): three loads a unit (five for q5_K) instead of 4-byte ones.
+    pub vec_int_a_vec4: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
     /// unpacked words (the loads' own cost); 2 runs b's quantize pass twice (its cost, by
@@ -200,6 +207,7 @@ impl Default for Tuning {
             vec_rows_wide_k: 4,
             vec_acc_max: 80,
             vec_b_shared: 0,
+            vec_float_vec4: 0,
             vec_groups: 1,
             vec_groups_wide: 1,
             vec_kernel: 2,
@@ -220,6 +228,7 @@ impl Default for Tuning {
             vec_int_slot_rows_wide: 2,
             vec_int_prefetch: 0,
             vec_int_fused: 0,
+            vec_int_a_vec4: 0,
             vec_int_probe: 0,
             small_n_max: 64,
             // 4x4 subgroups (512 invocations) on a 128x128 tile: 990 us for f16 at n=512 on the
@@ -291,6 +300,7 @@ knobs!(
     vec_rows_wide_k,
     vec_acc_max,
     vec_b_shared,
+    vec_float_vec4,
     vec_groups,
     vec_groups_wide,
     vec_kernel,
@@ -307,6 +317,7 @@ knobs!(
     vec_int_slot_rows_wide,
     vec_int_prefetch,
     vec_int_fused,
+    vec_int_a_vec4,
     vec_int_probe,
     small_n_max,
     sg_count_m,
@@ -387,7 +398,7 @@ impl Tuning {
             "vec_int_slots_min_n" => (0, 65),
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
             "vec_int_prefetch" => (0, 1),
-            "vec_int_fused" => (0, 1),
+            "vec_int_fused" | "vec_int_a_vec4" | "vec_float_vec4" => (0, 1),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
             "sg_count_m" | "sg_count_n" | "sg_small_count_m" | "sg_small_frag_m" => (1, 64),
@@ -606,6 +617,18 @@ pub fn a_vec4(p: &Problem) -> bool {
         _ => return false,
     };
     p.a_align >= 16 && (p.k * elem).is_multiple_of(16)
+}
+
+/// Whether the float mat-vec can read a's rows as 16-byte words: float rows at 16-byte offsets
+/// (a row's last k % 8 halves, or k % 4 floats, are read one by one).
+pub fn float_rows_vec4(p: &Problem) -> bool {
+    matches!(p.a_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) && p.a_align >= 16
+}
+
+/// Whether the integer mat-vec can read a's blocks as 16-byte words: q4_K or q5_K (144- and
+/// 176-byte blocks, whole words) with rows at 16-byte offsets.
+pub fn int_a_vec4(p: &Problem) -> bool {
+    matches!(p.a_type, GgmlType::Q4_K | GgmlType::Q5_K) && p.a_align >= 16
 }
 
 impl MulMatPlan {
@@ -851,6 +874,16 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
     }
     let (a_vec4, direct_store) = match &path {
         Path::SubgroupMatrix { config, .. } => (a_vec4(&kp), p.dst_bytes >= u64::from(config.m * config.n * 4)),
+        Path::Vec {
+            int_dot: false,
+            b_shared: 0,
+            ..
+        } => (t.vec_float_vec4 == 1 && float_rows_vec4(p), false),
+        Path::Vec {
+            int_dot: true,
+            int_slots: false,
+            ..
+        } => (t.vec_int_a_vec4 == 1 && int_a_vec4(p), false),
         _ => (false, false),
     };
     let quantize_b = match path {
@@ -879,6 +912,8 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
             0 => false,
             1 => match path {
                 Path::SubgroupMatrix { .. } => true,
+                // The float mat-vec's 16-byte steps read b 16 bytes at a time too.
+                Path::Vec { int_dot: false, .. } if a_vec4 => true,
                 // Measured faster for the lookup-table formats' mat-vec only (the float one was
                 // slower; the integer one reads b's 8-bit blocks, not b).
                 Path::Vec { .. } => matches!(
@@ -1951,6 +1986,48 @@ mod tests {
         let plan = plan(&huge, &d, &Tuning::default());
         assert!(matches!(plan.path, Path::Simple { .. }), "{plan}");
         assert!(plan.to_string().contains("32-bit"));
+    }
+
+    #[test]
+    fn mat_vecs_read_16_byte_words_where_the_knobs_and_rows_allow() {
+        let d = nvidia((16, 16, 16));
+        let on = Tuning::parse("vec_float_vec4=1,vec_int_a_vec4=1").unwrap();
+        let case = |a_type, n, a_align| Problem {
+            a_type,
+            b_type: GgmlType::F32,
+            m: 4096,
+            n,
+            k: 14336,
+            batches: 1,
+            a_batches: 1,
+            a_align,
+            b_align: 16,
+            b_contiguous: true,
+            dst_bytes: 4096 * n * 4,
+        };
+        for (a_type, n, a_align, expected) in [
+            (GgmlType::F16, 1, 16, true),
+            (GgmlType::F32, 8, 16, true),
+            (GgmlType::BF16, 4, 16, true),
+            (GgmlType::F16, 1, 4, false),
+            (GgmlType::Q4_K, 1, 16, true),
+            (GgmlType::Q5_K, 1, 16, true),
+            (GgmlType::Q4_K, 1, 4, false),
+            // The slot kernel and other formats keep 4-byte reads.
+            (GgmlType::Q4_K, 2, 16, false),
+            (GgmlType::Q4_0, 1, 16, false),
+            (GgmlType::Q6_K, 1, 16, false),
+        ] {
+            let p = case(a_type, n, a_align);
+            let q = plan(&p, &d, &on);
+            assert!(matches!(q.path, Path::Vec { .. }), "{q}");
+            assert_eq!(q.a_vec4, expected, "{a_type} n={n} a_align={a_align}: {q}");
+            // The float kernel's 16-byte steps read b by words too; off by default.
+            if expected && !a_type.is_quantized() {
+                assert!(q.b_vec4, "{q}");
+            }
+            assert!(!plan(&p, &d, &Tuning::default()).a_vec4);
+        }
     }
 
     #[test]
