@@ -600,7 +600,8 @@ fn mat_vec_with_more_outputs_than_threads() {
 /// The mat-vecs that read a as 16-byte words (`vec_float_vec4`, `vec_int_a_vec4`) against the
 /// CPU: float rows of every float type with f32 and f16 b, whole words and rows padded past k
 /// (their last elements read one by one, b then read by words), n from 1 to 8, with and without
-/// subgroups; q4_K and q5_K units at n = 1 to 3.
+/// subgroups; q4_K and q5_K units, q4_0 and q8_0 units of 8 blocks (and the blocks after the last
+/// whole one) at n = 1 to 3.
 #[test]
 fn mat_vec_reading_16_byte_words_matches_the_cpu() {
     let ctx = context(false);
@@ -634,9 +635,20 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
                 p.text
             );
         }
-        for ty in [GgmlType::Q4_K, GgmlType::Q5_K] {
+        // q4_0 and q8_0 in units of 8 blocks, and with rows padded past k, so that one block is left
+        // after the last whole unit.
+        for (ty, k, k_v) in [
+            (GgmlType::Q4_K, 1280, 0),
+            (GgmlType::Q5_K, 1280, 0),
+            (GgmlType::Q4_0, 1280, 0),
+            (GgmlType::Q4_0, 1312, 1536),
+            (GgmlType::Q8_0, 1280, 0),
+            (GgmlType::Q8_0, 1312, 1536),
+        ] {
             for n in [1, 2, 3] {
-                let text = format!("MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k=1280)");
+                let text = format!(
+                    "MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k={k},bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v={k_v},o=1,src_overlap=0)"
+                );
                 let p = random_case(&mut rng, text);
                 let (_, plan) = run_random(&ctx, &p, &facts, &units).unwrap_or_else(|e| panic!("{}: {e}", p.text));
                 assert!(

@@ -462,7 +462,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let x_base_0 = 0u;
 #else
 #for J in 0..N_COLS
-    let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * units * W_SUBS;
+    let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * (p.k / 32u);
 #endfor
 #endif
 #ifdef VEC_PREFETCH
@@ -508,6 +508,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
 #endfor
     }
+#ifdef W_WIDE
+    // Blocks past the last whole unit of 8, one a step.
+    for (var blk = units * W_SUBS + lane; blk < p.k / 32u; blk += GROUP_SIZE) {
+#for J in 0..N_COLS
+        let xi_##J = 3u * (x_base_##J + blk);
+        let x_##J = Xq(xq_word(xi_##J), xq_word(xi_##J + 1u), bitcast<vec4<f32>>(xq_word(xi_##J + 2u)));
+#endfor
+#for R in 0..ROWS
+        {
+            let w = w_load(row_##R, blk);
+#for J in 0..N_COLS
+            acc_##R##_##J += w_dot(w, x_##J);
+#endfor
+        }
+#endfor
+    }
+#endif
 #elif defined(A_FLOAT) && defined(A_VEC4)
     // 16-byte words: each step a lane takes one word of every row (8 halves or 4 floats) and
     // the matching elements of every column, as 16-byte words of b where b's layout allows

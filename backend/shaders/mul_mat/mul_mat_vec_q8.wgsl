@@ -318,6 +318,61 @@ fn w_sub(r: Wraw, j: u32) -> Wq {
 }
 #endif
 
+#if defined(A_VEC4) && (A_TYPE == TYPE_Q4_0 || A_TYPE == TYPE_Q8_0)
+// With A_VEC4 (rows at 16-byte offsets) a unit is 8 blocks, 144 (q4_0) or 272 (q8_0) bytes:
+// whole 16-byte words, 9 or 17 loads instead of five 4-byte loads per 16 bytes. Blocks past
+// the row's last whole unit are read one by one (w_load, W_WIDE).
+#define W_SUBS 8u
+#define W_WIDE 1
+#if A_TYPE == TYPE_Q4_0
+#define W_WORDS 9
+const W_BB: u32 = 18u;
+#else
+#define W_WORDS 17
+const W_BB: u32 = 34u;
+#endif
+struct Wraw {
+    w: array<vec4<u32>, W_WORDS>,
+}
+
+fn w_raw(row: u32, u: u32) -> Wraw {
+    let base = (row >> 4u) + u * W_WORDS##u;
+    var r: Wraw;
+#for I in 0..W_WORDS
+    r.w[I] = a4[base + I##u];
+#endfor
+    return r;
+}
+
+// 4-byte word i of the unit.
+fn w_unit_word(r: Wraw, i: u32) -> u32 {
+    return r.w[i / 4u][i % 4u];
+}
+
+// Four words at byte `byte` (even) of the unit.
+fn w_unit_words4(r: Wraw, byte: u32) -> vec4<u32> {
+    let i = byte / 4u;
+    let w = vec4<u32>(w_unit_word(r, i), w_unit_word(r, i + 1u), w_unit_word(r, i + 2u), w_unit_word(r, i + 3u));
+    if (byte % 4u == 0u) {
+        return w;
+    }
+    let next = w_unit_word(r, i + 4u);
+    return (w >> vec4<u32>(16u)) | (vec4<u32>(w.yzw, next) << vec4<u32>(16u));
+}
+
+// Block s of the unit (s is a constant of the unrolled loop, so the byte offsets fold).
+fn w_sub(r: Wraw, s: u32) -> Wq {
+    let o = s * W_BB;
+    let d = unpack2x16float(w_unit_word(r, o / 4u))[(o % 4u) / 2u];
+#if A_TYPE == TYPE_Q4_0
+    let q = w_unit_words4(r, o + 2u);
+    return Wq(q & vec4<u32>(NIB), (q >> vec4<u32>(4u)) & vec4<u32>(NIB), vec2<f32>(d), vec2<f32>(-8.0 * d));
+#else
+    return Wq(w_unit_words4(r, o + 2u), w_unit_words4(r, o + 18u), vec2<f32>(d), vec2<f32>(0.0));
+#endif
+}
+#endif
+
 #ifndef W_SUBS
 // One sub-block a unit.
 #define W_SUBS 1u

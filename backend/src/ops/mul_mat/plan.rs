@@ -113,8 +113,9 @@ pub struct Tuning {
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
     pub vec_int_fused: u32,
-    /// 1: the integer mat-vec's units kernel reads q4_K and q5_K rows at 16-byte offsets as
-    /// 16-byte words ([`int_a_vec4`]): three loads a unit (five for q5_K) instead of 4-byte ones.
+    /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0 and q8_0 rows at 16-byte
+    /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
+    /// and q8_0 in units of 8 blocks (9 and 17 loads) instead of 4-byte loads.
     pub vec_int_a_vec4: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
@@ -625,10 +626,16 @@ pub fn float_rows_vec4(p: &Problem) -> bool {
     matches!(p.a_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) && p.a_align >= 16
 }
 
-/// Whether the integer mat-vec can read a's blocks as 16-byte words: q4_K or q5_K (144- and
-/// 176-byte blocks, whole words) with rows at 16-byte offsets.
+/// Whether the integer mat-vec can read a's blocks as 16-byte words, with rows at 16-byte
+/// offsets: q4_K or q5_K (144- and 176-byte blocks, whole words), q4_0 or q8_0 in units of 8
+/// blocks (144 and 272 bytes) where a row holds one at least.
 pub fn int_a_vec4(p: &Problem) -> bool {
-    matches!(p.a_type, GgmlType::Q4_K | GgmlType::Q5_K) && p.a_align >= 16
+    let formats = match p.a_type {
+        GgmlType::Q4_K | GgmlType::Q5_K => true,
+        GgmlType::Q4_0 | GgmlType::Q8_0 => p.k >= 256,
+        _ => false,
+    };
+    formats && p.a_align >= 16
 }
 
 impl MulMatPlan {
@@ -2015,7 +2022,9 @@ mod tests {
             (GgmlType::Q4_K, 1, 4, false),
             // The slot kernel and other formats keep 4-byte reads.
             (GgmlType::Q4_K, 2, 16, false),
-            (GgmlType::Q4_0, 1, 16, false),
+            (GgmlType::Q4_0, 1, 16, true),
+            (GgmlType::Q8_0, 1, 16, true),
+            (GgmlType::Q8_0, 1, 4, false),
             (GgmlType::Q6_K, 1, 16, false),
         ] {
             let p = case(a_type, n, a_align);
