@@ -69,7 +69,8 @@ pub struct Tuning {
     pub vec_b_shared: u32,
     /// 1: the float mat-vec reads a as 16-byte words where its rows allow ([`float_rows_vec4`]): a lane
     /// takes 8 halves (4 floats) of every row a step, with b as 16-byte words where b's layout
-    /// allows ([`b_vec4`]), instead of 2 elements: a quarter of the load instructions.
+    /// allows ([`b_vec4`]), instead of 2 elements: a quarter of the load instructions. 2: on
+    /// GPUs only.
     pub vec_float_vec4: u32,
     /// Mat-vec row groups per workgroup (a power of two) for n <= 4 and n > 4: the workgroup's
     /// threads split into groups of `vec_wg / groups`, each with its own rows, so a workgroup
@@ -115,7 +116,7 @@ pub struct Tuning {
     pub vec_int_fused: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0 and q8_0 rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
-    /// and q8_0 in units of 8 blocks (9 and 17 loads) instead of 4-byte loads.
+    /// and q8_0 in units of 8 blocks (9 and 17 loads) instead of 4-byte loads. 2: on GPUs only.
     pub vec_int_a_vec4: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
@@ -399,7 +400,8 @@ impl Tuning {
             "vec_int_slots_min_n" => (0, 65),
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
             "vec_int_prefetch" => (0, 1),
-            "vec_int_fused" | "vec_int_a_vec4" | "vec_float_vec4" => (0, 1),
+            "vec_int_fused" => (0, 1),
+            "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
             "sg_count_m" | "sg_count_n" | "sg_small_count_m" | "sg_small_frag_m" => (1, 64),
@@ -618,6 +620,15 @@ pub fn a_vec4(p: &Problem) -> bool {
         _ => return false,
     };
     p.a_align >= 16 && (p.k * elem).is_multiple_of(16)
+}
+
+/// A switch knob that may also pick by device: 1 on, 2 on GPUs only (not CPU adapters), 0 off.
+fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
+    match knob {
+        1 => true,
+        2 => !d.cpu,
+        _ => false,
+    }
 }
 
 /// Whether the float mat-vec can read a's rows as 16-byte words: float rows at 16-byte offsets
@@ -885,12 +896,12 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
             int_dot: false,
             b_shared: 0,
             ..
-        } => (t.vec_float_vec4 == 1 && float_rows_vec4(p), false),
+        } => (knob_on(t.vec_float_vec4, d) && float_rows_vec4(p), false),
         Path::Vec {
             int_dot: true,
             int_slots: false,
             ..
-        } => (t.vec_int_a_vec4 == 1 && int_a_vec4(p), false),
+        } => (knob_on(t.vec_int_a_vec4, d) && int_a_vec4(p), false),
         _ => (false, false),
     };
     let quantize_b = match path {
@@ -2036,6 +2047,10 @@ mod tests {
                 assert!(q.b_vec4, "{q}");
             }
             assert!(!plan(&p, &d, &Tuning::default()).a_vec4);
+            // 2: by device, on GPUs only.
+            let by_device = Tuning::parse("vec_float_vec4=2,vec_int_a_vec4=2").unwrap();
+            assert_eq!(plan(&p, &d, &by_device).a_vec4, expected);
+            assert!(!plan(&p, &lavapipe(), &by_device).a_vec4);
         }
     }
 
