@@ -176,7 +176,9 @@ fn fa_f16_dec8(r: vec4<u32>) -> Dec8 {
 
 // The 4 int8 of a u32, as f32.
 fn fa_i8x4(w: u32) -> vec4<f32> {
-    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w << 24u, w << 16u, w << 8u, w)) >> vec4<u32>(24u));
+    // Each byte biased to unsigned (x ^ 0x80 = x + 128), converted without int-to-float
+    // conversions (u8x4_f32).
+    return u8x4_f32(w ^ 0x80808080u, 128.0);
 }
 
 #define FMT k

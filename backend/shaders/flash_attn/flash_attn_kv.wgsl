@@ -204,9 +204,9 @@ fn FMT##_raw(row_byte: u32, e0: u32) -> vec4<u32> {
 }
 
 fn FMT##_dec(r: vec4<u32>) -> Dec8 {
-    let sh = vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(r.w);
-    let lo = vec4<f32>((vec4<u32>(r.y) >> sh) & vec4<u32>(15u)) - 8.0;
-    let hi = vec4<f32>((vec4<u32>(r.z) >> sh) & vec4<u32>(15u)) - 8.0;
+    // The nibbles at shift r.w of each byte, as bytes, to floats minus q4_0's zero point 8.
+    let lo = u8x4_f32((r.y >> r.w) & 0x0f0f0f0fu, 8.0);
+    let hi = u8x4_f32((r.z >> r.w) & 0x0f0f0f0fu, 8.0);
     return Dec8(lo, hi, unpack2x16float(r.x).x);
 }
 #endif

@@ -101,13 +101,6 @@ struct VuSub {
     sy: f32,
 }
 
-// Four bytes as exact floats minus `off`: each byte in the low mantissa bits of 2^23, then one
-// subtraction that also removes the format's zero point.
-fn vu_f32(x: u32, off: f32) -> vec4<f32> {
-    let v = vec4<u32>(x & 0xffu, (x >> 8u) & 0xffu, (x >> 16u) & 0xffu, x >> 24u);
-    return bitcast<vec4<f32>>(v | vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0 + off);
-}
-
 // The word 2 bytes into `lo` when `odd`.
 fn vu_fun(lo: u32, hi: u32, odd: bool) -> u32 {
     return select(lo, (lo >> 16u) | (hi << 16u), odd);
@@ -169,7 +162,7 @@ fn vu_pos(u: u32, s: u32) -> vec2<u32> {
 fn vu_sub(r: VuRaw, s: u32) -> VuSub {
     let q = r.q[s];
     let d = select(r.d.x, r.d.y, s >= 4u);
-    return VuSub(vu_f32(q & 0x0f0f0f0fu, 8.0), vu_f32((q >> 4u) & 0x0f0f0f0fu, 8.0), d, d);
+    return VuSub(u8x4_f32(q & 0x0f0f0f0fu, 8.0), u8x4_f32((q >> 4u) & 0x0f0f0f0fu, 8.0), d, d);
 }
 #elif A_TYPE == TYPE_Q8_0
 // A unit is two blocks, 68 bytes: d0, qs0[32], d1, qs1[32]; 17 words, aligned when the row is.
@@ -212,7 +205,7 @@ fn vu_pos(u: u32, s: u32) -> vec2<u32> {
 fn vu_sub(r: VuRaw, s: u32) -> VuSub {
     let d = select(r.d.x, r.d.y, s >= 4u);
     // Signed bytes: flipping the sign bit makes them q + 128.
-    return VuSub(vu_f32(r.q[2u * s] ^ 0x80808080u, 128.0), vu_f32(r.q[2u * s + 1u] ^ 0x80808080u, 128.0), d, d);
+    return VuSub(u8x4_f32(r.q[2u * s] ^ 0x80808080u, 128.0), u8x4_f32(r.q[2u * s + 1u] ^ 0x80808080u, 128.0), d, d);
 }
 #elif A_TYPE == TYPE_Q4_K
 // A unit is group g (of 4) of a 144-byte block: the header (d, dmin, 12 bytes of 6-bit scales
@@ -269,8 +262,8 @@ fn vu_pos(u: u32, s: u32) -> vec2<u32> {
 
 fn vu_sub(r: VuRaw, s: u32) -> VuSub {
     let q = r.q[s];
-    let x = vu_f32(q & 0x0f0f0f0fu, 0.0) * r.dm.x - r.dm.y;
-    let y = vu_f32((q >> 4u) & 0x0f0f0f0fu, 0.0) * r.dm.z - r.dm.w;
+    let x = u8x4_f32(q & 0x0f0f0f0fu, 0.0) * r.dm.x - r.dm.y;
+    let y = u8x4_f32((q >> 4u) & 0x0f0f0f0fu, 0.0) * r.dm.z - r.dm.w;
     return VuSub(x, y, 1.0, 1.0);
 }
 #elif A_TYPE == TYPE_Q6_K
@@ -332,7 +325,7 @@ fn vu_sub(r: VuRaw, s: u32) -> VuSub {
         y = ((q >> 4u) & 0x0f0f0f0fu) | ((h >> 2u) & 0x30303030u);
     }
     let j = s / 4u;
-    return VuSub(vu_f32(x, 32.0), vu_f32(y, 32.0), r.sc[j], r.sc[j + 2u]);
+    return VuSub(u8x4_f32(x, 32.0), u8x4_f32(y, 32.0), r.sc[j], r.sc[j + 2u]);
 }
 #endif
 
