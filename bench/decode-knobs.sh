@@ -30,7 +30,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | t
 tail -n 4 "$out/correct.txt"
 KNOBS="vec_int_a_vec4=1 vec_int_a_vec4=1,vec_int_rows_k=1,vec_int_groups_k=8 vec_int_a_vec4=1,vec_int_rows=1,vec_int_groups=8 vec_int_a_vec4=1,vec_int_prefetch=1" \
     MIN_TIME=0.2 timeout 120 bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT \
-    -p 'type_a=(q4_0|q8_0|q4_K|q5_K),type_b=f32,m=4096,n=1,k=14336,' >"$out/int.txt" 2>&1
+    -p 'type_a=(q4_0|q8_0|q4_K|q5_K|q6_K),type_b=f32,m=4096,n=1,k=14336,' >"$out/int.txt" 2>&1
 cat "$out/int.txt"
 KNOBS="vec_float_vec4=1 vec_float_vec4=1,vec_acc_max=40 vec_float_vec4=1,vec_acc_max=20" \
     MIN_TIME=0.2 timeout 150 bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT \

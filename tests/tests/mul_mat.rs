@@ -601,7 +601,7 @@ fn mat_vec_with_more_outputs_than_threads() {
 /// CPU: float rows of every float type with f32 and f16 b, whole words and rows padded past k
 /// (their last elements read one by one, b then read by words), n from 1 to 8, with and without
 /// subgroups; q4_K and q5_K units, q4_0 and q8_0 units of 8 blocks (and the blocks after the last
-/// whole one) at n = 1 to 3.
+/// whole one), q6_K units at every 16-byte phase of its blocks, at n = 1 to 3.
 #[test]
 fn mat_vec_reading_16_byte_words_matches_the_cpu() {
     let ctx = context(false);
@@ -644,6 +644,8 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
             (GgmlType::Q4_0, 1312, 1536),
             (GgmlType::Q8_0, 1280, 0),
             (GgmlType::Q8_0, 1312, 1536),
+            (GgmlType::Q6_K, 2048, 0),
+            (GgmlType::Q6_K, 4096, 0),
         ] {
             for n in [1, 2, 3] {
                 let text = format!(

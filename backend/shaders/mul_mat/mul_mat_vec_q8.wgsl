@@ -288,6 +288,51 @@ struct Wraw {
     d: f32,
 }
 
+#ifdef A_VEC4
+// The 16 bytes at byte o (even, < 16) of the 32 bytes x, y: a shift by two words, then by one
+// (o / 4), then by half a word (o % 4 = 2), each a select, so that lanes at blocks of any of the
+// eight 16-byte phases of 210-byte blocks run the same instructions.
+fn w_at(x: vec4<u32>, y: vec4<u32>, o: u32) -> vec4<u32> {
+    let by2 = (o & 8u) != 0u;
+    let e = select(x, vec4<u32>(x.zw, y.xy), by2);
+    let e45 = select(y.xy, y.zw, by2);
+    let by1 = (o & 4u) != 0u;
+    let d = select(e, vec4<u32>(e.yzw, e45.x), by1);
+    let d4 = select(e45.x, e45.y, by1);
+    return select(d, (d >> vec4<u32>(16u)) | (vec4<u32>(d.yzw, d4) << vec4<u32>(16u)), (o & 2u) != 0u);
+}
+
+// With A_VEC4 (rows at 16-byte offsets, k a multiple of 2048, so every row is whole 16-byte
+// words) a unit is ten 16-byte loads instead of 35 4-byte ones: the words that hold its ql (5),
+// qh (3) and the block's scales and d (2), realigned by the block's phase (w_at). Every word
+// loaded holds a byte of the block, so none lies past the row.
+fn w_raw(row: u32, u: u32) -> Wraw {
+    let bb = row + (u / 2u) * 210u;
+    let n = u % 2u;
+    let w = bb >> 4u;
+    let o = bb & 15u;
+    let l = w + 4u * n;
+    let x0 = a4[l];
+    let x1 = a4[l + 1u];
+    let x2 = a4[l + 2u];
+    let x3 = a4[l + 3u];
+    let x4 = a4[l + 4u];
+    let h = w + 8u + 2u * n;
+    let h0 = a4[h];
+    let h1 = a4[h + 1u];
+    let h2 = a4[h + 2u];
+    // Bytes 192..224 of the block's phase: scales at 8n, d at 16.
+    let p0 = a4[w + 12u];
+    let p1 = a4[w + 13u];
+    let t = 8u * n + o;
+    let sc = w_at(select(p0, p1, t >= 16u), p1, t & 15u);
+    let d = unpack2x16float(p1[o >> 2u] >> (8u * (o & 2u))).x;
+    return Wraw(array<vec4<u32>, 2>(w_at(x0, x1, o), w_at(x1, x2, o)),
+                array<vec4<u32>, 2>(w_at(x2, x3, o), w_at(x3, x4, o)),
+                array<vec4<u32>, 2>(w_at(h0, h1, o), w_at(h1, h2, o)),
+                sc.xy, d);
+}
+#else
 fn w_raw(row: u32, u: u32) -> Wraw {
     let bb = row + (u / 2u) * 210u;
     let n = u % 2u;
@@ -299,6 +344,7 @@ fn w_raw(row: u32, u: u32) -> Wraw {
                 array<vec4<u32>, 2>(w_words4(qh), w_words4(qh + 16u)),
                 vec2<u32>(w_word(sc), w_word(sc + 4u)), a_f16(bb + 208u));
 }
+#endif
 
 fn w_sub(r: Wraw, j: u32) -> Wq {
     let ls = vec4<u32>(4u * (j / 2u));

@@ -114,9 +114,10 @@ pub struct Tuning {
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
     pub vec_int_fused: u32,
-    /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0 and q8_0 rows at 16-byte
+    /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
-    /// and q8_0 in units of 8 blocks (9 and 17 loads) instead of 4-byte loads. 2: on GPUs only.
+    /// and q8_0 in units of 8 blocks (9 and 17 loads), a q6_K unit in ten (realigned by selects)
+    /// instead of 4-byte loads. 2: on GPUs only.
     pub vec_int_a_vec4: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
@@ -639,11 +640,13 @@ pub fn float_rows_vec4(p: &Problem) -> bool {
 
 /// Whether the integer mat-vec can read a's blocks as 16-byte words, with rows at 16-byte
 /// offsets: q4_K or q5_K (144- and 176-byte blocks, whole words), q4_0 or q8_0 in units of 8
-/// blocks (144 and 272 bytes) where a row holds one at least.
+/// blocks (144 and 272 bytes) where a row holds one at least, q6_K where rows are whole words
+/// (k a multiple of 2048: 8 blocks of 210 bytes; its blocks are realigned in registers).
 pub fn int_a_vec4(p: &Problem) -> bool {
     let formats = match p.a_type {
         GgmlType::Q4_K | GgmlType::Q5_K => true,
         GgmlType::Q4_0 | GgmlType::Q8_0 => p.k >= 256,
+        GgmlType::Q6_K => p.k.is_multiple_of(2048),
         _ => false,
     };
     formats && p.a_align >= 16
@@ -2036,7 +2039,8 @@ mod tests {
             (GgmlType::Q4_0, 1, 16, true),
             (GgmlType::Q8_0, 1, 16, true),
             (GgmlType::Q8_0, 1, 4, false),
-            (GgmlType::Q6_K, 1, 16, false),
+            (GgmlType::Q6_K, 1, 16, true),
+            (GgmlType::Q6_K, 1, 4, false),
         ] {
             let p = case(a_type, n, a_align);
             let q = plan(&p, &d, &on);
@@ -2052,6 +2056,12 @@ mod tests {
             assert_eq!(plan(&p, &d, &by_device).a_vec4, expected);
             assert!(!plan(&p, &lavapipe(), &by_device).a_vec4);
         }
+        // q6_K rows are whole 16-byte words only when k is a multiple of 2048 (8 blocks).
+        let q6 = Problem {
+            k: 14336 - 256,
+            ..case(GgmlType::Q6_K, 1, 16)
+        };
+        assert!(!plan(&q6, &d, &on).a_vec4);
     }
 
     #[test]
