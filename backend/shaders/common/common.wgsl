@@ -36,3 +36,9 @@ fn u8x4_f32(x: u32, off: f32) -> vec4<f32> {
     let v = vec4<u32>(x & 0xffu, (x >> 8u) & 0xffu, (x >> 16u) & 0xffu, x >> 24u);
     return bitcast<vec4<f32>>(v | vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0 + off);
 }
+
+// Four words moved down by half a word: word i becomes the high half of w[i] below the low half
+// of w[i + 1] (`next` after the last), the words at a byte offset 2 past w's.
+fn half_word_down(w: vec4<u32>, next: u32) -> vec4<u32> {
+    return (w >> vec4<u32>(16u)) | (vec4<u32>(w.yzw, next) << vec4<u32>(16u));
+}

@@ -108,7 +108,7 @@ fn vu_fun(lo: u32, hi: u32, odd: bool) -> u32 {
 
 // Words [i, i + 4) of a span starting at word i (odd: 2 bytes into it); `next` is word i + 4.
 fn vu_fun4(w: vec4<u32>, next: u32, odd: bool) -> vec4<u32> {
-    return select(w, (w >> vec4<u32>(16u)) | (vec4<u32>(w.yzw, next) << vec4<u32>(16u)), odd);
+    return select(w, half_word_down(w, next), odd);
 }
 
 // Four words at byte `byte` (even): aligned loads, plus one when the span is not aligned. The

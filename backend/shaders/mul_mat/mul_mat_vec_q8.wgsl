@@ -48,7 +48,7 @@ fn w_words4(byte: u32) -> vec4<u32> {
     return w;
 #else
     let next = a[min(i + 4u, a_last())];
-    return select(w, (w >> vec4<u32>(16u)) | (vec4<u32>(w.yzw, next) << vec4<u32>(16u)), (byte & 2u) != 0u);
+    return select(w, half_word_down(w, next), (byte & 2u) != 0u);
 #endif
 }
 
@@ -299,7 +299,7 @@ fn w_at(x: vec4<u32>, y: vec4<u32>, o: u32) -> vec4<u32> {
     let by1 = (o & 4u) != 0u;
     let d = select(e, vec4<u32>(e.yzw, e45.x), by1);
     let d4 = select(e45.x, e45.y, by1);
-    return select(d, (d >> vec4<u32>(16u)) | (vec4<u32>(d.yzw, d4) << vec4<u32>(16u)), (o & 2u) != 0u);
+    return select(d, half_word_down(d, d4), (o & 2u) != 0u);
 }
 
 // With A_VEC4 (rows at 16-byte offsets, k a multiple of 2048, so every row is whole 16-byte
@@ -403,7 +403,7 @@ fn w_unit_words4(r: Wraw, byte: u32) -> vec4<u32> {
         return w;
     }
     let next = w_unit_word(r, i + 4u);
-    return (w >> vec4<u32>(16u)) | (vec4<u32>(w.yzw, next) << vec4<u32>(16u));
+    return half_word_down(w, next);
 }
 
 // Block s of the unit (s is a constant of the unrolled loop, so the byte offsets fold).

@@ -1368,10 +1368,7 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
         prefetch: stages == 1 && t.sg_prefetch >= 1,
         deep_prefetch: stages == 1 && t.sg_prefetch == 2,
         probe: t.sg_probe,
-        raw_units: match t.sg_raw_units {
-            2 => !d.cpu,
-            r => r == 1,
-        },
+        raw_units: knob_on(t.sg_raw_units, d),
         wg_size: counts.0 * counts.1 * sg_size,
         scratch_sgs,
         narrow,
