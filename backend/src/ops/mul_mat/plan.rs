@@ -2115,6 +2115,8 @@ mod tests {
             ("sg_b_f16_min_n=4294967295", "sg_b_f16_min_n"),
             ("vec_int_fused=2", "vec_int_fused"),
             ("b_vec4=3", "b_vec4"),
+            ("vec_float_vec4=3", "vec_float_vec4"),
+            ("vec_int_a_vec4=3", "vec_int_a_vec4"),
         ] {
             let err = Tuning::parse(bad).unwrap_err();
             assert!(err.contains(name), "{bad}: {err}");
