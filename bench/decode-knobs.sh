@@ -5,6 +5,8 @@
 #   correct.txt  MUL_MAT n <= 8 with both 16-byte knobs on; the attention lists of q8_0 / q4_0 caches
 #   int.txt      the integer mat-vec at n=1 with `vec_int_a_vec4` (and with its rows, groups, prefetch)
 #   float.txt    the float mat-vec at n = 1, 2, 4, 8 with `vec_float_vec4` (and fewer accumulators)
+#   narrow.txt   f32 / f16 at n=8 through the subgroup-matrix kernel's narrow tile instead of the
+#                mat-vec (`vec_max_n=4`), with b's f16 copy and other tile settings
 #   fa.txt       attention decode of f16 / q8_0 / q4_0 caches, OLD_BUNDLE and BUNDLE alternating
 #                three rounds (when OLD_BUNDLE is given), and BUNDLE with `vec_probe=1`
 #   fixed.txt    `bench/decode-sweeps.sh`'s fixed costs (tiny ops, the host's part of each time)
@@ -36,6 +38,12 @@ KNOBS="vec_float_vec4=1 vec_float_vec4=1,vec_acc_max=40 vec_float_vec4=1,vec_acc
     MIN_TIME=0.2 timeout 150 bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT \
     -p 'type_a=(f32|f16|bf16),type_b=f32,m=4096,n=[1248],k=14336,' >"$out/float.txt" 2>&1
 cat "$out/float.txt"
+KNOBS="vec_max_n=4 vec_max_n=4,sg_b_f16_min_n=1 vec_max_n=4,sg_b_f16_min_n=1,sg_small_count_m=8 vec_max_n=4,sg_b_f16_min_n=1,sg_tk=128" \
+    MIN_TIME=0.2 timeout 80 bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT \
+    -p 'type_a=(f32|f16),type_b=f32,m=4096,n=8,k=14336,' >"$out/narrow.txt" 2>&1
+GGML_DAWN_MUL_MAT=vec_max_n=4,sg_b_f16_min_n=1 timeout 20 "$run" perf -v --min-time 0.1 -o MUL_MAT \
+    -p 'type_a=f16,type_b=f32,m=4096,n=8,k=14336,' 2>&1 | strip | tail -n 4 >>"$out/narrow.txt"
+cat "$out/narrow.txt"
 cases=()
 for t in f16 q8_0 q4_0; do
     cases+=(--case "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=16384,nb=1,type_K=$t,type_V=$t)")
