@@ -69,9 +69,15 @@ pub struct Tuning {
     pub vec_b_shared: u32,
     /// 1: the float mat-vec reads a as 16-byte words where its rows allow ([`float_rows_vec4`]): a lane
     /// takes 8 halves (4 floats) of every row a step, with b as 16-byte words where b's layout
-    /// allows ([`b_vec4`]), instead of 2 elements: a quarter of the load instructions. 2: on
-    /// GPUs only.
+    /// allows ([`b_vec4`]), instead of 2 elements: a quarter of the load instructions. 2 (the
+    /// default): on GPUs only. H100, m=4096 k=14336 (bench/results/2026-12-06-h100-knobs.md): f32
+    /// n=1/4/8 80.6/86.1/92.4 us against 84.0/97.5/103.9, f16 n=1/4/8 41.8/53.4/60.2 against
+    /// 42.8/58.7/75.0 (with [`Tuning::vec_acc_max_halves`]); f16 n=2 45.8 against 44.0.
     pub vec_float_vec4: u32,
+    /// [`Tuning::vec_acc_max`] for f16 and bf16 weights read as 16-byte words: a lane's 8 halves
+    /// a row hold more registers, so fewer rows (H100, f16 n=8: 60.2 us against 123.1 with 80
+    /// and 75.0 with 2-element reads; n=2 and n=4 within 1% of 80).
+    pub vec_acc_max_halves: u32,
     /// Mat-vec row groups per workgroup (a power of two) for n <= 4 and n > 4: the workgroup's
     /// threads split into groups of `vec_wg / groups`, each with its own rows, so a workgroup
     /// covers `rows · groups` rows and b is read once per that many rows.
@@ -117,7 +123,10 @@ pub struct Tuning {
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
     /// and q8_0 in units of 8 blocks (9 and 17 loads), a q6_K unit in ten (realigned by selects)
-    /// instead of 4-byte loads. 2: on GPUs only.
+    /// instead of 4-byte loads. 2 (the default): on GPUs, for the K-quants only. H100, n=1
+    /// (bench/results/2026-12-06-h100-knobs.md): q4_K 15.9 us against 19.9, q5_K 18.5 against 25.2,
+    /// q6_K 36.1 against 36.7, but q4_0 25.3 against 14.8 and q8_0 41.0 against 31.8 (units
+    /// of 8 blocks leave too few units per row in flight).
     pub vec_int_a_vec4: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
@@ -210,7 +219,8 @@ impl Default for Tuning {
             vec_rows_wide_k: 4,
             vec_acc_max: 80,
             vec_b_shared: 0,
-            vec_float_vec4: 0,
+            vec_float_vec4: 2,
+            vec_acc_max_halves: 40,
             vec_groups: 1,
             vec_groups_wide: 1,
             vec_kernel: 2,
@@ -231,7 +241,7 @@ impl Default for Tuning {
             vec_int_slot_rows_wide: 2,
             vec_int_prefetch: 0,
             vec_int_fused: 0,
-            vec_int_a_vec4: 0,
+            vec_int_a_vec4: 2,
             vec_int_probe: 0,
             small_n_max: 64,
             // 4x4 subgroups (512 invocations) on a 128x128 tile: 990 us for f16 at n=512 on the
@@ -304,6 +314,7 @@ knobs!(
     vec_acc_max,
     vec_b_shared,
     vec_float_vec4,
+    vec_acc_max_halves,
     vec_groups,
     vec_groups_wide,
     vec_kernel,
@@ -395,7 +406,7 @@ impl Tuning {
             | "vec_int_groups_k"
             | "vec_int_slot_groups"
             | "vec_int_slot_groups_q36" => (1, 1024),
-            "vec_acc_max" => (1, 4096),
+            "vec_acc_max" | "vec_acc_max_halves" => (1, 4096),
             "vec_b_shared" => (0, 4096),
             "vec_kernel" => (0, 2),
             "vec_int_slots_min_n" => (0, 65),
@@ -628,6 +639,15 @@ fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
     match knob {
         1 => true,
         2 => !d.cpu,
+        _ => false,
+    }
+}
+
+/// [`Tuning::vec_int_a_vec4`]: 1 every format [`int_a_vec4`] allows, 2 the K-quants on GPUs.
+fn int_a_vec4_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
+    match knob {
+        1 => true,
+        2 => !d.cpu && matches!(p.a_type, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K),
         _ => false,
     }
 }
@@ -904,7 +924,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
             int_dot: true,
             int_slots: false,
             ..
-        } => (knob_on(t.vec_int_a_vec4, d) && int_a_vec4(p), false),
+        } => (int_a_vec4_on(t.vec_int_a_vec4, d, p) && int_a_vec4(p), false),
         _ => (false, false),
     };
     let quantize_b = match path {
@@ -1094,7 +1114,17 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     };
     let mut rows = rows;
     if !p.a_type.is_quantized() {
-        while rows > 1 && rows * cols > t.vec_acc_max {
+        // Halves read 8 a lane per row as 16-byte words (the float path without staged b).
+        let halves_vec4 = matches!(p.a_type, GgmlType::F16 | GgmlType::BF16)
+            && knob_on(t.vec_float_vec4, d)
+            && float_rows_vec4(p)
+            && (t.vec_b_shared == 0 || cols < 2);
+        let acc_max = if halves_vec4 {
+            t.vec_acc_max_halves
+        } else {
+            t.vec_acc_max
+        };
+        while rows > 1 && rows * cols > acc_max {
             rows = rows.div_ceil(2);
             groups = groups.saturating_mul(2);
         }
@@ -1961,6 +1991,25 @@ mod tests {
                 "n={n}: {f}"
             );
         }
+        // Halves read as 16-byte words (rows at 16-byte offsets, on GPUs) cap them at
+        // `vec_acc_max_halves`; f32 rows and CPU adapters keep `vec_acc_max`.
+        let cases = [
+            (GgmlType::F16, &d, [(5, 8, 2), (8, 4, 4)]),
+            (GgmlType::BF16, &d, [(5, 8, 2), (8, 4, 4)]),
+            (GgmlType::F32, &d, [(5, 16, 1), (8, 8, 2)]),
+            (GgmlType::F16, &lavapipe(), [(5, 16, 1), (8, 8, 2)]),
+        ];
+        for (ty, dev, shapes) in cases {
+            for (n, rows, groups) in shapes {
+                let mut p = problem(ty, 4096, n, 14336);
+                p.a_align = 16;
+                let f = plan(&p, dev, &t);
+                assert!(
+                    matches!(f.path, Path::Vec { rows: r, groups: g, int_dot: false, .. } if r == rows && g == groups),
+                    "{ty} n={n}: {f}"
+                );
+            }
+        }
         // CPU adapters keep the units kernel up to n=3 unless told otherwise.
         let cpu = lavapipe();
         for (n, slots) in [(1, false), (2, false), (3, false), (4, true), (8, true)] {
@@ -2043,15 +2092,17 @@ mod tests {
             let q = plan(&p, &d, &on);
             assert!(matches!(q.path, Path::Vec { .. }), "{q}");
             assert_eq!(q.a_vec4, expected, "{a_type} n={n} a_align={a_align}: {q}");
-            // The float kernel's 16-byte steps read b by words too; off by default.
+            // The float kernel's 16-byte steps read b by words too.
             if expected && !a_type.is_quantized() {
                 assert!(q.b_vec4, "{q}");
             }
-            assert!(!plan(&p, &d, &Tuning::default()).a_vec4);
-            // 2: by device, on GPUs only.
-            let by_device = Tuning::parse("vec_float_vec4=2,vec_int_a_vec4=2").unwrap();
-            assert_eq!(plan(&p, &d, &by_device).a_vec4, expected);
-            assert!(!plan(&p, &lavapipe(), &by_device).a_vec4);
+            // The default (2): on GPUs only, and of the quantized formats the K-quants only
+            // (q4_0 and q8_0 measured slower in units of 8 blocks).
+            let by_device = expected && !matches!(a_type, GgmlType::Q4_0 | GgmlType::Q8_0);
+            assert_eq!(plan(&p, &d, &Tuning::default()).a_vec4, by_device, "{a_type} n={n}");
+            assert!(!plan(&p, &lavapipe(), &Tuning::default()).a_vec4);
+            let off = Tuning::parse("vec_float_vec4=0,vec_int_a_vec4=0").unwrap();
+            assert!(!plan(&p, &d, &off).a_vec4);
         }
         // q6_K rows are whole 16-byte words only when k is a multiple of 2048 (8 blocks).
         let q6 = Problem {
