@@ -443,7 +443,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 #elif defined(B_Q8)
     // Integer units: W_SUBS 32-element blocks of b (this batch's columns) per unit of a.
+#ifdef W_PAIRED
+    let units = 2u * (p.k / (64u * W_SUBS));
+#else
     let units = p.k / (32u * W_SUBS);
+#endif
 #ifdef FUSED_B
     for (var blk = lid; blk < FUSED_BLOCKS; blk += WG_SIZE) {
         let x = b_q8_block(tile.b_base, 32u * blk);
@@ -502,7 +506,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
     }
 #ifdef W_WIDE
-    // Blocks past the last whole unit of 8, one a step.
+    // Blocks past the last whole unit (or pair of units), one a step.
     for (var blk = units * W_SUBS + lane; blk < p.k / 32u; blk += GROUP_SIZE) {
 #for J in 0..N_COLS
         let xi_##J = 3u * (x_base_##J + blk);

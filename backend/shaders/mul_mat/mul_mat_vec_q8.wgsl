@@ -365,16 +365,22 @@ fn w_sub(r: Wraw, j: u32) -> Wq {
 #endif
 
 #if defined(A_VEC4) && (A_TYPE == TYPE_Q4_0 || A_TYPE == TYPE_Q8_0)
-// With A_VEC4 (rows at 16-byte offsets) a unit is 8 blocks, 144 (q4_0) or 272 (q8_0) bytes:
-// whole 16-byte words, 9 or 17 loads instead of five 4-byte loads per 16 bytes. Blocks past
-// the row's last whole unit are read one by one (w_load, W_WIDE).
-#define W_SUBS 8u
+// With A_VEC4 (rows at 16-byte offsets) a unit is 4 blocks, 72 (q4_0) or 136 (q8_0) bytes; two
+// units are whole 16-byte words (144 or 272 bytes). A unit is 5 or 9 16-byte loads (instead of
+// 24 or 44 4-byte ones); the second unit of a pair starts 8 bytes into its first word, so its
+// words are shifted down by 8 bytes (one select each). Units come in whole pairs (W_PAIRED),
+// so every word loaded lies within the row's whole words; blocks past the row's last pair are
+// read one by one (w_load, W_WIDE).
+#define W_SUBS 4u
 #define W_WIDE 1
+#define W_PAIRED 1
 #if A_TYPE == TYPE_Q4_0
-#define W_WORDS 9
+#define W_WORDS 5
+const W_PAIR_WORDS: u32 = 9u;
 const W_BB: u32 = 18u;
 #else
-#define W_WORDS 17
+#define W_WORDS 9
+const W_PAIR_WORDS: u32 = 17u;
 const W_BB: u32 = 34u;
 #endif
 struct Wraw {
@@ -382,10 +388,20 @@ struct Wraw {
 }
 
 fn w_raw(row: u32, u: u32) -> Wraw {
-    let base = (row >> 4u) + u * W_WORDS##u;
+    let odd = (u & 1u) != 0u;
+    // The odd unit starts at byte 4·W_BB = 16·(W_WORDS - 1) + 8 of the pair.
+    let base = (row >> 4u) + (u >> 1u) * W_PAIR_WORDS + select(0u, W_WORDS##u - 1u, odd);
+    var x: array<vec4<u32>, W_WORDS>;
+#for I in 0..W_WORDS
+    x[I] = a4[base + I##u];
+#endfor
     var r: Wraw;
 #for I in 0..W_WORDS
-    r.w[I] = a4[base + I##u];
+#if I + 1 < W_WORDS
+    r.w[I] = select(x[I], vec4<u32>(x[I].zw, x[I + 1].xy), odd);
+#else
+    r.w[I] = select(x[I], vec4<u32>(x[I].zw, x[I].zw), odd);
+#endif
 #endfor
     return r;
 }

@@ -122,11 +122,11 @@ pub struct Tuning {
     pub vec_int_fused: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
-    /// and q8_0 in units of 8 blocks (9 and 17 loads), a q6_K unit in ten (realigned by selects)
+    /// and q8_0 in units of 4 blocks (5 and 9 loads), a q6_K unit in ten (realigned by selects)
     /// instead of 4-byte loads. 2 (the default): on GPUs, for the K-quants only. H100, n=1
     /// (bench/results/2026-12-06-h100-knobs.md): q4_K 15.9 us against 19.9, q5_K 18.5 against 25.2,
-    /// q6_K 36.1 against 36.7, but q4_0 25.3 against 14.8 and q8_0 41.0 against 31.8 (units
-    /// of 8 blocks leave too few units per row in flight).
+    /// q6_K 36.1 against 36.7, but q4_0 25.3 against 14.8 and q8_0 41.0 against 31.8 in units
+    /// of 8 blocks (as then: too few units per row to keep a lane's loads in flight).
     pub vec_int_a_vec4: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
@@ -659,8 +659,8 @@ pub fn float_rows_vec4(p: &Problem) -> bool {
 }
 
 /// Whether the integer mat-vec can read a's blocks as 16-byte words, with rows at 16-byte
-/// offsets: q4_K or q5_K (144- and 176-byte blocks, whole words), q4_0 or q8_0 in units of 8
-/// blocks (144 and 272 bytes) where a row holds one at least, q6_K where rows are whole words
+/// offsets: q4_K or q5_K (144- and 176-byte blocks, whole words), q4_0 or q8_0 in pairs of
+/// 4-block units (144 and 272 bytes) where a row holds a pair at least, q6_K where rows are whole words
 /// (k a multiple of 2048: 8 blocks of 210 bytes; its blocks are realigned in registers).
 pub fn int_a_vec4(p: &Problem) -> bool {
     let formats = match p.a_type {
