@@ -96,6 +96,11 @@ pub struct Tuning {
     pub vec_int_groups: u32,
     pub vec_int_rows_k: u32,
     pub vec_int_groups_k: u32,
+    /// The units kernel's row groups for q6_K (0, the default: by device, 8 on GPUs, as
+    /// `vec_int_groups_k` on CPU adapters). H100, n=1 (bench/results/2026-12-06-h100-knobs.md):
+    /// 8 groups of 2 rows (a group per 32-lane subgroup) 30.7 us against 36.1 with 4 of 2; q4_K
+    /// measured slower so (16.1 against 14.7).
+    pub vec_int_groups_q6k: u32,
     /// K-quants in the integer mat-vec for n at least this (above `vec_int_max_n`: never) take
     /// the slot kernel: each lane 16 elements of a block read from one or two words,
     /// consecutive lanes on consecutive words (`mul_mat_vec_kq.wgsl`). Below it, a lane takes
@@ -231,6 +236,7 @@ impl Default for Tuning {
             // every K-quant by 5-14% (q4_K 23.7 against 25.0 us, q3_K 27.2 against 31.6).
             vec_int_rows_k: 2,
             vec_int_groups_k: 4,
+            vec_int_groups_q6k: 0,
             // H200 (BENCHMARKS.md): the slot kernel from n=2 (q2_K n=2: 37.0 against 41.9
             // us), two rows from n=4 (q4_K n=8: 75.0 against 90.7 us with one).
             vec_int_slots_min_n: 0,
@@ -323,6 +329,7 @@ knobs!(
     vec_int_groups,
     vec_int_rows_k,
     vec_int_groups_k,
+    vec_int_groups_q6k,
     vec_int_slots_min_n,
     vec_int_slot_groups,
     vec_int_slot_rows_q36,
@@ -406,6 +413,7 @@ impl Tuning {
             | "vec_int_groups_k"
             | "vec_int_slot_groups"
             | "vec_int_slot_groups_q36" => (1, 1024),
+            "vec_int_groups_q6k" => (0, 1024),
             "vec_acc_max" | "vec_acc_max_halves" => (1, 4096),
             "vec_b_shared" => (0, 4096),
             "vec_kernel" => (0, 2),
@@ -459,6 +467,12 @@ impl Tuning {
             if !value.is_power_of_two() {
                 return Err(format!("{name}={value}: must be a power of two"));
             }
+        }
+        if self.vec_int_groups_q6k != 0 && !self.vec_int_groups_q6k.is_power_of_two() {
+            return Err(format!(
+                "vec_int_groups_q6k={}: must be 0 (by device) or a power of two",
+                self.vec_int_groups_q6k
+            ));
         }
         if !self.sg_pad.is_multiple_of(8) {
             return Err(format!("sg_pad={}: must be a multiple of 8 (halves)", self.sg_pad));
@@ -1107,6 +1121,11 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let mut groups = match (int_dot, cols <= 4) {
         (true, _) if int_slots && signed_k && cols >= 8 => t.vec_int_slot_groups_q36,
         (true, _) if int_slots => t.vec_int_slot_groups,
+        (true, _) if p.a_type == GgmlType::Q6_K => match t.vec_int_groups_q6k {
+            0 if d.cpu => t.vec_int_groups_k,
+            0 => 8,
+            g => g,
+        },
         (true, _) if super_blocks => t.vec_int_groups_k,
         (true, _) => t.vec_int_groups,
         (false, true) => t.vec_groups,
@@ -1951,6 +1970,18 @@ mod tests {
             ),
             "{k}"
         );
+        // q6_K's units kernel: a group per 32-lane subgroup on GPUs, `vec_int_groups_k` on CPU
+        // adapters unless told.
+        let q6 = problem(GgmlType::Q6_K, 4096, 1, 14336);
+        let four = Tuning::parse("vec_int_groups_q6k=4").unwrap();
+        for (dev, tuning, expected) in [(&d, &t, 8), (&lavapipe(), &t, 4), (&d, &four, 4)] {
+            let k = plan(&q6, dev, tuning);
+            assert!(
+                matches!(k.path, Path::Vec { rows: 2, groups, int_slots: false, .. } if groups == expected),
+                "{k}"
+            );
+        }
+        assert!(Tuning::parse("vec_int_groups_q6k=3").is_err());
         for (n, rows) in [(2, 1), (3, 1), (4, 2), (8, 2)] {
             for ty in [
                 GgmlType::Q2_K,
@@ -2196,6 +2227,7 @@ mod tests {
                     | "vec_int_slot_groups"
                     | "vec_int_slot_groups_q36"
                     | "tiled_tk" => 1 << (31 - v.leading_zeros()),
+                    "vec_int_groups_q6k" if v > 0 => 1 << (31 - v.leading_zeros()),
                     "sg_pad" => v / 8 * 8,
                     _ => v,
                 };
