@@ -78,14 +78,12 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             fused_blocks,
             probe,
             b_shared,
-            stage_a,
         } => {
             let variant = operands("mul_mat_vec.wgsl")
                 .flag("FUSED_B", *fused_blocks > 0)
                 .flag("B_Q8", *int_dot)
                 .flag("B_Q8K", *int_slots)
                 .flag("VEC_PREFETCH", *prefetch)
-                .flag("STAGE_A", *stage_a)
                 .flag("PROBE_LOADS", *probe == 1)
                 .flag("A_VEC4", plan.a_vec4)
                 .define("WG_SIZE", format!("{wg_size}u"))
@@ -344,12 +342,11 @@ pub struct Enumerated {
 
 /// The MUL_MAT knob sets [`enumerate`] plans with: the defaults, then the sets that switch on
 /// the kernels' optional forms (the fused and prefetching integer mat-vec, the float mat-vec's
-/// staged b, f16 accumulation with the integer mat-vec's staged a, the mat-vecs' 16-byte reads
-/// of a).
+/// staged b, f16 accumulation, the mat-vecs' 16-byte reads of a).
 pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
     "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
-    "sg_acc_f16=1,vec_int_stage=1",
+    "sg_acc_f16=1",
     "vec_float_vec4=1,vec_int_a_vec4=1",
     "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_prefetch=2,sg_stages=1",
 ];

@@ -462,37 +462,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * (p.k / 32u);
 #endfor
 #endif
-#ifdef STAGE_A
-    // Steps of GROUP_SIZE blocks a row, every lane through every step (the barriers need
-    // uniform control flow); a lane past the row's last block only helps copy.
-    let row_words = (units * STAGE_BB + 3u) / 4u;
-    for (var u0 = 0u; u0 < units; u0 += GROUP_SIZE) {
-        workgroupBarrier();
-        let w0 = u0 * STAGE_BB / 4u;
-        let copy = min(STAGE_CHUNK, row_words - w0);
-#for R in 0..ROWS
-        for (var i = lane; i < copy; i += GROUP_SIZE) {
-            a_stage[(group * ROWS + R##u) * STAGE_WORDS + i] = a[min((row_##R >> 2u) + w0 + i, a_last())];
-        }
-#endfor
-        workgroupBarrier();
-        let u = u0 + lane;
-        if (u < units) {
-#for J in 0..N_COLS
-            let xi_##J = 3u * (x_base_##J + u);
-            let x_##J = Xq(xq_word(xi_##J), xq_word(xi_##J + 1u), bitcast<vec4<f32>>(xq_word(xi_##J + 2u)));
-#endfor
-#for R in 0..ROWS
-            {
-                let w = w_load_staged((group * ROWS + R##u) * STAGE_WORDS, lane);
-#for J in 0..N_COLS
-                acc_##R##_##J += w_dot(w, x_##J);
-#endfor
-            }
-#endfor
-        }
-    }
-#else
 #ifdef VEC_PREFETCH
     // Each step issues the next unit's loads of a before its own arithmetic. A lane past the
     // end reloads the last unit (in bounds: the planner takes this path only for k > 0).
@@ -536,7 +505,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
 #endfor
     }
-#endif
 #ifdef W_WIDE
     // Blocks past the last whole unit (or pair of units), one a step.
     for (var blk = units * W_SUBS + lane; blk < p.k / 32u; blk += GROUP_SIZE) {

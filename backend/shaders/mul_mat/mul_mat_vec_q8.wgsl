@@ -435,42 +435,6 @@ fn w_sub(r: Wraw, s: u32) -> Wq {
 }
 #endif
 
-#if defined(STAGE_A) && (A_TYPE == TYPE_Q4_0 || A_TYPE == TYPE_Q8_0)
-// Staged blocks (STAGE_A, rows at 4-byte offsets): each step a group copies the next
-// GROUP_SIZE blocks of each of its rows into workgroup memory, consecutive lanes on consecutive
-// words, so that a subgroup's every load reads one contiguous span; then lane l reads block l
-// of the copy. (Read straight from storage, 32 lanes on 34-byte blocks touch 9 cache lines on
-// each of a block's 11 loads.) Region g·ROWS + r holds row r of group g, and a spare word for
-// the funnel shift of the last block.
-#if A_TYPE == TYPE_Q4_0
-const STAGE_BB: u32 = 18u;
-#else
-const STAGE_BB: u32 = 34u;
-#endif
-const STAGE_CHUNK: u32 = (WG_SIZE / GROUPS) * STAGE_BB / 4u;
-const STAGE_WORDS: u32 = STAGE_CHUNK + 1u;
-var<workgroup> a_stage: array<u32, GROUPS * ROWS * STAGE_WORDS>;
-
-// Four words at byte `byte` (even) of the staged blocks.
-fn st_words4(byte: u32) -> vec4<u32> {
-    let i = byte >> 2u;
-    let w = vec4<u32>(a_stage[i], a_stage[i + 1u], a_stage[i + 2u], a_stage[i + 3u]);
-    return select(w, half_word_down(w, a_stage[i + 4u]), (byte & 2u) != 0u);
-}
-
-// Block l of the staged region that starts at word `region`.
-fn w_load_staged(region: u32, l: u32) -> Wq {
-    let bb = region * 4u + l * STAGE_BB;
-    let d = unpack2x16float(a_stage[bb >> 2u] >> ((bb & 2u) * 8u)).x;
-#if A_TYPE == TYPE_Q4_0
-    let q = st_words4(bb + 2u);
-    return Wq(q & vec4<u32>(NIB), (q >> vec4<u32>(4u)) & vec4<u32>(NIB), vec2<f32>(d), vec2<f32>(-8.0 * d));
-#else
-    return Wq(st_words4(bb + 2u), st_words4(bb + 18u), vec2<f32>(d), vec2<f32>(0.0));
-#endif
-}
-#endif
-
 #ifndef W_SUBS
 // One sub-block a unit.
 #define W_SUBS 1u

@@ -125,12 +125,6 @@ pub struct Tuning {
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
     pub vec_int_fused: u32,
-    /// 1: the integer mat-vec's units kernel copies each step's blocks of q4_0 and q8_0 rows
-    /// (rows at 4-byte offsets) into workgroup memory first, consecutive lanes on consecutive
-    /// words, and each lane reads its block from there ([`stage_a_bytes`]): lanes reading their
-    /// own 18- or 34-byte blocks straight from storage make every load of a subgroup touch
-    /// many cache lines. 2: on GPUs only.
-    pub vec_int_stage: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
     /// and q8_0 in units of 4 blocks (5 and 9 loads), a q6_K unit in ten (realigned by selects)
@@ -253,7 +247,6 @@ impl Default for Tuning {
             vec_int_slot_rows_wide: 2,
             vec_int_prefetch: 0,
             vec_int_fused: 0,
-            vec_int_stage: 0,
             vec_int_a_vec4: 2,
             vec_int_probe: 0,
             small_n_max: 64,
@@ -345,7 +338,6 @@ knobs!(
     vec_int_slot_rows_wide,
     vec_int_prefetch,
     vec_int_fused,
-    vec_int_stage,
     vec_int_a_vec4,
     vec_int_probe,
     small_n_max,
@@ -429,7 +421,6 @@ impl Tuning {
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
             "vec_int_prefetch" => (0, 1),
             "vec_int_fused" => (0, 1),
-            "vec_int_stage" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
@@ -531,9 +522,6 @@ pub enum Path {
         /// The float kernel: pairs of each column of b staged in workgroup memory per chunk
         /// (0: b read through the cache; [`Tuning::vec_b_shared`]).
         b_shared: u32,
-        /// With `int_dot`, a's blocks staged in workgroup memory each step
-        /// ([`Tuning::vec_int_stage`]).
-        stage_a: bool,
     },
     /// `mul_mat_tiled.wgsl`.
     Tiled {
@@ -669,22 +657,6 @@ fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
     }
 }
 
-/// The workgroup memory of the units kernel's staged blocks ([`Tuning::vec_int_stage`]) for a
-/// workgroup of `wg_size` lanes in `groups` groups of `rows` rows: a step's block per lane and
-/// row, and a spare word per group and row (the readers' funnel shifts read one past the last
-/// block). None for the formats it does not stage.
-pub fn stage_a_bytes(a_type: GgmlType, wg_size: u32, groups: u32, rows: u32) -> Option<u32> {
-    let block: u32 = match a_type {
-        GgmlType::Q4_0 => 18,
-        GgmlType::Q8_0 => 34,
-        _ => return None,
-    };
-    wg_size
-        .checked_mul(block)?
-        .checked_add(groups.checked_mul(4)?)?
-        .checked_mul(rows)
-}
-
 /// [`Tuning::vec_int_a_vec4`]: 1 every format [`int_a_vec4`] allows, 2 the K-quants on GPUs.
 fn int_a_vec4_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
     match knob {
@@ -762,11 +734,10 @@ impl fmt::Display for MulMatPlan {
                 fused_blocks,
                 probe,
                 b_shared,
-                stage_a,
                 ..
             } => write!(
                 f,
-                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}{}",
+                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}",
                 if *int_slots {
                     " (8-bit b, integer dot products, 16-element slots)"
                 } else if *int_dot {
@@ -780,7 +751,6 @@ impl fmt::Display for MulMatPlan {
                 },
                 if *subgroups { "subgroup" } else { "workgroup-memory" },
                 if *prefetch { ", next unit prefetched" } else { "" },
-                if *stage_a { ", a staged in workgroup memory" } else { "" },
                 if *fused_blocks > 0 {
                     ", b quantized in workgroup memory"
                 } else {
@@ -967,7 +937,6 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         Path::Vec {
             int_dot: true,
             int_slots: false,
-            stage_a: false,
             ..
         } => (int_a_vec4_on(t.vec_int_a_vec4, d, p) && int_a_vec4(p), false),
         _ => (false, false),
@@ -1217,16 +1186,6 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         b_shared /= 2;
     }
     let bytes = bytes + cols * b_shared * 8;
-    let prefetch = int_dot && t.vec_int_prefetch == 1;
-    let stage_bytes = stage_a_bytes(p.a_type, wg_size, groups, rows);
-    let stage_a = knob_on(t.vec_int_stage, d)
-        && int_dot
-        && !int_slots
-        && !prefetch
-        && p.a_align >= 4
-        && wg_size / groups >= 2
-        && stage_bytes.is_some_and(|s| bytes + s <= d.max_workgroup_storage);
-    let bytes = bytes + if stage_a { stage_bytes.unwrap_or(0) } else { 0 };
     let tiles_m = (p.m.div_ceil(u64::from(rows * groups))) as u32;
     let path = Path::Vec {
         wg_size,
@@ -1242,7 +1201,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         },
         int_dot,
         int_slots,
-        prefetch,
+        prefetch: int_dot && t.vec_int_prefetch == 1,
         fused_blocks,
         probe: match t.vec_int_probe {
             _ if int_dot => t.vec_int_probe,
@@ -1250,7 +1209,6 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
             _ => 0,
         },
         b_shared,
-        stage_a,
     };
     (path, tiles_m, 1, bytes)
 }
