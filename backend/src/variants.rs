@@ -249,6 +249,7 @@ fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
         .define("VEC_ONE_Q", flag(shape.n_q == 1))
         .define("VEC_PREFETCH", flag(v.prefetch))
         .define("VEC_PROBE", flag(v.probe))
+        .define("VEC_QINT", flag(v.qint && !v.probe))
 }
 
 fn mma_variant(m: &MmaPlan) -> ShaderVariant {

@@ -11,7 +11,9 @@
 // Host defines (see plan.rs, VecPlan): NT, ROWS, KV_TILE (= NG·B), VEC_LK, VEC_SGT, VEC_B,
 // VEC_CK, VEC_CV (chunks of 8 K/V dimensions per lane), VEC_ONE_Q (all rows share one query, so
 // one mask row), VEC_PREFETCH (the next step's loads in flight during this step's math), VEC_PROBE
-// (measuring only: K/V decoded as f16 whatever their type), plus
+// (measuring only: K/V decoded as f16 whatever their type), VEC_QINT (q8_0 / q4_0 K: Q rounded
+// to 8 bits per chunk, scale apart, and each chunk's score two packed 4x8-bit dot products
+// instead of eight byte-to-float conversions), plus
 // those of flash_attn_common.wgsl.
 enable subgroups;
 diagnostic(off, subgroup_uniformity);
@@ -118,8 +120,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let qscale = select(p.scale * LOG2E, p.scale, soft);
 
     // This lane's Q dimensions of every row (zeros past the rows and head size), scaled; the
-    // ALiBi slopes and mask rows.
+    // ALiBi slopes and mask rows. With VEC_QINT, each chunk as 8 signed bytes times qd (and, for
+    // q4_0's zero point, 8 times their sum).
+#if VEC_QINT
+    var qi: array<vec2<u32>, ROWS * CK>;
+    var qd: array<f32, ROWS * CK>;
+#if K_TYPE == TYPE_Q4_0
+    var qz: array<i32, ROWS * CK>;
+#endif
+#else
     var qr: array<array<vec4<f32>, 2>, ROWS * CK>;
+#endif
     var slope: array<f32, ROWS>;
     var mrow: array<u32, MR>;
     let last = max(w.n_rows, 1u) - 1u;
@@ -139,7 +150,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 a = vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]);
                 b = vec4<f32>(q[at + 4u], q[at + 5u], q[at + 6u], q[at + 7u]);
             }
+#if VEC_QINT
+            let qa = a * qscale;
+            let qb8 = b * qscale;
+            let amax = max(max(max(abs(qa.x), abs(qa.y)), max(abs(qa.z), abs(qa.w))),
+                max(max(abs(qb8.x), abs(qb8.y)), max(abs(qb8.z), abs(qb8.w))));
+            let inv = select(0.0, 127.0 / amax, amax > 0.0);
+            let ia = vec4<i32>(round(qa * inv));
+            let ib = vec4<i32>(round(qb8 * inv));
+            qi[g * CK + c] = vec2<u32>(pack4xI8(ia), pack4xI8(ib));
+            qd[g * CK + c] = amax / 127.0;
+#if K_TYPE == TYPE_Q4_0
+            qz[g * CK + c] = 8 * (ia.x + ia.y + ia.z + ia.w + ib.x + ib.y + ib.z + ib.w);
+#endif
+#else
             qr[g * CK + c] = array<vec4<f32>, 2>(a * qscale, b * qscale);
+#endif
         }
     }
 
@@ -188,11 +214,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 s[i * ROWS + g] = 0.0;
             }
             for (var c = 0u; c < CK; c += 1u) {
+#if VEC_QINT
+                // The raw chunk (k_raw): d's bits, then 8 signed bytes (q8_0) or 8 nibbles at
+                // shift r.w (q4_0).
+                let r = kr[i * CK + c];
+                let dk = unpack2x16float(r.x).x;
+#if K_TYPE == TYPE_Q4_0
+                let k0 = (r.y >> r.w) & 0x0f0f0f0fu;
+                let k1 = (r.z >> r.w) & 0x0f0f0f0fu;
+#else
+                let k0 = r.y;
+                let k1 = r.z;
+#endif
+                for (var g = 0u; g < ROWS; g += 1u) {
+                    let qq = qi[g * CK + c];
+                    var dot8 = dot4I8Packed(k0, qq.x) + dot4I8Packed(k1, qq.y);
+#if K_TYPE == TYPE_Q4_0
+                    dot8 -= qz[g * CK + c];
+#endif
+                    s[i * ROWS + g] += dk * qd[g * CK + c] * f32(dot8);
+                }
+#else
                 let kd = k_dec_probed(kr[i * CK + c]);
                 for (var g = 0u; g < ROWS; g += 1u) {
                     let qv = qr[g * CK + c];
                     s[i * ROWS + g] += kd.d * (dot(qv[0], kd.lo) + dot(qv[1], kd.hi));
                 }
+#endif
             }
         }
         for (var o = 1u; o < LK; o <<= 1u) {

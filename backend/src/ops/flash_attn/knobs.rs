@@ -58,6 +58,9 @@ pub struct Knobs {
     /// decoded as if they were f16, so a quantized cache's time without its dequantization
     /// (default off).
     pub vec_probe: Option<bool>,
+    /// Vec kernel: q8_0 and q4_0 K scored by packed 4x8-bit dot products against Q rounded to 8
+    /// bits per 8 dimensions (its scale apart), instead of K converted to floats (default on).
+    pub vec_qint: Option<bool>,
     /// mma kernel: subgroups per workgroup (default 8; 16 on GPUs for heads of at most 64).
     pub mma_subgroups: Option<u32>,
     /// mma kernel: row blocks of M rows per subgroup (default 1; 2 halves the K/V matrix
@@ -160,7 +163,7 @@ fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
 
 /// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
 /// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
-/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `vec_probe` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
+/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `vec_probe` (0/1), `vec_qint` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
 /// `mma_min_rows`, `mma_max_hs`, `mma_q_regs` (0/1), `mma_o_budget`, `mma_probe` (0-2), `prefetch` (0/1),
 /// `mask_skip` (0/1), `tau`
 /// (finite, at least 0). A value out of its key's range is an error naming the key.
@@ -212,6 +215,7 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             "vec_rows" => k.vec_rows = Some(int()?),
             "vec_prefetch" => k.vec_prefetch = Some(flag()?),
             "vec_probe" => k.vec_probe = Some(flag()?),
+            "vec_qint" => k.vec_qint = Some(flag()?),
             "mma_sg" => k.mma_subgroups = Some(int()?),
             "mma_kv" => k.mma_kv = Some(int()?),
             "mma_rh" => k.mma_rh = Some(int()?),
@@ -272,6 +276,7 @@ mod tests {
             "mask_skip=2",
             "mma_probe=3",
             "vec_probe=2",
+            "vec_qint=2",
             "tau=nan",
             "tau=-1",
             "tau=inf",

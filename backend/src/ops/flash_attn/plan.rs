@@ -120,6 +120,8 @@ pub struct VecPlan {
     pub prefetch: bool,
     /// Measuring only ([`Knobs::vec_probe`]): K/V decoded as f16 whatever their type.
     pub probe: bool,
+    /// q8_0 / q4_0 K scored by packed 8-bit dot products ([`Knobs::vec_qint`]).
+    pub qint: bool,
     pub shared_bytes: u32,
 }
 
@@ -354,6 +356,8 @@ impl std::fmt::Display for Plan {
                 split,
                 if v.probe {
                     " (probe: K/V decoded as f16, results wrong)"
+                } else if v.qint {
+                    ", K scored by 8-bit dot products"
                 } else {
                     ""
                 }
@@ -623,6 +627,7 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         cv,
         prefetch: knobs.vec_prefetch.unwrap_or(false),
         probe: knobs.vec_probe.unwrap_or(false),
+        qint: knobs.vec_qint.unwrap_or(true) && matches!(shape.k_type, GgmlType::Q8_0 | GgmlType::Q4_0),
         shared_bytes,
     })
 }
@@ -1043,6 +1048,16 @@ mod tests {
         assert_eq!((v.lanes, v.ck, v.cv), (16, 1, 1));
         assert!(p.n_split >= 64, "{p:?}");
         assert!(p.workgroups(&s) >= 512);
+        assert!(!v.qint);
+        // q8_0 and q4_0 K are scored by 8-bit dot products unless told otherwise.
+        for ty in [GgmlType::Q8_0, GgmlType::Q4_0] {
+            let s = shape(128, 128, 8, 4, 16384, 1, ty);
+            for (knobs, qint) in [("", true), ("vec_qint=0", false), ("vec_probe=1", true)] {
+                let p = plan(&s, &d, &super::super::knobs::parse_knobs(knobs).unwrap());
+                let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
+                assert_eq!(v.qint, qint, "{ty} {knobs}");
+            }
+        }
     }
 
     #[test]
