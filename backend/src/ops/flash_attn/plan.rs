@@ -627,7 +627,10 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         cv,
         prefetch: knobs.vec_prefetch.unwrap_or(false),
         probe: knobs.vec_probe.unwrap_or(false),
-        qint: knobs.vec_qint.unwrap_or(true) && matches!(shape.k_type, GgmlType::Q8_0 | GgmlType::Q4_0),
+        // H100 (bench/results/2026-12-06-h100-defaults.md): 4 rows, hsk=128, kv=16384: q8_0
+        // 34.2 us against 38.0, q4_0 33.7 against 36.8; 8 rows, hsk=64, kv=7680: q8_0 35.1
+        // against 27.7, q4_0 unchanged. So by default up to 4 rows.
+        qint: knobs.vec_qint.unwrap_or(rows <= 4) && matches!(shape.k_type, GgmlType::Q8_0 | GgmlType::Q4_0),
         shared_bytes,
     })
 }
@@ -1049,13 +1052,20 @@ mod tests {
         assert!(p.n_split >= 64, "{p:?}");
         assert!(p.workgroups(&s) >= 512);
         assert!(!v.qint);
-        // q8_0 and q4_0 K are scored by 8-bit dot products unless told otherwise.
-        for ty in [GgmlType::Q8_0, GgmlType::Q4_0] {
-            let s = shape(128, 128, 8, 4, 16384, 1, ty);
-            for (knobs, qint) in [("", true), ("vec_qint=0", false), ("vec_probe=1", true)] {
+        // q8_0 and q4_0 K are scored by 8-bit dot products for up to 4 rows unless told
+        // otherwise.
+        for (ty, r2) in [(GgmlType::Q8_0, 4), (GgmlType::Q4_0, 1), (GgmlType::Q8_0, 8)] {
+            let s = shape(128, 128, 8, r2, 16384, 1, ty);
+            let by_rows = r2 <= 4;
+            for (knobs, qint) in [
+                ("", by_rows),
+                ("vec_qint=0", false),
+                ("vec_qint=1", true),
+                ("vec_probe=1", by_rows),
+            ] {
                 let p = plan(&s, &d, &super::super::knobs::parse_knobs(knobs).unwrap());
                 let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
-                assert_eq!(v.qint, qint, "{ty} {knobs}");
+                assert_eq!(v.qint, qint, "{ty} r2={r2} {knobs}");
             }
         }
     }
