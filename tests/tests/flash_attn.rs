@@ -249,7 +249,8 @@ fn every_mma_variant_passes() {
 
 /// The vec kernel's variants and the simple kernel. The prefetching one walks 2 keys per lane
 /// group by default (its default 4, a 256-key step with one lane per key, took lavapipe 38 s
-/// to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`.
+/// to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`. q8_0 / q4_0 K scored by 8-bit dot products
+/// at every row count, and never.
 #[test]
 fn every_vec_and_simple_variant_passes() {
     let (small, other) = variant_cases();
@@ -260,7 +261,13 @@ fn every_vec_and_simple_variant_passes() {
         "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1,vec_keys=2"
     };
     run_variants(
-        &["path=vec,split=3,vec_lanes=4,vec_keys=3", prefetch, "path=simple"],
+        &[
+            "path=vec,split=3,vec_lanes=4,vec_keys=3",
+            prefetch,
+            "path=vec,vec_qint=1",
+            "path=vec,vec_qint=0,split=2",
+            "path=simple",
+        ],
         &cases,
     );
 }
