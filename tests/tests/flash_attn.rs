@@ -249,25 +249,29 @@ fn every_mma_variant_passes() {
 
 /// The vec kernel's variants and the simple kernel. The prefetching one walks 2 keys per lane
 /// group by default (its default 4, a 256-key step with one lane per key, took lavapipe 38 s
-/// to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`. q8_0 / q4_0 K scored by 8-bit dot products
-/// at every row count, and never.
+/// to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`. Then q8_0 / q4_0 K decode (1 and 3 query
+/// rows, with and without ALiBi, GQA) scored by 8-bit dot products at every row count, and
+/// never.
 #[test]
 fn every_vec_and_simple_variant_passes() {
     let (small, other) = variant_cases();
     let cases: Vec<Case> = small.into_iter().chain(other).collect();
+    let quantized_k = list(case_lists::FLASH_ATTN_SUPPORTED, |s| {
+        s.contains("hsk=64,hsv=64,")
+            && s.contains("kv=113,")
+            && s.contains("sinks=1")
+            && (s.contains("nb=1,") || s.contains("nb=3,"))
+            && (s.contains("type_K=q8_0") || s.contains("type_K=q4_0"))
+    });
+    assert!(quantized_k.len() >= 8, "{} cases", quantized_k.len());
+    run_variants(&["path=vec,vec_qint=1", "path=vec,vec_qint=0,split=2"], &quantized_k);
     let prefetch = if full() {
         "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1"
     } else {
         "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1,vec_keys=2"
     };
     run_variants(
-        &[
-            "path=vec,split=3,vec_lanes=4,vec_keys=3",
-            prefetch,
-            "path=vec,vec_qint=1",
-            "path=vec,vec_qint=0,split=2",
-            "path=simple",
-        ],
+        &["path=vec,split=3,vec_lanes=4,vec_keys=3", prefetch, "path=simple"],
         &cases,
     );
 }
