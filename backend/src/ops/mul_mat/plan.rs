@@ -97,7 +97,7 @@ pub struct Tuning {
     pub vec_int_rows_k: u32,
     pub vec_int_groups_k: u32,
     /// The units kernel's row groups for q6_K (0, the default: by device, 8 on GPUs, as
-    /// `vec_int_groups_k` on CPU adapters). H100, n=1 (bench/results/2026-12-06-h100-knobs.md):
+    /// `vec_int_groups_k` on CPU adapters). H100, n=1 (bench/results/2026-12-06-h100-defaults.md):
     /// 8 groups of 2 rows (a group per 32-lane subgroup) 30.7 us against 36.1 with 4 of 2; q4_K
     /// measured slower so (16.1 against 14.7).
     pub vec_int_groups_q6k: u32,
