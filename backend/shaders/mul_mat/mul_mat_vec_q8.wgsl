@@ -117,6 +117,31 @@ fn w_load(row: u32, u: u32) -> Wq {
     let d = a_f16(bb);
     return Wq(w_words4(bb + 2u), w_words4(bb + 18u), vec2<f32>(d), vec2<f32>(0.0));
 }
+#elif A_TYPE == TYPE_IQ4_NL
+// d, qs[16] as q4_0's, each nibble the index of one of 16 signed levels (KVALUES_IQ4NL,
+// packed bytes): the unit's bytes are the levels themselves, so no zero point.
+fn w_levels4(codes: u32) -> u32 {
+    var r = 0u;
+#for I in 0..4
+    {
+        let c = (codes >> (8u * I##u)) & 15u;
+        r |= ((KVALUES_IQ4NL[c >> 2u] >> (8u * (c & 3u))) & 0xffu) << (8u * I##u);
+    }
+#endfor
+    return r;
+}
+
+fn w_levels(codes: vec4<u32>) -> vec4<u32> {
+    return vec4<u32>(w_levels4(codes.x), w_levels4(codes.y), w_levels4(codes.z), w_levels4(codes.w));
+}
+
+fn w_load(row: u32, u: u32) -> Wq {
+    let bb = row + u * 18u;
+    let d = a_f16(bb);
+    let q = w_words4(bb + 2u);
+    return Wq(w_levels(q & vec4<u32>(NIB)), w_levels((q >> vec4<u32>(4u)) & vec4<u32>(NIB)), vec2<f32>(d),
+              vec2<f32>(0.0));
+}
 #elif A_TYPE == TYPE_Q2_K
 // scales[16] (low nibble scale, high nibble min, per 16 elements), qs[64], d, dmin. Sub-block
 // 4n + j is 2-bit field j of qs[32n, 32n + 32): a unit is half n, its four sub-blocks.

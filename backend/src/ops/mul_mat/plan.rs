@@ -125,6 +125,11 @@ pub struct Tuning {
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
     pub vec_int_fused: u32,
+    /// iq4_nl in the integer mat-vec too (its nibbles mapped to their signed levels, then packed
+    /// dot products; 0 off, the default until measured on a GPU; 1 on; 2 on GPUs only). Its
+    /// float kernel looks up and converts every element: on the H100 and H200 alike n=1 takes
+    /// 64-65 us, q4_0 (the same bytes) 15.
+    pub vec_int_iq4nl: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
     /// and q8_0 in units of 4 blocks (5 and 9 loads), a q6_K unit in ten (realigned by selects)
@@ -247,6 +252,7 @@ impl Default for Tuning {
             vec_int_slot_rows_wide: 2,
             vec_int_prefetch: 0,
             vec_int_fused: 0,
+            vec_int_iq4nl: 0,
             vec_int_a_vec4: 2,
             vec_int_probe: 0,
             small_n_max: 64,
@@ -338,6 +344,7 @@ knobs!(
     vec_int_slot_rows_wide,
     vec_int_prefetch,
     vec_int_fused,
+    vec_int_iq4nl,
     vec_int_a_vec4,
     vec_int_probe,
     small_n_max,
@@ -421,6 +428,7 @@ impl Tuning {
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
             "vec_int_prefetch" => (0, 1),
             "vec_int_fused" => (0, 1),
+            "vec_int_iq4nl" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
@@ -1073,7 +1081,8 @@ fn with_copies(p: &Problem, a: bool, b: bool) -> Problem {
 
 type Choice = (Path, u32, u32, u32);
 
-/// Formats the integer mat-vec reads (`mul_mat_vec_q8.wgsl`).
+/// Formats the integer mat-vec reads by default (`mul_mat_vec_q8.wgsl`; iq4_nl too with
+/// [`Tuning::vec_int_iq4nl`]).
 pub fn has_int_dot(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K)
@@ -1088,7 +1097,8 @@ pub fn int_scratch_bytes(p: &Problem) -> u64 {
 fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let cols = p.n.max(1) as u32;
     let super_blocks = p.a_type.block_size() >= 256;
-    let int_dot = has_int_dot(p.a_type)
+    let iq4nl = p.a_type == GgmlType::IQ4_NL && knob_on(t.vec_int_iq4nl, d);
+    let int_dot = (has_int_dot(p.a_type) || iq4nl)
         && p.n <= u64::from(t.vec_int_max_n)
         && p.a_align >= 2
         && p.k > 0
