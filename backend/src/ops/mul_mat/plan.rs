@@ -1947,6 +1947,17 @@ mod tests {
         for ty in [GgmlType::F16, GgmlType::IQ4_NL, GgmlType::Q1_0] {
             assert!(!int_dot(&problem(ty, 4096, 1, 14336), &d, &t), "{ty}");
         }
+        // iq4_nl where its knob lets it: 1 everywhere, 2 on GPUs.
+        let iq4 = problem(GgmlType::IQ4_NL, 4096, 1, 14336);
+        for (knob, dev, expected) in [
+            (1, &d, true),
+            (1, &lavapipe(), true),
+            (2, &d, true),
+            (2, &lavapipe(), false),
+        ] {
+            let tuning = Tuning::parse(&format!("vec_int_iq4nl={knob}")).unwrap();
+            assert_eq!(int_dot(&iq4, dev, &tuning), expected, "vec_int_iq4nl={knob}");
+        }
         // Odd rows, a switched-off knob and a scratch over the binding limit take the float kernel.
         let odd = Problem {
             a_align: 1,
