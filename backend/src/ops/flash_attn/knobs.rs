@@ -59,8 +59,8 @@ pub struct Knobs {
     /// (default off).
     pub vec_probe: Option<bool>,
     /// Vec kernel: q8_0 and q4_0 K scored by packed 4x8-bit dot products against Q rounded to 8
-    /// bits per 8 dimensions (its scale apart), instead of K converted to floats (default: for
-    /// at most 4 query rows a workgroup, where it measured faster).
+    /// bits per 8 dimensions (its scale apart), instead of K converted to floats (default: on
+    /// GPUs for at most 4 query rows a workgroup, where it measured faster).
     pub vec_qint: Option<bool>,
     /// mma kernel: subgroups per workgroup (default 8; 16 on GPUs for heads of at most 64).
     pub mma_subgroups: Option<u32>,

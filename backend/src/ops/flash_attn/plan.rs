@@ -629,8 +629,11 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         probe: knobs.vec_probe.unwrap_or(false),
         // H100 (bench/results/2026-12-06-h100-defaults.md): 4 rows, hsk=128, kv=16384: q8_0
         // 34.2 us against 38.0, q4_0 33.7 against 36.8; 8 rows, hsk=64, kv=7680: q8_0 35.1
-        // against 27.7, q4_0 unchanged. So by default up to 4 rows.
-        qint: knobs.vec_qint.unwrap_or(rows <= 4) && matches!(shape.k_type, GgmlType::Q8_0 | GgmlType::Q4_0),
+        // against 27.7, q4_0 unchanged. So by default up to 4 rows, on GPUs: lavapipe's packed
+        // dot products are slower than its conversions (4 rows, kv=4096: q4_0 8.0-8.3 ms
+        // against 3.8-5.0, q8_0 8.2-10.0 against 5.8-7.7).
+        qint: knobs.vec_qint.unwrap_or(!device.cpu && rows <= 4)
+            && matches!(shape.k_type, GgmlType::Q8_0 | GgmlType::Q4_0),
         shared_bytes,
     })
 }
@@ -1067,6 +1070,13 @@ mod tests {
                 let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
                 assert_eq!(v.qint, qint, "{ty} r2={r2} {knobs}");
             }
+        }
+        // Not on CPU adapters unless told.
+        let s = shape(128, 128, 8, 4, 4096, 1, GgmlType::Q8_0);
+        for (knobs, qint) in [("path=vec", false), ("path=vec,vec_qint=1", true)] {
+            let p = plan(&s, &lavapipe(), &super::super::knobs::parse_knobs(knobs).unwrap());
+            let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
+            assert_eq!(v.qint, qint, "lavapipe {knobs}");
         }
     }
 
