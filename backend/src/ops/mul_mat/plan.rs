@@ -674,6 +674,12 @@ fn int_a_vec4_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
     }
 }
 
+/// Whether the float mat-vec reads a's rows as 16-byte words: where [`Tuning::vec_float_vec4`]
+/// lets it and the rows allow (and b is not staged, which the caller knows).
+fn float_a_vec4_on(t: &Tuning, d: &DeviceFacts, p: &Problem) -> bool {
+    knob_on(t.vec_float_vec4, d) && float_rows_vec4(p)
+}
+
 /// Whether the float mat-vec can read a's rows as 16-byte words: float rows at 16-byte offsets
 /// (a row's last k % 8 halves, or k % 4 floats, are read one by one).
 pub fn float_rows_vec4(p: &Problem) -> bool {
@@ -941,7 +947,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
             int_dot: false,
             b_shared: 0,
             ..
-        } => (knob_on(t.vec_float_vec4, d) && float_rows_vec4(p), false),
+        } => (float_a_vec4_on(t, d, p), false),
         Path::Vec {
             int_dot: true,
             int_slots: false,
@@ -1145,8 +1151,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     if !p.a_type.is_quantized() {
         // Halves read 8 a lane per row as 16-byte words (the float path without staged b).
         let halves_vec4 = matches!(p.a_type, GgmlType::F16 | GgmlType::BF16)
-            && knob_on(t.vec_float_vec4, d)
-            && float_rows_vec4(p)
+            && float_a_vec4_on(t, d, p)
             && (t.vec_b_shared == 0 || cols < 2);
         let acc_max = if halves_vec4 {
             t.vec_acc_max_halves
