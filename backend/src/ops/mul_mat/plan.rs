@@ -2225,6 +2225,10 @@ mod tests {
             ("b_vec4=3", "b_vec4"),
             ("vec_float_vec4=3", "vec_float_vec4"),
             ("vec_int_a_vec4=3", "vec_int_a_vec4"),
+            ("vec_int_iq4nl=3", "vec_int_iq4nl"),
+            ("vec_int_groups_q6k=2048", "vec_int_groups_q6k"),
+            ("vec_int_groups_q6k=6", "vec_int_groups_q6k"),
+            ("vec_acc_max_halves=0", "vec_acc_max_halves"),
         ] {
             let err = Tuning::parse(bad).unwrap_err();
             assert!(err.contains(name), "{bad}: {err}");
