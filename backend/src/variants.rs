@@ -74,6 +74,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             kernel,
             int_dot,
             int_slots,
+            int_stream,
             prefetch,
             fused_blocks,
             probe,
@@ -83,6 +84,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
                 .flag("FUSED_B", *fused_blocks > 0)
                 .flag("B_Q8", *int_dot)
                 .flag("B_Q8K", *int_slots)
+                .flag("B_STREAM", *int_stream)
                 .flag("VEC_PREFETCH", *prefetch)
                 .flag("PROBE_LOADS", *probe == 1)
                 .flag("A_VEC4", plan.a_vec4)
@@ -162,6 +164,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
         operands("mul_mat_quantize_b.wgsl")
             .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
             .flag("B_Q8K", q.slots)
+            .flag("B_STREAM", q.stream)
     });
     let copy = |file: &'static str| {
         operands_of(problem, mm::b_vec4(problem), file)
@@ -343,12 +346,14 @@ pub struct Enumerated {
 
 /// The MUL_MAT knob sets [`enumerate`] plans with: the defaults, then the sets that switch on
 /// the kernels' optional forms (the fused and prefetching integer mat-vec, the float mat-vec's
-/// staged b, f16 accumulation, the mat-vecs' 16-byte reads of a, iq4_nl's integer mat-vec).
+/// staged b, f16 accumulation, the mat-vecs' 16-byte reads of a, iq4_nl's integer mat-vec, the
+/// byte stream).
 pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
     "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
     "sg_acc_f16=1",
     "vec_float_vec4=1,vec_int_a_vec4=1,vec_int_iq4nl=1",
+    "vec_int_stream=1",
     "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_prefetch=2,sg_stages=1",
 ];
 

@@ -679,6 +679,52 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
     }
 }
 
+/// The integer mat-vec reading q4_0 and q8_0 rows as a stream of 16-byte words
+/// ([`Tuning::vec_int_stream`]): k from one 256-element stretch to ten, rows padded past k,
+/// broadcast and permuted b in f32 and f16, n from 1 to 8, few and many rows per workgroup, with
+/// and without subgroups; every output against the CPU reference.
+#[test]
+fn mat_vec_reading_a_byte_stream_matches_the_cpu() {
+    let ctx = context(false);
+    let device = ctx.facts();
+    let bare = DeviceFacts {
+        subgroups: false,
+        subgroup_matrix: None,
+        ..device
+    };
+    let tunings = [
+        Tuning::parse("vec_int_stream=1").unwrap(),
+        Tuning::parse("vec_int_stream=1,vec_int_rows=3,vec_int_groups=2").unwrap(),
+    ];
+    let mut rng = Rng::new(0x5eed_0016);
+    let mut runs = 0;
+    for (facts, tuning) in [(device, tunings[0]), (bare, tunings[1]), (device, tunings[1])] {
+        for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+            for (b_ty, m, n, k, k_v, bs, nr, per) in [
+                ("f32", 37, 1, 256, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
+                ("f32", 64, 2, 512, 768, [1, 1], [1, 1], [0, 1, 2, 3]),
+                ("f16", 19, 3, 1024, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
+                ("f32", 33, 5, 2560, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
+                ("f32", 8, 8, 768, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
+            ] {
+                let text = format!(
+                    "MUL_MAT(type_a={ty},type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v={k_v},o=1,src_overlap=0)"
+                )
+                .replace(' ', "");
+                let p = random_case(&mut rng, text);
+                let (_, plan) = run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+                runs += 1;
+                assert!(
+                    matches!(plan.path, Path::Vec { int_stream: true, .. }) && plan.to_string().contains("stream of"),
+                    "{}: {plan}",
+                    p.text
+                );
+            }
+        }
+    }
+    assert_eq!(runs, 30);
+}
+
 /// The float mat-vec with b staged in workgroup memory: chunks that do not divide k nor the
 /// group's lanes, an odd k (its last element read from b directly), f32 and f16 b, with and
 /// without subgroups; every output against the CPU reference.

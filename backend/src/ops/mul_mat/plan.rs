@@ -138,6 +138,12 @@ pub struct Tuning {
     /// q6_K 36.1 against 36.7, but q4_0 25.3 against 14.8 and q8_0 41.0 against 31.8 in units
     /// of 8 blocks (as then: too few units per row to keep a lane's loads in flight).
     pub vec_int_a_vec4: u32,
+    /// q4_0 and q8_0 rows at 16-byte offsets, k a multiple of 256, read by the integer
+    /// mat-vec as a stream of 16-byte words, consecutive lanes on consecutive words whatever the
+    /// block size, with b's 8-bit values laid out to match ([`int_stream`]; 0 off, the default
+    /// until measured on a GPU; 1 on; 2 on GPUs only). The block-per-lane kernel's loads spread
+    /// a warp's 4-byte reads over as many cache lines as its 18- or 34-byte blocks span.
+    pub vec_int_stream: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
     /// unpacked words (the loads' own cost); 2 runs b's quantize pass twice (its cost, by
@@ -254,6 +260,7 @@ impl Default for Tuning {
             vec_int_fused: 0,
             vec_int_iq4nl: 0,
             vec_int_a_vec4: 2,
+            vec_int_stream: 0,
             vec_int_probe: 0,
             small_n_max: 64,
             // 4x4 subgroups (512 invocations) on a 128x128 tile: 990 us for f16 at n=512 on the
@@ -346,6 +353,7 @@ knobs!(
     vec_int_fused,
     vec_int_iq4nl,
     vec_int_a_vec4,
+    vec_int_stream,
     vec_int_probe,
     small_n_max,
     sg_count_m,
@@ -428,7 +436,7 @@ impl Tuning {
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
             "vec_int_prefetch" => (0, 1),
             "vec_int_fused" => (0, 1),
-            "vec_int_iq4nl" => (0, 2),
+            "vec_int_iq4nl" | "vec_int_stream" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
@@ -518,6 +526,9 @@ pub enum Path {
         int_dot: bool,
         /// With `int_dot`, K-quants in 16-element slots ([`Tuning::vec_int_slots_min_n`]).
         int_slots: bool,
+        /// With `int_dot`, q4_0 / q8_0 rows read as a stream of 16-byte words
+        /// ([`Tuning::vec_int_stream`]).
+        int_stream: bool,
         /// With `int_dot`, the next unit's loads issued before the current one's arithmetic
         /// ([`Tuning::vec_int_prefetch`]).
         prefetch: bool,
@@ -627,6 +638,8 @@ pub struct QuantizeB {
     pub grid: [u32; 3],
     /// K-quant super-blocks in the slot kernel's layout.
     pub slots: bool,
+    /// The byte stream's layout ([`Path::Vec::int_stream`]).
+    pub stream: bool,
     /// Recorded twice ([`Tuning::vec_int_probe`] 2: measurement only).
     pub twice: bool,
 }
@@ -700,6 +713,13 @@ pub fn int_a_vec4(p: &Problem) -> bool {
     formats && p.a_align >= 16
 }
 
+/// Whether the integer mat-vec can read a's rows as a byte stream: q4_0 or q8_0 rows at
+/// 16-byte offsets whose length is a whole number of 16-byte words with an odd last block (k a
+/// multiple of 256), so that no word of a row reaches into the next.
+pub fn int_stream(p: &Problem) -> bool {
+    matches!(p.a_type, GgmlType::Q4_0 | GgmlType::Q8_0) && p.k.is_multiple_of(256) && p.a_align >= 16
+}
+
 impl MulMatPlan {
     /// The problem the main kernel reads: the plan's own, or with a replaced by its f16 copy
     /// ([`MulMatPlan::dequantize_a`]: contiguous, 16-byte aligned rows).
@@ -744,6 +764,7 @@ impl fmt::Display for MulMatPlan {
                 kernel,
                 int_dot,
                 int_slots,
+                int_stream,
                 prefetch,
                 fused_blocks,
                 probe,
@@ -754,6 +775,8 @@ impl fmt::Display for MulMatPlan {
                 "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}",
                 if *int_slots {
                     " (8-bit b, integer dot products, 16-element slots)"
+                } else if *int_stream {
+                    " (8-bit b, integer dot products, a read as a stream of 16-byte words)"
                 } else if *int_dot {
                     " (8-bit b, integer dot products)"
                 } else if !self.problem.a_type.is_quantized() {
@@ -951,14 +974,19 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         Path::Vec {
             int_dot: true,
             int_slots: false,
+            int_stream,
             ..
-        } => (int_a_vec4_on(t.vec_int_a_vec4, d, p) && int_a_vec4(p), false),
+        } => (
+            *int_stream || (int_a_vec4_on(t.vec_int_a_vec4, d, p) && int_a_vec4(p)),
+            false,
+        ),
         _ => (false, false),
     };
     let quantize_b = match path {
         Path::Vec {
             int_dot: true,
             int_slots,
+            int_stream,
             probe,
             fused_blocks: 0,
             ..
@@ -971,6 +999,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
                 blocks,
                 grid: grid_2d(blocks.div_ceil(QUANTIZE_WG), d.max_workgroups_per_dim),
                 slots: int_slots,
+                stream: int_stream,
                 twice: probe == 2,
             })
         }
@@ -1201,6 +1230,9 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         b_shared /= 2;
     }
     let bytes = bytes + cols * b_shared * 8;
+    // The byte stream for q4_0 / q8_0 where the rows allow it (its b layout fits the scratch of
+    // the 48-byte blocks: 34 or 36 bytes of stream and 4 of scale per 32 elements).
+    let int_stream = int_dot && !int_slots && fused_blocks == 0 && knob_on(t.vec_int_stream, d) && int_stream(p);
     let tiles_m = (p.m.div_ceil(u64::from(rows * groups))) as u32;
     let path = Path::Vec {
         wg_size,
@@ -1216,7 +1248,8 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         },
         int_dot,
         int_slots,
-        prefetch: int_dot && t.vec_int_prefetch == 1,
+        int_stream,
+        prefetch: int_dot && !int_stream && t.vec_int_prefetch == 1,
         fused_blocks,
         probe: match t.vec_int_probe {
             _ if int_dot => t.vec_int_probe,
@@ -1963,6 +1996,51 @@ mod tests {
             let tuning = Tuning::parse(&format!("vec_int_iq4nl={knob}")).unwrap();
             assert_eq!(int_dot(&iq4, dev, &tuning), expected, "vec_int_iq4nl={knob}");
         }
+        // The byte stream: q4_0 and q8_0 rows at 16-byte offsets with k a multiple of 256, where
+        // its knob lets it (1 everywhere, 2 on GPUs); never the K-quants, never other k.
+        let stream = |p: &Problem, d: &DeviceFacts, t: &Tuning| {
+            let plan = plan(p, d, t);
+            let on = matches!(
+                plan.path,
+                Path::Vec {
+                    int_dot: true,
+                    int_stream: true,
+                    prefetch: false,
+                    ..
+                }
+            );
+            assert_eq!(on, plan.quantize_b.as_ref().is_some_and(|q| q.stream), "{plan}");
+            assert!(!on || plan.a_vec4, "{plan}");
+            on
+        };
+        for (knob, dev, expected) in [
+            (0, &d, false),
+            (1, &d, true),
+            (1, &lavapipe(), true),
+            (2, &d, true),
+            (2, &lavapipe(), false),
+        ] {
+            let tuning = Tuning::parse(&format!("vec_int_stream={knob},vec_int_prefetch=1")).unwrap();
+            for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+                let aligned = |m, n, k| Problem {
+                    a_align: 16,
+                    ..problem(ty, m, n, k)
+                };
+                for n in [1, 5, 8] {
+                    assert_eq!(stream(&aligned(4096, n, 14336), dev, &tuning), expected, "{ty} {knob}");
+                }
+                assert!(!stream(&aligned(64, 1, 288), dev, &tuning), "{ty} k=288");
+                assert!(!stream(&aligned(64, 9, 512), dev, &tuning), "{ty} n=9");
+                assert!(!stream(&problem(ty, 64, 1, 512), dev, &tuning), "{ty} 4-byte rows");
+            }
+            for ty in [GgmlType::Q4_K, GgmlType::Q4_1] {
+                let p = Problem {
+                    a_align: 16,
+                    ..problem(ty, 4096, 1, 14336)
+                };
+                assert!(!stream(&p, dev, &tuning), "{ty}");
+            }
+        }
         // Odd rows, a switched-off knob and a scratch over the binding limit take the float kernel.
         let odd = Problem {
             a_align: 1,
@@ -2226,6 +2304,7 @@ mod tests {
             ("vec_float_vec4=3", "vec_float_vec4"),
             ("vec_int_a_vec4=3", "vec_int_a_vec4"),
             ("vec_int_iq4nl=3", "vec_int_iq4nl"),
+            ("vec_int_stream=3", "vec_int_stream"),
             ("vec_int_groups_q6k=2048", "vec_int_groups_q6k"),
             ("vec_int_groups_q6k=6", "vec_int_groups_q6k"),
             ("vec_acc_max_halves=0", "vec_acc_max_halves"),
