@@ -21,6 +21,15 @@ fn context(no_subgroup_matrix: bool) -> GpuContext {
     .expect("an adapter")
 }
 
+/// `facts` as a device without subgroups (and so without subgroup matrices).
+fn without_subgroups(facts: DeviceFacts) -> DeviceFacts {
+    DeviceFacts {
+        subgroups: false,
+        subgroup_matrix: None,
+        ..facts
+    }
+}
+
 /// A part of upstream's supported list: every type at m=16 with n=1 (mat-vec) and n=9
 /// (mat-mat), half the other shapes (broadcasts, permutations, views, odd k, large sizes), and
 /// one in ten of the rest.
@@ -301,11 +310,7 @@ fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
         ..facts
     };
     modes.push(("no subgroup matrices", no_matrices, defaults));
-    let bare = DeviceFacts {
-        subgroups: false,
-        subgroup_matrix: None,
-        ..facts
-    };
+    let bare = without_subgroups(facts);
     let small_tiles =
         Tuning::parse("tiled_wg_m=8,tiled_wg_n=4,tiled_thread_m=3,tiled_thread_n=5,tiled_tk=8,vec_wg=32").unwrap();
     modes.push(("no subgroups", bare, small_tiles));
@@ -453,11 +458,7 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
     })
     .expect("an adapter");
     let facts = ctx.facts();
-    let bare = DeviceFacts {
-        subgroups: false,
-        subgroup_matrix: None,
-        ..facts
-    };
+    let bare = without_subgroups(facts);
     let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
     let mut rng = Rng::new(0x5eed_0008);
     let mut failures = Vec::new();
@@ -574,11 +575,7 @@ fn two_dimensional_grids() {
 fn mat_vec_with_more_outputs_than_threads() {
     let ctx = context(false);
     let device = ctx.facts();
-    let bare = DeviceFacts {
-        subgroups: false,
-        subgroup_matrix: None,
-        ..device
-    };
+    let bare = without_subgroups(device);
     let mut rng = Rng::new(17);
     for (kernel, facts) in [(0, device), (1, device), (1, bare)] {
         for knobs in [
@@ -615,11 +612,7 @@ fn mat_vec_with_more_outputs_than_threads() {
 fn mat_vec_reading_16_byte_words_matches_the_cpu() {
     let ctx = context(false);
     let device = ctx.facts();
-    let bare = DeviceFacts {
-        subgroups: false,
-        subgroup_matrix: None,
-        ..device
-    };
+    let bare = without_subgroups(device);
     let tuning = Tuning::parse("vec_float_vec4=1,vec_int_a_vec4=1").unwrap();
     // The units kernel (not the K-quant slots) at every n tried.
     let units = Tuning::parse("vec_float_vec4=1,vec_int_a_vec4=1,vec_int_slots_min_n=65,vec_wg=64").unwrap();
@@ -687,11 +680,7 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
 fn mat_vec_reading_a_byte_stream_matches_the_cpu() {
     let ctx = context(false);
     let device = ctx.facts();
-    let bare = DeviceFacts {
-        subgroups: false,
-        subgroup_matrix: None,
-        ..device
-    };
+    let bare = without_subgroups(device);
     let tunings = [
         Tuning::parse("vec_int_stream=1").unwrap(),
         Tuning::parse("vec_int_stream=1,vec_int_rows=3,vec_int_groups=2").unwrap(),
@@ -732,11 +721,7 @@ fn mat_vec_reading_a_byte_stream_matches_the_cpu() {
 fn float_mat_vec_with_b_staged_in_workgroup_memory() {
     let ctx = context(false);
     let device = ctx.facts();
-    let bare = DeviceFacts {
-        subgroups: false,
-        subgroup_matrix: None,
-        ..device
-    };
+    let bare = without_subgroups(device);
     let mut rng = Rng::new(29);
     for facts in [device, bare] {
         for chunk in [7, 64] {
