@@ -448,7 +448,7 @@ fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
 }
 
 /// The integer mat-vec (b quantized to 8 bits, packed dot products) against the CPU for every
-/// format it reads (iq4_nl where `vec_int_iq4nl` lets it), at every n it takes, with subgroup
+/// format it reads (iq4_nl by default, `vec_int_iq4nl`), at every n it takes, with subgroup
 /// and workgroup-memory reductions, on offset views whose rows start at any even byte.
 #[test]
 fn integer_mat_vec_matches_the_cpu_for_every_format() {
@@ -468,11 +468,7 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
         .copied()
         .filter(|&t| mul_mat::plan::has_int_dot(t) || t == GgmlType::IQ4_NL);
     for ty in int_formats {
-        let opt_in = |t: &Tuning| Tuning { vec_int_iq4nl: 1, ..*t };
-        let settings = [
-            ("device", facts, opt_in(&Tuning::default())),
-            ("no subgroups", bare, opt_in(&few_rows)),
-        ];
+        let settings = [("device", facts, Tuning::default()), ("no subgroups", bare, few_rows)];
         for (name, facts, tuning) in settings {
             // Draw until the problem is a mat-vec one.
             let problem = loop {

@@ -126,9 +126,10 @@ pub struct Tuning {
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
     pub vec_int_fused: u32,
     /// iq4_nl in the integer mat-vec too (its nibbles mapped to their signed levels, then packed
-    /// dot products; 0 off, the default until measured on a GPU; 1 on; 2 on GPUs only). Its
-    /// float kernel looks up and converts every element: on the H100 and H200 alike n=1 takes
-    /// 64-65 us, q4_0 (the same bytes) 15.
+    /// dot products; 0 off; 1 on, the default; 2 on GPUs only). The float kernel looks up and
+    /// converts every element. H100, m=4096 k=14336 (bench/results/2026-12-06-h100-evening.md):
+    /// n=1 53.0 us against 63.0, n=8 70.2 against 210.9; lavapipe n=1 22.5 / 21.8 ms against
+    /// 22.8 / 23.8.
     pub vec_int_iq4nl: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
@@ -140,9 +141,11 @@ pub struct Tuning {
     pub vec_int_a_vec4: u32,
     /// q4_0 and q8_0 rows at 16-byte offsets, k a multiple of 256, read by the integer
     /// mat-vec as a stream of 16-byte words, consecutive lanes on consecutive words whatever the
-    /// block size, with b's 8-bit values laid out to match ([`int_stream`]; 0 off, the default
-    /// until measured on a GPU; 1 on; 2 on GPUs only). The block-per-lane kernel's loads spread
-    /// a warp's 4-byte reads over as many cache lines as its 18- or 34-byte blocks span.
+    /// block size, with b's 8-bit values laid out to match ([`int_stream`]; 0 off, the default;
+    /// 1 on; 2 on GPUs only). A measurement of what coalesced loads are worth: the block-per-lane
+    /// kernel spreads a warp's 4-byte reads over as many cache lines as its 18- or 34-byte
+    /// blocks span, yet it is faster. H100, m=4096 k=14336 (bench/results/2026-12-06-h100-evening.md):
+    /// q4_0 n=1 / 8 21.1 / 50.8 us against 15.8 / 40.5, q8_0 34.0 / 71.6 against 31.4 / 46.3.
     pub vec_int_stream: u32,
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
@@ -258,7 +261,7 @@ impl Default for Tuning {
             vec_int_slot_rows_wide: 2,
             vec_int_prefetch: 0,
             vec_int_fused: 0,
-            vec_int_iq4nl: 0,
+            vec_int_iq4nl: 1,
             vec_int_a_vec4: 2,
             vec_int_stream: 0,
             vec_int_probe: 0,
@@ -1982,12 +1985,14 @@ mod tests {
             }
             assert!(!int_dot(&problem(ty, 4096, 9, 14336), &d, &t), "{ty} n=9");
         }
-        for ty in [GgmlType::F16, GgmlType::IQ4_NL, GgmlType::Q1_0] {
+        for ty in [GgmlType::F16, GgmlType::Q1_0] {
             assert!(!int_dot(&problem(ty, 4096, 1, 14336), &d, &t), "{ty}");
         }
-        // iq4_nl where its knob lets it: 1 everywhere, 2 on GPUs.
+        // iq4_nl where its knob lets it: 1 (the default) everywhere, 2 on GPUs.
         let iq4 = problem(GgmlType::IQ4_NL, 4096, 1, 14336);
+        assert!(int_dot(&iq4, &d, &t) && int_dot(&iq4, &lavapipe(), &t));
         for (knob, dev, expected) in [
+            (0, &d, false),
             (1, &d, true),
             (1, &lavapipe(), true),
             (2, &d, true),
