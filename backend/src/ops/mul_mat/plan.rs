@@ -119,8 +119,12 @@ pub struct Tuning {
     pub vec_int_slot_groups_q36: u32,
     pub vec_int_slot_rows: u32,
     pub vec_int_slot_rows_wide: u32,
-    /// 1: the integer mat-vec loads each lane's next unit of a before it multiplies the
-    /// current one (two units' loads in flight per lane instead of one).
+    /// The integer mat-vec loads each lane's next unit of a before it multiplies the current
+    /// one (two units' loads in flight per lane instead of one): 0 never, 1 always, 2 (the
+    /// default) on GPUs where it measured faster ([`int_prefetch_on`]). H100, m=4096 k=14336
+    /// (bench/results/2026-12-06-h100-evening.md): q4_0 / q4_1 n=4 30.0 / 29.9 us → 25.5 / 25.7,
+    /// q5_0 n=1 / 2 / 4 25.1 / 25.7 / 34.7 → 21.6 / 24.0 / 30.7; slower at n=8 for every format
+    /// (q4_0 40.6 → 50.2) and for q8_0 and iq4_nl from n=2.
     pub vec_int_prefetch: u32,
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
@@ -259,7 +263,7 @@ impl Default for Tuning {
             vec_int_slot_groups_q36: 4,
             vec_int_slot_rows: 1,
             vec_int_slot_rows_wide: 2,
-            vec_int_prefetch: 0,
+            vec_int_prefetch: 2,
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
             vec_int_a_vec4: 2,
@@ -437,7 +441,7 @@ impl Tuning {
             "vec_kernel" => (0, 2),
             "vec_int_slots_min_n" => (0, 65),
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
-            "vec_int_prefetch" => (0, 1),
+            "vec_int_prefetch" => (0, 2),
             "vec_int_fused" => (0, 1),
             "vec_int_iq4nl" | "vec_int_stream" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
@@ -677,6 +681,20 @@ fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
     match knob {
         1 => true,
         2 => !d.cpu,
+        _ => false,
+    }
+}
+
+/// [`Tuning::vec_int_prefetch`]: 1 always; 2 on GPUs for the cases it measured faster in
+/// (q4_0 and q4_1 at n = 4, q5_0 up to n = 4).
+pub fn int_prefetch_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
+    match knob {
+        1 => true,
+        2 if !d.cpu => match p.a_type {
+            GgmlType::Q4_0 | GgmlType::Q4_1 => p.n == 4,
+            GgmlType::Q5_0 => p.n <= 4,
+            _ => false,
+        },
         _ => false,
     }
 }
@@ -1252,7 +1270,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         int_dot,
         int_slots,
         int_stream,
-        prefetch: int_dot && !int_stream && t.vec_int_prefetch == 1,
+        prefetch: int_dot && !int_stream && int_prefetch_on(t.vec_int_prefetch, d, p),
         fused_blocks,
         probe: match t.vec_int_probe {
             _ if int_dot => t.vec_int_probe,
@@ -2046,6 +2064,39 @@ mod tests {
                 assert!(!stream(&p, dev, &tuning), "{ty}");
             }
         }
+        // The prefetch where its knob lets it: 2 (the default) on GPUs for q4_0 / q4_1 at n=4 and
+        // q5_0 up to n=4; 1 in every integer kernel but the slots; 0 nowhere.
+        let prefetch = |p: &Problem, d: &DeviceFacts, t: &Tuning| {
+            matches!(
+                plan(p, d, t).path,
+                Path::Vec {
+                    int_dot: true,
+                    prefetch: true,
+                    ..
+                }
+            )
+        };
+        for n in 1..=8 {
+            for (ty, on_gpu) in [
+                (GgmlType::Q4_0, n == 4),
+                (GgmlType::Q4_1, n == 4),
+                (GgmlType::Q5_0, n <= 4),
+                (GgmlType::Q5_1, false),
+                (GgmlType::Q8_0, false),
+                (GgmlType::IQ4_NL, false),
+            ] {
+                let p = problem(ty, 4096, n, 14336);
+                assert_eq!(prefetch(&p, &d, &t), on_gpu, "{ty} n={n}");
+                assert!(!prefetch(&p, &lavapipe(), &t), "{ty} n={n} on a CPU");
+                let always = Tuning::parse("vec_int_prefetch=1").unwrap();
+                assert!(
+                    prefetch(&p, &d, &always) && prefetch(&p, &lavapipe(), &always),
+                    "{ty} n={n}"
+                );
+                let never = Tuning::parse("vec_int_prefetch=0").unwrap();
+                assert!(!prefetch(&p, &d, &never), "{ty} n={n}");
+            }
+        }
         // Odd rows, a switched-off knob and a scratch over the binding limit take the float kernel.
         let odd = Problem {
             a_align: 1,
@@ -2310,6 +2361,7 @@ mod tests {
             ("vec_int_a_vec4=3", "vec_int_a_vec4"),
             ("vec_int_iq4nl=3", "vec_int_iq4nl"),
             ("vec_int_stream=3", "vec_int_stream"),
+            ("vec_int_prefetch=3", "vec_int_prefetch"),
             ("vec_int_groups_q6k=2048", "vec_int_groups_q6k"),
             ("vec_int_groups_q6k=6", "vec_int_groups_q6k"),
             ("vec_acc_max_halves=0", "vec_acc_max_halves"),
