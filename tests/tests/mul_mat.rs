@@ -449,7 +449,8 @@ fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
 
 /// The integer mat-vec (b quantized to 8 bits, packed dot products) against the CPU for every
 /// format it reads (iq4_nl by default, `vec_int_iq4nl`), at every n it takes, with subgroup
-/// and workgroup-memory reductions, on offset views whose rows start at any even byte.
+/// and workgroup-memory reductions, with and without the prefetch, on offset views whose rows
+/// start at any even byte.
 #[test]
 fn integer_mat_vec_matches_the_cpu_for_every_format() {
     let ctx = GpuContext::new(ContextOptions {
@@ -460,6 +461,8 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
     let facts = ctx.facts();
     let bare = without_subgroups(facts);
     let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
+    // The next unit's loads issued first, as GPUs do by default for some formats.
+    let prefetch = Tuning::parse("vec_int_prefetch=1").unwrap();
     let mut rng = Rng::new(0x5eed_0008);
     let mut failures = Vec::new();
     let mut runs = 0;
@@ -468,7 +471,11 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
         .copied()
         .filter(|&t| mul_mat::plan::has_int_dot(t) || t == GgmlType::IQ4_NL);
     for ty in int_formats {
-        let settings = [("device", facts, Tuning::default()), ("no subgroups", bare, few_rows)];
+        let settings = [
+            ("device", facts, Tuning::default()),
+            ("no subgroups", bare, few_rows),
+            ("prefetch", facts, prefetch),
+        ];
         for (name, facts, tuning) in settings {
             // Draw until the problem is a mat-vec one.
             let problem = loop {
