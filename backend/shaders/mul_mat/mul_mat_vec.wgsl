@@ -69,12 +69,6 @@ var<workgroup> b_staged: array<vec2<f32>, N_COLS * B_SHARED>;
 fn x_scale(i: u32) -> f32 {
     return bitcast<f32>(b[i / 4u][i % 4u]);
 }
-
-// q4_0's nibbles (bytes 0..15) as signed bytes minus 8: adding 120 never carries, and flipping
-// the top bit subtracts 128.
-fn stream_signed4(v: vec4<u32>) -> vec4<u32> {
-    return (v + vec4<u32>(0x78787878u)) ^ vec4<u32>(0x80808080u);
-}
 #endif
 
 #ifdef FUSED_B
@@ -443,8 +437,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             // whatever the bytes hold never meets a zero sum as inf or NaN).
             let d1 = select(0.0, unpack2x16float(w[min(o1, 12u) >> 2u] >> ((o1 & 2u) * 8u)).x, o1 < 16u);
 #if A_TYPE == TYPE_Q4_0
-            let lo = stream_signed4(v & vec4<u32>(0x0f0f0f0fu));
-            let hi = stream_signed4((v >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu));
+            let lo = signed_bytes(v & vec4<u32>(0x0f0f0f0fu), 8u);
+            let hi = signed_bytes((v >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu), 8u);
 #endif
 #for J in 0..N_COLS
             {

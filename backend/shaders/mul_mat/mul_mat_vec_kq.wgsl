@@ -51,13 +51,6 @@ fn kq_dot(w: Kq, xq: vec4<u32>, xd: vec4<f32>
 #endif
 }
 
-// Unsigned bytes below 2^(8 - 1) minus `off` (a byte value), as signed bytes: adding 128 - off
-// never carries, and flipping the top bit subtracts 128.
-fn kq_signed(v: vec4<u32>, off: u32) -> vec4<u32> {
-    let add = (128u - off) * 0x01010101u;
-    return (v + vec4<u32>(add)) ^ vec4<u32>(0x80808080u);
-}
-
 #if A_TYPE == TYPE_Q2_K
 // scales[16] (low nibble scale, high nibble min, per 16 elements), qs[64], d, dmin. Element
 // 128n + 32j + l is 2-bit field j of qs[32n + l], with scale byte 8n + 2j + l / 16.
@@ -90,7 +83,7 @@ fn kq_load(row: u32, h: u32, i: u32) -> Kq {
     let hb = kq_bytes02(w_word(bb + 104u), hi);
     let up = (vec4<u32>(hb, hb) >> vec4<u32>(4u * n, 4u * n, 4u * n + 2u, 4u * n + 2u)) & vec4<u32>(3u);
     let s = vec4<i32>((lo & vec4<u32>(15u)) | (up << vec4<u32>(4u))) - vec4<i32>(32);
-    return Kq(kq_signed(v, 4u), a_f16(bb + 108u) * vec4<f32>(s));
+    return Kq(signed_bytes(v, 4u), a_f16(bb + 108u) * vec4<f32>(s));
 }
 #elif A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K
 // d, dmin, scales[12] (8 packed 6-bit scale/min pairs), [q5_K: qh[32]], qs[128]. Element
@@ -141,6 +134,6 @@ fn kq_load(row: u32, h: u32, i: u32) -> Kq {
     let s23 = kq_bytes02(w_word(bb + 196u + 8u * n), hi);
     // Signed scale bytes.
     let s = (bitcast<vec4<i32>>(vec4<u32>(s01, s23) << vec4<u32>(24u))) >> vec4<u32>(24u);
-    return Kq(kq_signed(v, 32u), a_f16(bb + 208u) * vec4<f32>(s));
+    return Kq(signed_bytes(v, 32u), a_f16(bb + 208u) * vec4<f32>(s));
 }
 #endif

@@ -15,6 +15,13 @@
 #define W_ALIGN4 1
 #endif
 
+// Unsigned bytes below 2^(8 - 1) minus `off` (a byte value), as signed bytes: adding 128 - off
+// never carries, and flipping the top bit subtracts 128.
+fn signed_bytes(v: vec4<u32>, off: u32) -> vec4<u32> {
+    let add = (128u - off) * 0x01010101u;
+    return (v + vec4<u32>(add)) ^ vec4<u32>(0x80808080u);
+}
+
 struct Wq {
     v0: vec4<u32>,
     v1: vec4<u32>,
