@@ -2076,6 +2076,8 @@ mod tests {
                 }
             )
         };
+        let always = Tuning::parse("vec_int_prefetch=1").unwrap();
+        let never = Tuning::parse("vec_int_prefetch=0").unwrap();
         for n in 1..=8 {
             for (ty, on_gpu) in [
                 (GgmlType::Q4_0, n == 4),
@@ -2088,12 +2090,10 @@ mod tests {
                 let p = problem(ty, 4096, n, 14336);
                 assert_eq!(prefetch(&p, &d, &t), on_gpu, "{ty} n={n}");
                 assert!(!prefetch(&p, &lavapipe(), &t), "{ty} n={n} on a CPU");
-                let always = Tuning::parse("vec_int_prefetch=1").unwrap();
                 assert!(
                     prefetch(&p, &d, &always) && prefetch(&p, &lavapipe(), &always),
                     "{ty} n={n}"
                 );
-                let never = Tuning::parse("vec_int_prefetch=0").unwrap();
                 assert!(!prefetch(&p, &d, &never), "{ty} n={n}");
             }
         }
