@@ -122,9 +122,10 @@ pub struct Tuning {
     /// The integer mat-vec loads each lane's next unit of a before it multiplies the current
     /// one (two units' loads in flight per lane instead of one): 0 never, 1 always, 2 (the
     /// default) on GPUs where it measured faster ([`int_prefetch_on`]). H100, m=4096 k=14336
-    /// (bench/results/2026-12-06-h100-evening.md): q4_0 / q4_1 n=4 30.0 / 29.9 us → 25.5 / 25.7,
-    /// q5_0 n=1 / 2 / 4 25.1 / 25.7 / 34.7 → 21.6 / 24.0 / 30.7; slower at n=8 for every format
-    /// (q4_0 40.6 → 50.2) and for q8_0 and iq4_nl from n=2.
+    /// (bench/results/2026-12-06-h100-evening.md, -night.md: three sweeps agreeing): q4_0 / q4_1
+    /// n=4 29.7 / 29.8 us → 25.4 / 25.4, q4_0 n=2 17.9 → 17.3, q5_0 n=1 / 2 / 4 / 5 24.7 / 25.7
+    /// / 34.4 / 38.0 → 21.6 / 23.8 / 30.7 / 34.5; slower at n=3 (q5_0 27.2 → 31.4), at n=8 for
+    /// every format (q4_0 40.6 → 50.2) and for q8_0 and iq4_nl from n=2.
     pub vec_int_prefetch: u32,
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
@@ -686,13 +687,14 @@ fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
 }
 
 /// [`Tuning::vec_int_prefetch`]: 1 always; 2 on GPUs for the cases it measured faster in
-/// (q4_0 and q4_1 at n = 4, q5_0 up to n = 4).
+/// (q4_0 at n = 2 and 4, q4_1 at n = 4, q5_0 at n = 1, 2, 4 and 5).
 pub fn int_prefetch_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
     match knob {
         1 => true,
         2 if !d.cpu => match p.a_type {
-            GgmlType::Q4_0 | GgmlType::Q4_1 => p.n == 4,
-            GgmlType::Q5_0 => p.n <= 4,
+            GgmlType::Q4_0 => matches!(p.n, 2 | 4),
+            GgmlType::Q4_1 => p.n == 4,
+            GgmlType::Q5_0 => matches!(p.n, 1 | 2 | 4 | 5),
             _ => false,
         },
         _ => false,
@@ -2064,8 +2066,8 @@ mod tests {
                 assert!(!stream(&p, dev, &tuning), "{ty}");
             }
         }
-        // The prefetch where its knob lets it: 2 (the default) on GPUs for q4_0 / q4_1 at n=4 and
-        // q5_0 up to n=4; 1 in every integer kernel but the slots; 0 nowhere.
+        // The prefetch where its knob lets it: 2 (the default) on GPUs for q4_0 at n=2 and 4, q4_1
+        // at n=4 and q5_0 at n=1, 2, 4 and 5; 1 in every integer kernel but the slots; 0 nowhere.
         let prefetch = |p: &Problem, d: &DeviceFacts, t: &Tuning| {
             matches!(
                 plan(p, d, t).path,
@@ -2080,9 +2082,9 @@ mod tests {
         let never = Tuning::parse("vec_int_prefetch=0").unwrap();
         for n in 1..=8 {
             for (ty, on_gpu) in [
-                (GgmlType::Q4_0, n == 4),
+                (GgmlType::Q4_0, n == 2 || n == 4),
                 (GgmlType::Q4_1, n == 4),
-                (GgmlType::Q5_0, n <= 4),
+                (GgmlType::Q5_0, matches!(n, 1 | 2 | 4 | 5)),
                 (GgmlType::Q5_1, false),
                 (GgmlType::Q8_0, false),
                 (GgmlType::IQ4_NL, false),
