@@ -107,6 +107,21 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
                 variant
             }
         }
+        Path::VecMma {
+            config,
+            split,
+            frag_m,
+            unroll,
+            wg_size,
+        } => operands("mul_mat_vec_mma.wgsl")
+            .define("SG_M", format!("{}u", config.m))
+            .define("SG_N", format!("{}u", config.n))
+            .define("SG_K", format!("{}u", config.k))
+            .define("SPLIT", format!("{split}u"))
+            .define("FRAG_M", format!("{frag_m}u"))
+            .define("UNROLL", format!("{unroll}u"))
+            .define("WG_SIZE", format!("{wg_size}u"))
+            .flag("A_VEC4", plan.a_vec4),
         Path::Tiled {
             wg_m,
             wg_n,
@@ -318,6 +333,7 @@ pub fn mul_mat_path(path: &Path) -> &'static str {
     match path {
         Path::Vec { int_dot: true, .. } => "vec_int",
         Path::Vec { .. } => "vec",
+        Path::VecMma { .. } => "vec_mma",
         Path::Tiled { .. } => "tiled",
         Path::SubgroupMatrix { .. } => "subgroup_matrix",
         Path::Simple { .. } => "simple",

@@ -96,7 +96,7 @@ fn every_upstream_case_takes_a_fast_path() {
             let plan = mul_mat::plan_for(&ctx, &t.a.view, &t.b.view, &t.dst).unwrap();
             let n = t.dst.ne[1] as u64;
             let ok = match plan.path {
-                Path::Vec { .. } => n <= u64::from(Tuning::default().vec_max_n),
+                Path::Vec { .. } | Path::VecMma { .. } => n <= u64::from(Tuning::default().vec_max_n),
                 Path::SubgroupMatrix { .. } => has_sg,
                 Path::Tiled { .. } => !has_sg,
                 Path::Simple { .. } => false,
@@ -715,6 +715,45 @@ fn mat_vec_reading_a_byte_stream_matches_the_cpu() {
         }
     }
     assert_eq!(runs, 30);
+}
+
+/// The mat-vec on subgroup matrices (`vec_mma=1`): rows that leave the last workgroup part
+/// empty, k from one K step to rounds that do not divide it, padded rows of a, broadcast and
+/// permuted b in f32 and f16, n from 1 to 8, and an odd split with two results per subgroup;
+/// every output against the CPU reference.
+#[test]
+fn mat_vec_on_subgroup_matrices_matches_the_cpu() {
+    let ctx = context(false);
+    if ctx.facts().subgroup_matrix.is_none_or(|c| !c.f32_result) {
+        eprintln!("skipped: no f16 subgroup-matrix config with f32 results");
+        return;
+    }
+    let mut rng = Rng::new(0x5eed_0017);
+    let mut runs = 0;
+    for knobs in [
+        "vec_mma=1",
+        "vec_mma=1,vec_mma_split=3,vec_mma_unroll=2,vec_mma_frag_m=2",
+    ] {
+        let tuning = Tuning::parse(knobs).unwrap();
+        for (b_ty, m, n, k, k_v, bs, nr, per) in [
+            ("f32", 37, 1, 8, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
+            ("f32", 64, 2, 512, 768, [1, 1], [1, 1], [0, 1, 2, 3]),
+            ("f16", 19, 3, 1000, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
+            ("f32", 33, 5, 2560, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
+            ("f32", 8, 8, 776, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
+        ] {
+            let text = format!(
+                "MUL_MAT(type_a=f16,type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v={k_v},o=1,src_overlap=0)"
+            )
+            .replace(' ', "");
+            let p = random_case(&mut rng, text);
+            let (_, plan) =
+                run_random(&ctx, &p, &ctx.facts(), &tuning).unwrap_or_else(|e| panic!("{} [{knobs}]: {e}", p.text));
+            runs += 1;
+            assert!(matches!(plan.path, Path::VecMma { .. }), "{} [{knobs}]: {plan}", p.text);
+        }
+    }
+    assert_eq!(runs, 10);
 }
 
 /// The float mat-vec with b staged in workgroup memory: chunks that do not divide k nor the

@@ -76,6 +76,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
     assert_eq!(*grid, plan.grid, "{what}: {v}");
     let file = match &plan.path {
         Path::Vec { .. } => "mul_mat_vec.wgsl",
+        Path::VecMma { .. } => "mul_mat_vec_mma.wgsl",
         Path::Tiled { .. } => "mul_mat_tiled.wgsl",
         Path::SubgroupMatrix { .. } => "mul_mat_subgroup_matrix.wgsl",
         Path::Simple { .. } => "mul_mat_simple.wgsl",
@@ -141,6 +142,23 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             assert_eq!(flag(v, "ACC_F32"), config.f32_result, "{what}: {v}");
             assert_eq!(flag(v, "DIRECT_STORE"), plan.direct_store, "{what}: {v}");
         }
+        Path::VecMma {
+            config,
+            split,
+            frag_m,
+            unroll,
+            wg_size,
+        } => {
+            assert_eq!(define(v, "SG_M"), Some(u(config.m).as_str()), "{what}: {v}");
+            assert_eq!(define(v, "SG_N"), Some(u(config.n).as_str()), "{what}: {v}");
+            assert_eq!(define(v, "SG_K"), Some(u(config.k).as_str()), "{what}: {v}");
+            assert_eq!(define(v, "SPLIT"), Some(u(*split).as_str()), "{what}: {v}");
+            assert_eq!(define(v, "FRAG_M"), Some(u(*frag_m).as_str()), "{what}: {v}");
+            assert_eq!(define(v, "UNROLL"), Some(u(*unroll).as_str()), "{what}: {v}");
+            assert_eq!(define(v, "WG_SIZE"), Some(u(*wg_size).as_str()), "{what}: {v}");
+            assert!(flag(v, "A_VEC4") && plan.a_vec4, "{what}: {v}");
+            assert!(plan.convert_b.is_none() && plan.quantize_b.is_none(), "{what}");
+        }
         Path::Simple { .. } => {
             assert!(!plan.a_vec4 && !plan.b_vec4 && !plan.direct_store && plan.quantize_b.is_none());
             assert!(plan.dequantize_a.is_none() && plan.convert_b.is_none());
@@ -157,6 +175,7 @@ fn mul_mat_encoders_follow_their_plans() {
             Tuning::default(),
             Tuning::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
             Tuning::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
+            Tuning::parse("vec_mma=1,vec_mma_split=2,vec_mma_unroll=3", "").unwrap(),
             Tuning::parse(
                 "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2",
                 "",
@@ -173,6 +192,8 @@ fn mul_mat_encoders_follow_their_plans() {
                 (GgmlType::F32, 70, 70, 36, GgmlType::F32),
                 (GgmlType::Q8_0, 16, 100, 96, GgmlType::F16),
                 (GgmlType::IQ4_NL, 20, 2, 64, GgmlType::F32),
+                (GgmlType::F16, 64, 5, 128, GgmlType::F32),
+                (GgmlType::F16, 32, 8, 64, GgmlType::F16),
             ] {
                 let a = ctx.zeros(ty, [k, m, 1, 1]).unwrap();
                 let b = ctx.zeros(b_type, [k, n, 2, 1]).unwrap();

@@ -3,7 +3,8 @@
 //! is testable without a GPU.
 //!
 //! Paths, in order of preference:
-//! 1. [`Path::Vec`] for `n <= vec_max_n`: memory-bound matrix × few vectors.
+//! 1. [`Path::Vec`] for `n <= vec_max_n`: memory-bound matrix × few vectors; for f16 a, where
+//!    the knob asks, [`Path::VecMma`]: the same on subgroup matrices.
 //! 2. [`Path::SubgroupMatrix`] where the adapter has an f16 subgroup-matrix config: tiles from
 //!    the config, the subgroup size and the workgroup-memory limit; a narrow tile for small `n`.
 //! 3. [`Path::Tiled`]: register tiles in f32, for every device.
@@ -127,6 +128,18 @@ pub struct Tuning {
     /// / 34.4 / 38.0 → 21.6 / 23.8 / 30.7 / 34.5; slower at n=3 (q5_0 27.2 → 31.4), at n=8 for
     /// every format (q4_0 40.6 → 50.2) and for q8_0 and iq4_nl from n=2.
     pub vec_int_prefetch: u32,
+    /// f16 a times a few columns on subgroup matrices ([`Path::VecMma`]): 0 never, 1 wherever
+    /// the device and shapes allow, 2 on GPUs from n = `vec_mma_min_n`. The float mat-vec
+    /// re-reads every column of b from cache for each row it multiplies; a subgroup matrix
+    /// of b serves the config's M rows at once.
+    pub vec_mma: u32,
+    pub vec_mma_min_n: u32,
+    /// Subgroups per workgroup, each taking every `vec_mma_split`-th K step of the same rows.
+    pub vec_mma_split: u32,
+    /// K steps whose loads a subgroup issues before their multiplies.
+    pub vec_mma_unroll: u32,
+    /// Result matrices per subgroup along m (rows per workgroup: this · the config's M).
+    pub vec_mma_frag_m: u32,
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
     pub vec_int_fused: u32,
@@ -265,6 +278,11 @@ impl Default for Tuning {
             vec_int_slot_rows: 1,
             vec_int_slot_rows_wide: 2,
             vec_int_prefetch: 2,
+            vec_mma: 0,
+            vec_mma_min_n: 2,
+            vec_mma_split: 8,
+            vec_mma_unroll: 4,
+            vec_mma_frag_m: 1,
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
             vec_int_a_vec4: 2,
@@ -358,6 +376,11 @@ knobs!(
     vec_int_slot_rows,
     vec_int_slot_rows_wide,
     vec_int_prefetch,
+    vec_mma,
+    vec_mma_min_n,
+    vec_mma_split,
+    vec_mma_unroll,
+    vec_mma_frag_m,
     vec_int_fused,
     vec_int_iq4nl,
     vec_int_a_vec4,
@@ -442,7 +465,11 @@ impl Tuning {
             "vec_kernel" => (0, 2),
             "vec_int_slots_min_n" => (0, 65),
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
-            "vec_int_prefetch" => (0, 2),
+            "vec_int_prefetch" | "vec_mma" => (0, 2),
+            "vec_mma_min_n" => (1, 64),
+            "vec_mma_split" => (1, 32),
+            "vec_mma_unroll" => (1, 16),
+            "vec_mma_frag_m" => (1, 8),
             "vec_int_fused" => (0, 1),
             "vec_int_iq4nl" | "vec_int_stream" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
@@ -549,6 +576,18 @@ pub enum Path {
         /// The float kernel: pairs of each column of b staged in workgroup memory per chunk
         /// (0: b read through the cache; [`Tuning::vec_b_shared`]).
         b_shared: u32,
+    },
+    /// `mul_mat_vec_mma.wgsl`: f16 a times b (n <= `config.n`) on subgroup matrices, one right
+    /// matrix of b per K step serving `config.m` rows. A workgroup's `split` subgroups share its
+    /// `frag_m · config.m` rows; every round the workgroup stages `split · unroll` K steps of
+    /// them and of b in workgroup memory, each subgroup multiplying its own `unroll`; their
+    /// partial results are summed in workgroup memory.
+    VecMma {
+        config: MatrixConfig,
+        split: u32,
+        frag_m: u32,
+        unroll: u32,
+        wg_size: u32,
     },
     /// `mul_mat_tiled.wgsl`.
     Tiled {
@@ -754,6 +793,7 @@ impl MulMatPlan {
     pub fn tile(&self) -> (u32, u32) {
         match &self.path {
             Path::Vec { rows, groups, cols, .. } => (rows * groups, *cols),
+            Path::VecMma { config, frag_m, .. } => (frag_m * config.m, config.n),
             Path::Tiled {
                 wg_m,
                 wg_n,
@@ -826,6 +866,18 @@ impl fmt::Display for MulMatPlan {
                     1 => " (probe: loads only, results wrong)",
                     _ => " (probe: b quantized twice)",
                 }
+            )?,
+            Path::VecMma {
+                config,
+                split,
+                unroll,
+                wg_size,
+                ..
+            } => write!(
+                f,
+                "mat-vec on subgroup matrices {}x{}x{}: {tm} rows per workgroup of {wg_size}, K split over \
+                 {split} subgroups, {unroll} steps each per staged round",
+                config.m, config.n, config.k
             )?,
             Path::Tiled {
                 thread_m, thread_n, tk, ..
@@ -961,7 +1013,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
     let copied = with_copies(p, dequantize_a.is_some(), convert_b.is_some());
     let (path, tiles_m, tiles_n, workgroup_bytes) = if p.n <= u64::from(t.vec_max_n) {
         (dequantize_a, convert_b) = (None, None);
-        vec_path(p, d, t)
+        vec_mma_path(p, d, t).unwrap_or_else(|| vec_path(p, d, t))
     } else if let Some(sg) = (dequantize_a.is_some() || convert_b.is_some())
         .then(|| subgroup_matrix_path(&copied, d, t))
         .flatten()
@@ -988,6 +1040,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         return Err(format!("{groups} workgroups exceed a 2-D grid"));
     }
     let (a_vec4, direct_store) = match &path {
+        Path::VecMma { .. } => (true, false),
         Path::SubgroupMatrix { config, .. } => (a_vec4(&kp), p.dst_bytes >= u64::from(config.m * config.n * 4)),
         Path::Vec {
             int_dot: false,
@@ -1032,7 +1085,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         && match t.b_vec4 {
             0 => false,
             1 => match path {
-                Path::SubgroupMatrix { .. } => true,
+                Path::SubgroupMatrix { .. } | Path::VecMma { .. } => true,
                 // The float mat-vec's 16-byte steps read b 16 bytes at a time too.
                 Path::Vec { int_dot: false, .. } if a_vec4 => true,
                 // Measured faster for the lookup-table formats' mat-vec only (the float one was
@@ -1150,6 +1203,51 @@ pub fn has_int_dot(ty: GgmlType) -> bool {
 /// interleaved layout takes 36 of them).
 pub fn int_scratch_bytes(p: &Problem) -> u64 {
     p.batches * p.n * (p.k / 32) * 48
+}
+
+/// [`Path::VecMma`], where [`Tuning::vec_mma`] asks for it and the problem allows: f16 a whose
+/// rows are whole 16-byte words at 16-byte offsets (staged as such), an f16 config with f32
+/// results (k in the thousands would lose too much in f16 sums), k whole K steps, n within
+/// one right matrix, and the staging within the device's workgroup memory.
+fn vec_mma_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
+    let wanted = match t.vec_mma {
+        1 => true,
+        2 => !d.cpu && p.n >= u64::from(t.vec_mma_min_n),
+        _ => false,
+    };
+    let c = d.subgroup_matrix?;
+    if !wanted || p.a_type != GgmlType::F16 || !a_vec4(p) || !d.shader_f16 || !d.subgroups {
+        return None;
+    }
+    if !c.f32_result || c.m == 0 || c.n == 0 || !c.k.is_multiple_of(8) || d.subgroup_max_size == 0 {
+        return None;
+    }
+    let rows = c.m * t.vec_mma_frag_m;
+    if p.n > u64::from(c.n) || !p.k.is_multiple_of(u64::from(c.k)) {
+        return None;
+    }
+    let wg_size = t.vec_mma_split * d.subgroup_max_size;
+    // The staging: each subgroup's run of `unroll` steps (a 16-byte word of 8 halves per 8
+    // elements) plus a word of padding, for its rows of a and the config's columns of b; then
+    // the partial results, f32.
+    let run_words = t.vec_mma_unroll * c.k / 8 + 1;
+    let workgroup_bytes = t.vec_mma_split * ((rows + c.n) * run_words * 16 + rows * c.n * 4);
+    if wg_size > d.max_invocations || wg_size > d.max_workgroup_size_x || workgroup_bytes > d.max_workgroup_storage {
+        return None;
+    }
+    let path = Path::VecMma {
+        config: c,
+        split: t.vec_mma_split,
+        frag_m: t.vec_mma_frag_m,
+        unroll: t.vec_mma_unroll,
+        wg_size,
+    };
+    Some((
+        path,
+        u32::try_from(p.m.div_ceil(u64::from(rows))).ok()?,
+        1,
+        workgroup_bytes,
+    ))
 }
 
 fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
@@ -2416,5 +2514,78 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn mat_vec_on_subgroup_matrices_only_where_asked_and_allowed() {
+        let on = Tuning::parse("vec_mma=1").unwrap();
+        let gpu = nvidia((16, 8, 16));
+        let aligned = |ty, n, k| Problem {
+            a_align: 16,
+            b_align: 16,
+            ..problem(ty, 4096, n, k)
+        };
+        let mma = |p: &Problem, d: &DeviceFacts, t: &Tuning| matches!(plan(p, d, t).path, Path::VecMma { .. });
+        let p = plan(&aligned(GgmlType::F16, 8, 14336), &gpu, &on);
+        assert!(
+            matches!(
+                p.path,
+                Path::VecMma {
+                    split: 8,
+                    frag_m: 1,
+                    unroll: 4,
+                    wg_size: 256,
+                    ..
+                }
+            ),
+            "{p}"
+        );
+        // 16 rows a workgroup, any m (the last tile part empty); no copies, a read as 16-byte words.
+        assert_eq!((p.tiles_m, p.tile()), (256, (16, 8)));
+        assert!(p.a_vec4 && p.convert_b.is_none() && p.dequantize_a.is_none() && p.quantize_b.is_none());
+        assert!(p.workgroup_bytes <= gpu.max_workgroup_storage);
+        assert_eq!(
+            plan(
+                &Problem {
+                    m: 4097,
+                    ..aligned(GgmlType::F16, 8, 14336)
+                },
+                &gpu,
+                &on
+            )
+            .tiles_m,
+            257
+        );
+        assert!(mma(&aligned(GgmlType::F16, 1, 16), &lavapipe(), &on));
+        // Off by default; other types, unaligned rows, k off the K steps, n past one right matrix,
+        // f16 results only, no config: the mat-vec.
+        assert!(!mma(&aligned(GgmlType::F16, 8, 14336), &gpu, &Tuning::default()));
+        assert!(!mma(&aligned(GgmlType::F32, 8, 14336), &gpu, &on));
+        assert!(!mma(&aligned(GgmlType::Q4_0, 8, 14336), &gpu, &on));
+        assert!(!mma(&problem(GgmlType::F16, 4096, 8, 14336), &gpu, &on));
+        assert!(!mma(&aligned(GgmlType::F16, 8, 14344), &gpu, &on));
+        let wide = Tuning::parse("vec_mma=1,vec_max_n=16").unwrap();
+        assert!(mma(&aligned(GgmlType::F16, 9, 14336), &nvidia((16, 16, 16)), &wide));
+        assert!(!mma(&aligned(GgmlType::F16, 9, 14336), &gpu, &wide));
+        let f16_results = DeviceFacts {
+            subgroup_matrix: gpu.subgroup_matrix.map(|c| MatrixConfig { f32_result: false, ..c }),
+            ..gpu
+        };
+        assert!(!mma(&aligned(GgmlType::F16, 8, 14336), &f16_results, &on));
+        assert!(!mma(
+            &aligned(GgmlType::F16, 8, 14336),
+            &DeviceFacts {
+                subgroup_matrix: None,
+                ..gpu
+            },
+            &on
+        ));
+        // 2: GPUs only, from vec_mma_min_n; staging past the workgroup memory: the mat-vec.
+        let by_device = Tuning::parse("vec_mma=2,vec_mma_min_n=4").unwrap();
+        assert!(mma(&aligned(GgmlType::F16, 4, 14336), &gpu, &by_device));
+        assert!(!mma(&aligned(GgmlType::F16, 3, 14336), &gpu, &by_device));
+        assert!(!mma(&aligned(GgmlType::F16, 4, 16), &lavapipe(), &by_device));
+        let big = Tuning::parse("vec_mma=1,vec_mma_unroll=16,vec_mma_frag_m=8").unwrap();
+        assert!(!mma(&aligned(GgmlType::F16, 8, 14336), &gpu, &big));
     }
 }
