@@ -112,6 +112,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             split,
             frag_m,
             unroll,
+            depth,
             wg_size,
         } => operands("mul_mat_vec_mma.wgsl")
             .define("SG_M", format!("{}u", config.m))
@@ -120,6 +121,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             .define("SPLIT", format!("{split}u"))
             .define("FRAG_M", format!("{frag_m}u"))
             .define("UNROLL", format!("{unroll}u"))
+            .define("DEPTH", format!("{depth}u"))
             .define("WG_SIZE", format!("{wg_size}u"))
             .flag("A_VEC4", plan.a_vec4),
         Path::Tiled {

@@ -732,7 +732,7 @@ fn mat_vec_on_subgroup_matrices_matches_the_cpu() {
     let mut runs = 0;
     for knobs in [
         "vec_mma=1",
-        "vec_mma=1,vec_mma_split=3,vec_mma_unroll=2,vec_mma_frag_m=2",
+        "vec_mma=1,vec_mma_split=3,vec_mma_unroll=2,vec_mma_frag_m=2,vec_mma_depth=1",
     ] {
         let tuning = Tuning::parse(knobs).unwrap();
         for (b_ty, m, n, k, k_v, bs, nr, per) in [

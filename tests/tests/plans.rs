@@ -147,8 +147,10 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             split,
             frag_m,
             unroll,
+            depth,
             wg_size,
         } => {
+            assert_eq!(define(v, "DEPTH"), Some(u(*depth).as_str()), "{what}: {v}");
             assert_eq!(define(v, "SG_M"), Some(u(config.m).as_str()), "{what}: {v}");
             assert_eq!(define(v, "SG_N"), Some(u(config.n).as_str()), "{what}: {v}");
             assert_eq!(define(v, "SG_K"), Some(u(config.k).as_str()), "{what}: {v}");
@@ -175,7 +177,7 @@ fn mul_mat_encoders_follow_their_plans() {
             Tuning::default(),
             Tuning::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
             Tuning::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
-            Tuning::parse("vec_mma=1,vec_mma_split=2,vec_mma_unroll=3", "").unwrap(),
+            Tuning::parse("vec_mma=1,vec_mma_split=2,vec_mma_unroll=3,vec_mma_depth=1", "").unwrap(),
             Tuning::parse(
                 "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2",
                 "",

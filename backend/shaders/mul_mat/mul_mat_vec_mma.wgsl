@@ -9,7 +9,8 @@
 // and their partial results meet in workgroup memory at the end. Every round the whole
 // workgroup stages the round's piece of a (ROWS rows × SPLIT · UNROLL · SG_K halves, each row
 // one contiguous run read as 16-byte words) and of b (n columns, converted to f16) into
-// workgroup memory, the next round's loads issued before this round's multiplies. (Left
+// workgroup memory, the loads of the round DEPTH rounds on issued before this round's
+// multiplies (DEPTH register sets, taking turns). (Left
 // matrices loaded straight from a's binding measured 2x slower than the float mat-vec on an
 // H100: the driver reads them in small pieces.)
 //
@@ -19,7 +20,7 @@
 // past k are staged as zeros, without loads.
 //
 // Defines: the operand defines of mul_mat_operands.wgsl (A_VEC4 from the plan), SG_M, SG_N, SG_K
-// (the config, f32 results; SG_K a multiple of 8), SPLIT, FRAG_M, UNROLL, WG_SIZE (SPLIT · the
+// (the config, f32 results; SG_K a multiple of 8), SPLIT, FRAG_M, UNROLL, DEPTH, WG_SIZE (SPLIT · the
 // largest subgroup size; where subgroups come out smaller, the extra ones only stage and sum).
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
@@ -32,6 +33,7 @@ enable chromium_experimental_subgroup_matrix;
 #define SPLIT 4u
 #define FRAG_M 1u
 #define UNROLL 4u
+#define DEPTH 1u
 #define WG_SIZE 128u
 
 #include "mul_mat_operands.wgsl"
@@ -108,45 +110,52 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #for I in 0..FRAG_M
     var acc_##I = Result();
 #endfor
+#for PH in 0..DEPTH
 #for T in 0..A_PER_THREAD
-    var ra_##T = fetch_a(tile, row0, 0u, lid + T##u * WG_SIZE);
+    var ra_##PH##_##T = fetch_a(tile, row0, PH##u, lid + T##u * WG_SIZE);
 #endfor
 #for T in 0..B_PER_THREAD
-    var rb_##T = fetch_b(tile, 0u, lid + T##u * WG_SIZE);
+    var rb_##PH##_##T = fetch_b(tile, PH##u, lid + T##u * WG_SIZE);
 #endfor
-    for (var r = 0u; r < rounds; r += 1u) {
+#endfor
+    for (var r = 0u; r < rounds; r += DEPTH) {
+#for PH in 0..DEPTH
+        if (r + PH##u < rounds) {
 #for T in 0..A_PER_THREAD
-        if (lid + T##u * WG_SIZE < A_UNITS) {
-            stage[stage_slot(lid + T##u * WG_SIZE, A_SUB)] = ra_##T;
-        }
-#endfor
-#for T in 0..B_PER_THREAD
-        if (lid + T##u * WG_SIZE < B_UNITS) {
-            stage[B_OFF + stage_slot(lid + T##u * WG_SIZE, B_SUB)] = rb_##T;
-        }
-#endfor
-        workgroupBarrier();
-        if (r + 1u < rounds) {
-#for T in 0..A_PER_THREAD
-            ra_##T = fetch_a(tile, row0, r + 1u, lid + T##u * WG_SIZE);
-#endfor
-#for T in 0..B_PER_THREAD
-            rb_##T = fetch_b(tile, r + 1u, lid + T##u * WG_SIZE);
-#endfor
-        }
-        if (sg < SPLIT) {
-#for U in 0..UNROLL
-            {
-                let right = subgroupMatrixLoad<Right, col_major>(&stage, B_OFF + sg * B_SUB + U##u * (SG_K / 8u), LDS);
-#for I in 0..FRAG_M
-                acc_##I = subgroupMatrixMultiplyAccumulate(
-                    subgroupMatrixLoad<Left, row_major>(&stage, sg * A_SUB + I##u * SG_M * LDS + U##u * (SG_K / 8u), LDS),
-                    right, acc_##I);
-#endfor
+            if (lid + T##u * WG_SIZE < A_UNITS) {
+                stage[stage_slot(lid + T##u * WG_SIZE, A_SUB)] = ra_##PH##_##T;
             }
 #endfor
+#for T in 0..B_PER_THREAD
+            if (lid + T##u * WG_SIZE < B_UNITS) {
+                stage[B_OFF + stage_slot(lid + T##u * WG_SIZE, B_SUB)] = rb_##PH##_##T;
+            }
+#endfor
+            workgroupBarrier();
+            let next = r + PH##u + DEPTH;
+            if (next < rounds) {
+#for T in 0..A_PER_THREAD
+                ra_##PH##_##T = fetch_a(tile, row0, next, lid + T##u * WG_SIZE);
+#endfor
+#for T in 0..B_PER_THREAD
+                rb_##PH##_##T = fetch_b(tile, next, lid + T##u * WG_SIZE);
+#endfor
+            }
+            if (sg < SPLIT) {
+#for U in 0..UNROLL
+                {
+                    let right = subgroupMatrixLoad<Right, col_major>(&stage, B_OFF + sg * B_SUB + U##u * (SG_K / 8u), LDS);
+#for I in 0..FRAG_M
+                    acc_##I = subgroupMatrixMultiplyAccumulate(
+                        subgroupMatrixLoad<Left, row_major>(&stage, sg * A_SUB + I##u * SG_M * LDS + U##u * (SG_K / 8u), LDS),
+                        right, acc_##I);
+#endfor
+                }
+#endfor
+            }
+            workgroupBarrier();
         }
-        workgroupBarrier();
+#endfor
     }
     if (sg < SPLIT) {
 #for I in 0..FRAG_M

@@ -140,6 +140,8 @@ pub struct Tuning {
     pub vec_mma_unroll: u32,
     /// Result matrices per subgroup along m (rows per workgroup: this · the config's M).
     pub vec_mma_frag_m: u32,
+    /// Rounds whose loads are in flight while one is multiplied (register sets).
+    pub vec_mma_depth: u32,
     /// 1: at n=1 the integer mat-vec's workgroups quantize b themselves into workgroup memory
     /// (where k/32 blocks of 48 bytes fit), instead of a separate pass: one dispatch per op.
     pub vec_int_fused: u32,
@@ -283,6 +285,7 @@ impl Default for Tuning {
             vec_mma_split: 8,
             vec_mma_unroll: 4,
             vec_mma_frag_m: 1,
+            vec_mma_depth: 2,
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
             vec_int_a_vec4: 2,
@@ -381,6 +384,7 @@ knobs!(
     vec_mma_split,
     vec_mma_unroll,
     vec_mma_frag_m,
+    vec_mma_depth,
     vec_int_fused,
     vec_int_iq4nl,
     vec_int_a_vec4,
@@ -470,6 +474,7 @@ impl Tuning {
             "vec_mma_split" => (1, 32),
             "vec_mma_unroll" => (1, 16),
             "vec_mma_frag_m" => (1, 8),
+            "vec_mma_depth" => (1, 2),
             "vec_int_fused" => (0, 1),
             "vec_int_iq4nl" | "vec_int_stream" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
@@ -587,6 +592,8 @@ pub enum Path {
         split: u32,
         frag_m: u32,
         unroll: u32,
+        /// Register sets of staged loads ([`Tuning::vec_mma_depth`]).
+        depth: u32,
         wg_size: u32,
     },
     /// `mul_mat_tiled.wgsl`.
@@ -871,12 +878,13 @@ impl fmt::Display for MulMatPlan {
                 config,
                 split,
                 unroll,
+                depth,
                 wg_size,
                 ..
             } => write!(
                 f,
                 "mat-vec on subgroup matrices {}x{}x{}: {tm} rows per workgroup of {wg_size}, K split over \
-                 {split} subgroups, {unroll} steps each per staged round",
+                 {split} subgroups, {unroll} steps each per staged round, {depth} rounds' loads in flight",
                 config.m, config.n, config.k
             )?,
             Path::Tiled {
@@ -1240,6 +1248,7 @@ fn vec_mma_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
         split: t.vec_mma_split,
         frag_m: t.vec_mma_frag_m,
         unroll: t.vec_mma_unroll,
+        depth: t.vec_mma_depth,
         wg_size,
     };
     Some((
