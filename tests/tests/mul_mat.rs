@@ -756,6 +756,42 @@ fn mat_vec_on_subgroup_matrices_matches_the_cpu() {
     assert_eq!(runs, 10);
 }
 
+/// The float mat-vec over 16-byte words of f16 and bf16 a with b read as 8 halves a word: an f32
+/// b through its f16 copy (`vec_b_f16_min_n`), an f16 b as it is; k with a tail past the last
+/// word, padded rows of a, broadcast and permuted b, n from 1 to 8; every output against the
+/// CPU reference.
+#[test]
+fn float_mat_vec_reading_b_as_halves_matches_the_cpu() {
+    let ctx = context(false);
+    let tuning = Tuning::parse("vec_float_vec4=1,vec_b_f16_min_n=1").unwrap();
+    let mut rng = Rng::new(0x5eed_0018);
+    let mut copies = 0;
+    for ty in ["f16", "bf16"] {
+        for (b_ty, m, n, k, k_v, bs, nr, per) in [
+            ("f32", 37, 1, 256, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
+            ("f32", 64, 2, 520, 768, [1, 1], [1, 1], [0, 1, 2, 3]),
+            ("f16", 19, 3, 1000, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
+            ("f32", 33, 5, 2568, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
+            ("f32", 8, 8, 776, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
+        ] {
+            let text = format!(
+                "MUL_MAT(type_a={ty},type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v={k_v},o=1,src_overlap=0)"
+            )
+            .replace(' ', "");
+            let p = random_case(&mut rng, text);
+            let (_, plan) = run_random(&ctx, &p, &ctx.facts(), &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+            assert!(
+                matches!(plan.path, Path::Vec { int_dot: false, .. }) && plan.a_vec4,
+                "{}: {plan}",
+                p.text
+            );
+            assert_eq!(plan.convert_b.is_some(), b_ty == "f32", "{}: {plan}", p.text);
+            copies += usize::from(plan.convert_b.is_some());
+        }
+    }
+    assert_eq!(copies, 8);
+}
+
 /// The float mat-vec with b staged in workgroup memory: chunks that do not divide k nor the
 /// group's lanes, an odd k (its last element read from b directly), f32 and f16 b, with and
 /// without subgroups; every output against the CPU reference.

@@ -178,6 +178,7 @@ fn mul_mat_encoders_follow_their_plans() {
             Tuning::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
             Tuning::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
             Tuning::parse("vec_mma=1,vec_mma_split=2,vec_mma_unroll=3,vec_mma_depth=1", "").unwrap(),
+            Tuning::parse("vec_float_vec4=1,vec_b_f16_min_n=2", "").unwrap(),
             Tuning::parse(
                 "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2",
                 "",

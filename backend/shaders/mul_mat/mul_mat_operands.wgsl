@@ -585,6 +585,13 @@ fn b_pair(row: u32, e: u32) -> vec2<f32> {
 #endif
 }
 
+#if defined(B_VEC4) && defined(B_F16)
+// Elements [e, e + 8) of an f16 b as they are stored (e a multiple of 8, e + 8 <= k).
+fn b_word8(row: u32, e: u32) -> vec4<u32> {
+    return b[(row >> 4u) + (e >> 3u)];
+}
+#endif
+
 // Elements [e, e + 4) (e a multiple of 4, e + 4 <= k).
 fn b_vec4(row: u32, e: u32) -> vec4<f32> {
 #if defined(B_VEC4) && !defined(B_F16)

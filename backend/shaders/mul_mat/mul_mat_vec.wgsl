@@ -601,9 +601,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     for (var s = lane; s < quads; s += GROUP_SIZE) {
         let e = s * A_QUAD;
 #for J in 0..N_COLS
+#if A_TYPE != TYPE_F32 && defined(B_VEC4) && defined(B_F16)
+        // An f16 b (or b's f16 copy): the step's 8 elements of each column in one word.
+        let bw_##J = b_word8(col_##J, e);
+        let b0_##J = vec4<f32>(unpack2x16float(bw_##J.x), unpack2x16float(bw_##J.y));
+        let b1_##J = vec4<f32>(unpack2x16float(bw_##J.z), unpack2x16float(bw_##J.w));
+#else
         let b0_##J = b_vec4(col_##J, e);
 #if A_TYPE != TYPE_F32
         let b1_##J = b_vec4(col_##J, e + 4u);
+#endif
 #endif
 #endfor
 #for R in 0..ROWS

@@ -75,6 +75,11 @@ pub struct Tuning {
     /// n=1/4/8 80.6/86.1/92.4 us against 84.0/97.5/103.9, f16 n=1/4/8 41.8/53.4/60.2 against
     /// 42.8/58.7/75.0 (with [`Tuning::vec_acc_max_halves`]); f16 n=2 45.8 against 44.0.
     pub vec_float_vec4: u32,
+    /// The float mat-vec over 16-byte words of an f16 or bf16 a reads an f32 b from an f16 copy
+    /// made first (`mul_mat_convert_b.wgsl`) from this n on (0: never): each column's 8
+    /// elements of a step in one 16-byte load instead of two, half of b's bytes through the
+    /// cache, which every row group re-reads.
+    pub vec_b_f16_min_n: u32,
     /// [`Tuning::vec_acc_max`] for f16 and bf16 weights read as 16-byte words: a lane's 8 halves
     /// a row hold more registers, so fewer rows (H100, f16 n=8: 60.2 us against 123.1 with 80
     /// and 75.0 with 2-element reads; n=2 and n=4 within 1% of 80).
@@ -259,6 +264,7 @@ impl Default for Tuning {
             vec_acc_max: 80,
             vec_b_shared: 0,
             vec_float_vec4: 2,
+            vec_b_f16_min_n: 0,
             vec_acc_max_halves: 40,
             vec_groups: 1,
             vec_groups_wide: 1,
@@ -362,6 +368,7 @@ knobs!(
     vec_acc_max,
     vec_b_shared,
     vec_float_vec4,
+    vec_b_f16_min_n,
     vec_acc_max_halves,
     vec_groups,
     vec_groups_wide,
@@ -471,6 +478,7 @@ impl Tuning {
             "vec_int_slot_rows" | "vec_int_slot_rows_wide" | "vec_int_slot_rows_q36" => (1, 64),
             "vec_int_prefetch" | "vec_mma" => (0, 2),
             "vec_mma_min_n" => (1, 64),
+            "vec_b_f16_min_n" => (0, 64),
             "vec_mma_split" => (1, 32),
             "vec_mma_unroll" => (1, 16),
             "vec_mma_frag_m" => (1, 8),
@@ -1035,7 +1043,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
             tiled_path(p, d, t)?
         }
     };
-    let kp = with_copies(p, dequantize_a.is_some(), convert_b.is_some());
+    let mut kp = with_copies(p, dequantize_a.is_some(), convert_b.is_some());
     if workgroup_bytes > d.max_workgroup_storage {
         return Err(format!(
             "{workgroup_bytes} B of workgroup memory exceed the limit {}",
@@ -1066,6 +1074,17 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         ),
         _ => (false, false),
     };
+    // The float mat-vec's f16 copy of b ([`Tuning::vec_b_f16_min_n`]).
+    if matches!(path, Path::Vec { int_dot: false, .. })
+        && a_vec4
+        && matches!(p.a_type, GgmlType::F16 | GgmlType::BF16)
+        && p.b_type == GgmlType::F32
+        && t.vec_b_f16_min_n > 0
+        && p.n >= u64::from(t.vec_b_f16_min_n)
+    {
+        convert_b = f16_copy([p.batches, p.n, p.k], d);
+        kp = with_copies(p, false, convert_b.is_some());
+    }
     let quantize_b = match path {
         Path::Vec {
             int_dot: true,
@@ -2596,5 +2615,48 @@ mod tests {
         assert!(!mma(&aligned(GgmlType::F16, 4, 16), &lavapipe(), &by_device));
         let big = Tuning::parse("vec_mma=1,vec_mma_unroll=16,vec_mma_frag_m=8").unwrap();
         assert!(!mma(&aligned(GgmlType::F16, 8, 14336), &gpu, &big));
+    }
+
+    #[test]
+    fn float_mat_vec_copies_b_to_f16_only_where_asked_and_allowed() {
+        let on = Tuning::parse("vec_b_f16_min_n=4").unwrap();
+        let gpu = nvidia((16, 8, 16));
+        let aligned = |ty, n, k| Problem {
+            a_align: 16,
+            b_align: 16,
+            ..problem(ty, 4096, n, k)
+        };
+        for ty in [GgmlType::F16, GgmlType::BF16] {
+            let p = plan(&aligned(ty, 8, 14336), &gpu, &on);
+            assert!(
+                matches!(p.path, Path::Vec { int_dot: false, .. }) && p.a_vec4 && p.b_vec4,
+                "{p}"
+            );
+            let copy = p.convert_b.expect("b's f16 copy");
+            assert_eq!(copy.scratch_bytes, 8 * 14336 * 2);
+            let kp = p.kernel_problem();
+            assert_eq!((kp.b_type, kp.b_align, kp.b_contiguous), (GgmlType::F16, 16, true));
+        }
+        // Below its n, off by default, f32 or quantized a, an f16 b, rows not read as words, k
+        // off the 8-element grid: no copy.
+        assert!(plan(&aligned(GgmlType::F16, 3, 14336), &gpu, &on).convert_b.is_none());
+        assert!(
+            plan(&aligned(GgmlType::F16, 8, 14336), &gpu, &Tuning::default())
+                .convert_b
+                .is_none()
+        );
+        assert!(plan(&aligned(GgmlType::F32, 8, 14336), &gpu, &on).convert_b.is_none());
+        assert!(plan(&aligned(GgmlType::Q8_0, 8, 14336), &gpu, &on).convert_b.is_none());
+        let f16_b = Problem {
+            b_type: GgmlType::F16,
+            ..aligned(GgmlType::F16, 8, 14336)
+        };
+        assert!(plan(&f16_b, &gpu, &on).convert_b.is_none());
+        assert!(
+            plan(&problem(GgmlType::F16, 4096, 8, 14336), &gpu, &on)
+                .convert_b
+                .is_none()
+        );
+        assert!(plan(&aligned(GgmlType::F16, 8, 14340), &gpu, &on).convert_b.is_none());
     }
 }
