@@ -78,7 +78,8 @@ pub struct Tuning {
     /// The float mat-vec over 16-byte words of an f16 or bf16 a reads an f32 b from an f16 copy
     /// made first (`mul_mat_convert_b.wgsl`) from this n on (0: never): each column's 8
     /// elements of a step in one 16-byte load instead of two, half of b's bytes through the
-    /// cache, which every row group re-reads.
+    /// cache, which every row group re-reads. Off: on the H100 2-4% faster at n = 3, 4 only,
+    /// slower at n = 1, 2 (the copy pass) and n=8 (102.6 us against 60.0: the conversions).
     pub vec_b_f16_min_n: u32,
     /// [`Tuning::vec_acc_max`] for f16 and bf16 weights read as 16-byte words: a lane's 8 halves
     /// a row hold more registers, so fewer rows (H100, f16 n=8: 60.2 us against 123.1 with 80
@@ -136,7 +137,9 @@ pub struct Tuning {
     /// f16 a times a few columns on subgroup matrices ([`Path::VecMma`]): 0 never, 1 wherever
     /// the device and shapes allow, 2 on GPUs from n = `vec_mma_min_n`. The float mat-vec
     /// re-reads every column of b from cache for each row it multiplies; a subgroup matrix
-    /// of b serves the config's M rows at once.
+    /// of b serves the config's M rows at once. Off: slower on the H100 at every n (f16, n=1 /
+    /// 8: 62.4 / 116.8 us, 68.3 / 72.7 at best, against 43.5 / 60.8; bench/results/
+    /// 2026-12-06-h100-night.md): 16 rows a workgroup leave two workgroups a multiprocessor.
     pub vec_mma: u32,
     pub vec_mma_min_n: u32,
     /// Subgroups per workgroup, each taking every `vec_mma_split`-th K step of the same rows.
