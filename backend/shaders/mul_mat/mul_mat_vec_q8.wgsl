@@ -9,7 +9,8 @@
 // mins go into o, so every v fits a signed byte. Units of 256-element formats are their
 // 32-element sub-blocks; lanes take consecutive units, so a warp reads consecutive bytes of a row.
 //
-// Needs A_ALIGN2 (the planner sees to it). W_ALIGN4: the unit's words are 4-byte aligned.
+// Needs A_ALIGN2 (the planner sees to it), but for mxfp4, whose 17-byte blocks are read at any
+// byte. W_ALIGN4: the unit's words are 4-byte aligned.
 
 #if defined(A_ALIGN4) && (A_TYPE == TYPE_Q4_1 || A_TYPE == TYPE_Q5_1 || A_TYPE == TYPE_Q2_K || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K)
 #define W_ALIGN4 1
@@ -124,15 +125,22 @@ fn w_load(row: u32, u: u32) -> Wq {
     let d = a_f16(bb);
     return Wq(w_words4(bb + 2u), w_words4(bb + 18u), vec2<f32>(d), vec2<f32>(0.0));
 }
-#elif A_TYPE == TYPE_IQ4_NL
-// d, qs[16] as q4_0's, each nibble the index of one of 16 signed levels (KVALUES_IQ4NL,
-// packed bytes): the unit's bytes are the levels themselves, so no zero point.
+#elif A_TYPE == TYPE_IQ4_NL || A_TYPE == TYPE_MXFP4
+// [iq4_nl] d, qs[16] as q4_0's, each nibble the index of one of 16 signed levels
+// (KVALUES_IQ4NL, packed bytes); [mxfp4] e (E8M0), qs[16] likewise, the levels the E2M1 values
+// doubled (KVALUES_MXFP4) and the scale 2^(e - 128). The unit's bytes are the levels
+// themselves, so no zero point.
+#if A_TYPE == TYPE_IQ4_NL
+const W_LEVELS: vec4<u32> = KVALUES_IQ4NL;
+#else
+const W_LEVELS: vec4<u32> = KVALUES_MXFP4;
+#endif
 fn w_levels4(codes: u32) -> u32 {
     var r = 0u;
 #for I in 0..4
     {
         let c = (codes >> (8u * I##u)) & 15u;
-        r |= ((KVALUES_IQ4NL[c >> 2u] >> (8u * (c & 3u))) & 0xffu) << (8u * I##u);
+        r |= ((W_LEVELS[c >> 2u] >> (8u * (c & 3u))) & 0xffu) << (8u * I##u);
     }
 #endfor
     return r;
@@ -142,6 +150,7 @@ fn w_levels(codes: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(w_levels4(codes.x), w_levels4(codes.y), w_levels4(codes.z), w_levels4(codes.w));
 }
 
+#if A_TYPE == TYPE_IQ4_NL
 fn w_load(row: u32, u: u32) -> Wq {
     let bb = row + u * 18u;
     let d = a_f16(bb);
@@ -149,6 +158,29 @@ fn w_load(row: u32, u: u32) -> Wq {
     return Wq(w_levels(q & vec4<u32>(NIB)), w_levels((q >> vec4<u32>(4u)) & vec4<u32>(NIB)), vec2<f32>(d),
               vec2<f32>(0.0));
 }
+#else
+// The 16 bytes at `byte` (any offset): five aligned words shifted down by its offset in a word;
+// the fifth is clamped to the binding (it only matters when it overlaps the span).
+fn w_bytes16(byte: u32) -> vec4<u32> {
+    let i = byte >> 2u;
+    let w = vec4<u32>(a[i], a[i + 1u], a[i + 2u], a[i + 3u]);
+    let sh = (byte & 3u) * 8u;
+    let up = vec4<u32>(w.yzw, a[min(i + 4u, a_last())]);
+    // (A shift by 32 - sh is a shift by 0 when sh = 0: the select keeps w then.)
+    return select((w >> vec4<u32>(sh)) | (up << vec4<u32>(32u - sh)), w, sh == 0u);
+}
+
+fn w_load(row: u32, u: u32) -> Wq {
+    let bb = row + u * 17u;
+    let e = a_u8(bb);
+    // 2^(e - 128) from its bits; the two smallest scales, subnormal (which GPUs may flush),
+    // count as zero: their blocks' values lie below 2^-124.
+    let d = select(0.0, bitcast<f32>((e - 1u) << 23u), e >= 2u);
+    let q = w_bytes16(bb + 1u);
+    return Wq(w_levels(q & vec4<u32>(NIB)), w_levels((q >> vec4<u32>(4u)) & vec4<u32>(NIB)), vec2<f32>(d),
+              vec2<f32>(0.0));
+}
+#endif
 #elif A_TYPE == TYPE_Q2_K
 // scales[16] (low nibble scale, high nibble min, per 16 elements), qs[64], d, dmin. Sub-block
 // 4n + j is 2-bit field j of qs[32n, 32n + 32): a unit is half n, its four sub-blocks.
