@@ -5,8 +5,8 @@
 #                 `--no-subgroup-matrix`, `--config 16x8x16`): FAIL lines and each verdict
 #   prefetch.txt  q4_0 / q4_1 / q5_0 at n = 1-5 on the defaults (the prefetch where it measured
 #                 faster) beside `vec_int_prefetch=0` and `=1`
-#   mxfp4.txt     mxfp4 through the integer mat-vec (`vec_int_mxfp4=1`, off until timed): its
-#                 cases' verdict, then n = 1-8 beside the default
+#   fp4.txt       mxfp4 and nvfp4 through the integer mat-vec (`vec_int_fp4=1`, off until
+#                 timed): their cases' verdict, then n = 1-8 beside the default
 #   dc/           `bench/decode-compare.sh` with the attention decode cases, for the types whose
 #                 mat-vec changed last (TYPES), beside upstream
 #
@@ -44,11 +44,11 @@ KNOBS="vec_int_prefetch=0 vec_int_prefetch=1" MIN_TIME=0.2 timeout 60 bash "$her
     -o MUL_MAT -p 'type_a=(q4_0|q4_1|q5_0),type_b=f32,m=4096,n=[1-5],k=14336,' >"$out/prefetch.txt" 2>&1
 cat "$out/prefetch.txt"
 {
-    GGML_DAWN_MUL_MAT=vec_int_mxfp4=1 list 20 test -o MUL_MAT -p 'type_a=mxfp4,'
-    KNOBS="vec_int_mxfp4=1" MIN_TIME=0.2 timeout 30 bash "$here/knob-sweep.sh" "$bundle" \
-        -o MUL_MAT -p 'type_a=mxfp4,type_b=f32,m=4096,n=[1-58],k=14336,'
-} >"$out/mxfp4.txt" 2>&1
-cat "$out/mxfp4.txt"
+    GGML_DAWN_MUL_MAT=vec_int_fp4=1 list 20 test -o MUL_MAT -p 'type_a=(mxfp4|nvfp4),'
+    KNOBS="vec_int_fp4=1" MIN_TIME=0.2 timeout 30 bash "$here/knob-sweep.sh" "$bundle" \
+        -o MUL_MAT -p 'type_a=(mxfp4|nvfp4),type_b=f32,m=4096,n=[1-58],k=14336,'
+} >"$out/fp4.txt" 2>&1
+cat "$out/fp4.txt"
 WITH_FA=1 UPSTREAM_TIMEOUT=60 MIN_TIME=0.1 OUT="$out/dc" timeout 150 bash "$here/decode-compare.sh" "$bundle" \
     "$upstream" "${TYPES:-q4_0 q4_1 q5_0 q8_0 iq4_nl}" >"$out/dc.log" 2>&1
 cat "$out/dc/table.md"

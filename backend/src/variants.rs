@@ -372,7 +372,7 @@ pub const MUL_MAT_KNOBS: &[&str] = &[
     "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
     "sg_acc_f16=1",
     "vec_float_vec4=1,vec_int_a_vec4=1,vec_int_iq4nl=0",
-    "vec_int_stream=1,vec_int_mxfp4=1",
+    "vec_int_stream=1,vec_int_fp4=1",
     "vec_mma=1",
     "vec_float_vec4=1,vec_b_f16_min_n=1",
     "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_prefetch=2,sg_stages=1",

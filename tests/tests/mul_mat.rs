@@ -792,47 +792,56 @@ fn float_mat_vec_reading_b_as_halves_matches_the_cpu() {
     assert_eq!(copies, 8);
 }
 
-/// mxfp4 in the integer mat-vec (`vec_int_mxfp4=1`): 17-byte blocks read at any byte (rows of
-/// an odd number of blocks start at odd bytes), broadcast and permuted b in f32 and f16, n from 1
-/// to 8, with and without subgroups, with the prefetch; every output against the CPU reference.
+/// mxfp4 and nvfp4 in the integer mat-vec (`vec_int_fp4=1`): mxfp4's 17-byte blocks read at
+/// any byte (rows of an odd number of blocks start at odd bytes), nvfp4's four scales a block,
+/// broadcast and permuted b in f32 and f16, n from 1 to 8, with and without subgroups, with the
+/// prefetch; every output against the CPU reference.
 #[test]
-fn integer_mat_vec_reads_mxfp4_at_any_byte() {
+fn integer_mat_vec_reads_the_fp4_formats() {
     let ctx = context(false);
     let device = ctx.facts();
     let bare = without_subgroups(device);
     let settings = [
-        (device, Tuning::parse("vec_int_mxfp4=1").unwrap()),
+        (device, Tuning::parse("vec_int_fp4=1").unwrap()),
         (
             bare,
-            Tuning::parse("vec_int_mxfp4=1,vec_int_rows=3,vec_int_groups=2").unwrap(),
+            Tuning::parse("vec_int_fp4=1,vec_int_rows=3,vec_int_groups=2").unwrap(),
         ),
-        (device, Tuning::parse("vec_int_mxfp4=1,vec_int_prefetch=1").unwrap()),
+        (device, Tuning::parse("vec_int_fp4=1,vec_int_prefetch=1").unwrap()),
     ];
     let mut rng = Rng::new(0x5eed_0019);
     let mut runs = 0;
-    for (facts, tuning) in settings {
-        for (b_ty, m, n, k, bs, nr, per) in [
-            ("f32", 37, 1, 96, [1, 1], [1, 1], [0, 1, 2, 3]),
-            ("f32", 64, 2, 544, [1, 1], [1, 1], [0, 1, 2, 3]),
-            ("f16", 19, 3, 1056, [2, 1], [1, 2], [0, 2, 1, 3]),
-            ("f32", 33, 5, 2560, [1, 1], [1, 1], [0, 1, 2, 3]),
-            ("f32", 8, 8, 736, [2, 3], [2, 1], [0, 1, 2, 3]),
-        ] {
-            let text = format!(
-                "MUL_MAT(type_a=mxfp4,type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v=0,o=1,src_overlap=0)"
-            )
-            .replace(' ', "");
-            let p = random_case(&mut rng, text);
-            let (_, plan) = run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
-            runs += 1;
-            assert!(
-                matches!(plan.path, Path::Vec { int_dot: true, .. }),
-                "{}: {plan}",
-                p.text
-            );
+    for (ty, ks) in [
+        ("mxfp4", [96, 544, 1056, 2560, 736]),
+        ("nvfp4", [64, 576, 1088, 2560, 768]),
+    ] {
+        for (facts, tuning) in settings {
+            for ((b_ty, m, n, bs, nr, per), k) in [
+                ("f32", 37, 1, [1, 1], [1, 1], [0, 1, 2, 3]),
+                ("f32", 64, 2, [1, 1], [1, 1], [0, 1, 2, 3]),
+                ("f16", 19, 3, [2, 1], [1, 2], [0, 2, 1, 3]),
+                ("f32", 33, 5, [1, 1], [1, 1], [0, 1, 2, 3]),
+                ("f32", 8, 8, [2, 3], [2, 1], [0, 1, 2, 3]),
+            ]
+            .into_iter()
+            .zip(ks)
+            {
+                let text = format!(
+                    "MUL_MAT(type_a={ty},type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v=0,o=1,src_overlap=0)"
+                )
+                .replace(' ', "");
+                let p = random_case(&mut rng, text);
+                let (_, plan) = run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+                runs += 1;
+                assert!(
+                    matches!(plan.path, Path::Vec { int_dot: true, .. }),
+                    "{}: {plan}",
+                    p.text
+                );
+            }
         }
     }
-    assert_eq!(runs, 15);
+    assert_eq!(runs, 30);
 }
 
 /// The float mat-vec with b staged in workgroup memory: chunks that do not divide k nor the

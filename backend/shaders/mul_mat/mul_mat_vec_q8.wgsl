@@ -12,7 +12,7 @@
 // Needs A_ALIGN2 (the planner sees to it), but for mxfp4, whose 17-byte blocks are read at any
 // byte. W_ALIGN4: the unit's words are 4-byte aligned.
 
-#if defined(A_ALIGN4) && (A_TYPE == TYPE_Q4_1 || A_TYPE == TYPE_Q5_1 || A_TYPE == TYPE_Q2_K || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K)
+#if defined(A_ALIGN4) && (A_TYPE == TYPE_Q4_1 || A_TYPE == TYPE_Q5_1 || A_TYPE == TYPE_Q2_K || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K || A_TYPE == TYPE_NVFP4)
 #define W_ALIGN4 1
 #endif
 
@@ -125,11 +125,14 @@ fn w_load(row: u32, u: u32) -> Wq {
     let d = a_f16(bb);
     return Wq(w_words4(bb + 2u), w_words4(bb + 18u), vec2<f32>(d), vec2<f32>(0.0));
 }
-#elif A_TYPE == TYPE_IQ4_NL || A_TYPE == TYPE_MXFP4
+#elif A_TYPE == TYPE_IQ4_NL || A_TYPE == TYPE_MXFP4 || A_TYPE == TYPE_NVFP4
 // [iq4_nl] d, qs[16] as q4_0's, each nibble the index of one of 16 signed levels
 // (KVALUES_IQ4NL, packed bytes); [mxfp4] e (E8M0), qs[16] likewise, the levels the E2M1 values
-// doubled (KVALUES_MXFP4) and the scale 2^(e - 128). The unit's bytes are the levels
-// themselves, so no zero point.
+// doubled (KVALUES_MXFP4) and the scale 2^(e - 128); [nvfp4] d[4] (UE4M3, halved as the
+// levels are doubled, one per 16 elements), qs[32] (per 16 elements 8 bytes: element j the low
+// nibble of byte j, element j + 8 the high one), the levels mxfp4's: a unit is half a block,
+// its two 16-element groups with their scales. The unit's bytes are the levels themselves, so
+// no zero point.
 #if A_TYPE == TYPE_IQ4_NL
 const W_LEVELS: vec4<u32> = KVALUES_IQ4NL;
 #else
@@ -157,6 +160,19 @@ fn w_load(row: u32, u: u32) -> Wq {
     let q = w_words4(bb + 2u);
     return Wq(w_levels(q & vec4<u32>(NIB)), w_levels((q >> vec4<u32>(4u)) & vec4<u32>(NIB)), vec2<f32>(d),
               vec2<f32>(0.0));
+}
+#elif A_TYPE == TYPE_NVFP4
+fn w_load(row: u32, u: u32) -> Wq {
+    let bb = row + (u / 2u) * 36u;
+    let h = u % 2u;
+    let sc = w_word(bb) >> (16u * h);
+    // Groups 2h (words x, y) and 2h + 1 (z, w): low nibbles first, then high ones.
+    let q = w_words4(bb + 4u + 16u * h);
+    let lo = q & vec4<u32>(NIB);
+    let hi = (q >> vec4<u32>(4u)) & vec4<u32>(NIB);
+    let v0 = vec4<u32>(w_levels4(lo.x), w_levels4(lo.y), w_levels4(hi.x), w_levels4(hi.y));
+    let v1 = vec4<u32>(w_levels4(lo.z), w_levels4(lo.w), w_levels4(hi.z), w_levels4(hi.w));
+    return Wq(v0, v1, vec2<f32>(fmt_ue4m3_half(sc & 0xffu), fmt_ue4m3_half((sc >> 8u) & 0xffu)), vec2<f32>(0.0));
 }
 #else
 // The 16 bytes at `byte` (any offset): five aligned words shifted down by its offset in a word;

@@ -159,10 +159,10 @@ pub struct Tuning {
     /// n=1 53.0 us against 63.0, n=8 70.2 against 210.9; lavapipe n=1 22.5 / 21.8 ms against
     /// 22.8 / 23.8.
     pub vec_int_iq4nl: u32,
-    /// mxfp4 in the integer mat-vec too, as iq4_nl (its nibbles mapped to the E2M1 levels
-    /// doubled, its E8M0 scale as an f32; 17-byte blocks read at any byte): 0 off, the default
-    /// until timed on a GPU; 1 on; 2 on GPUs only.
-    pub vec_int_mxfp4: u32,
+    /// mxfp4 and nvfp4 in the integer mat-vec too, as iq4_nl (their nibbles mapped to the E2M1
+    /// levels doubled, their scales as f32; mxfp4's 17-byte blocks read at any byte): 0 off, the
+    /// default until timed on a GPU; 1 on; 2 on GPUs only.
+    pub vec_int_fp4: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
     /// and q8_0 in units of 4 blocks (5 and 9 loads), a q6_K unit in ten (realigned by selects)
@@ -301,7 +301,7 @@ impl Default for Tuning {
             vec_mma_depth: 2,
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
-            vec_int_mxfp4: 0,
+            vec_int_fp4: 0,
             vec_int_a_vec4: 2,
             vec_int_stream: 0,
             vec_int_probe: 0,
@@ -402,7 +402,7 @@ knobs!(
     vec_mma_depth,
     vec_int_fused,
     vec_int_iq4nl,
-    vec_int_mxfp4,
+    vec_int_fp4,
     vec_int_a_vec4,
     vec_int_stream,
     vec_int_probe,
@@ -493,7 +493,7 @@ impl Tuning {
             "vec_mma_frag_m" => (1, 8),
             "vec_mma_depth" => (1, 2),
             "vec_int_fused" => (0, 1),
-            "vec_int_iq4nl" | "vec_int_mxfp4" | "vec_int_stream" => (0, 2),
+            "vec_int_iq4nl" | "vec_int_fp4" | "vec_int_stream" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
@@ -1228,8 +1228,8 @@ fn with_copies(p: &Problem, a: bool, b: bool) -> Problem {
 
 type Choice = (Path, u32, u32, u32);
 
-/// Formats the integer mat-vec reads by default (`mul_mat_vec_q8.wgsl`; iq4_nl and mxfp4 too
-/// with [`Tuning::vec_int_iq4nl`] and [`Tuning::vec_int_mxfp4`]).
+/// Formats the integer mat-vec reads by default (`mul_mat_vec_q8.wgsl`; iq4_nl, mxfp4 and nvfp4
+/// too with [`Tuning::vec_int_iq4nl`] and [`Tuning::vec_int_fp4`]).
 pub fn has_int_dot(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K)
@@ -1291,9 +1291,10 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let cols = p.n.max(1) as u32;
     let super_blocks = p.a_type.block_size() >= 256;
     let iq4nl = p.a_type == GgmlType::IQ4_NL && knob_on(t.vec_int_iq4nl, d);
+    let fp4 = matches!(p.a_type, GgmlType::MXFP4 | GgmlType::NVFP4) && knob_on(t.vec_int_fp4, d);
     // mxfp4's 17-byte blocks are read at any byte, so its rows need no alignment.
-    let mxfp4 = p.a_type == GgmlType::MXFP4 && knob_on(t.vec_int_mxfp4, d);
-    let int_dot = (has_int_dot(p.a_type) || iq4nl || mxfp4)
+    let mxfp4 = fp4 && p.a_type == GgmlType::MXFP4;
+    let int_dot = (has_int_dot(p.a_type) || iq4nl || fp4)
         && p.n <= u64::from(t.vec_int_max_n)
         && (p.a_align >= 2 || mxfp4)
         && p.k > 0
@@ -2158,22 +2159,27 @@ mod tests {
             let tuning = Tuning::parse(&format!("vec_int_iq4nl={knob}")).unwrap();
             assert_eq!(int_dot(&iq4, dev, &tuning), expected, "vec_int_iq4nl={knob}");
         }
-        // mxfp4 where its knob lets it (0, the default, nowhere; 1 everywhere; 2 on GPUs), its
-        // rows at any byte.
+        // mxfp4 and nvfp4 where their knob lets them (0, the default, nowhere; 1 everywhere; 2
+        // on GPUs), mxfp4's rows at any byte, nvfp4's at even ones.
         let mx = Problem {
             a_align: 1,
             ..problem(GgmlType::MXFP4, 4096, 1, 14336)
         };
-        assert!(!int_dot(&mx, &d, &t) && !int_dot(&mx, &lavapipe(), &t));
-        for (knob, dev, expected) in [
-            (1, &d, true),
-            (1, &lavapipe(), true),
-            (2, &d, true),
-            (2, &lavapipe(), false),
-        ] {
-            let tuning = Tuning::parse(&format!("vec_int_mxfp4={knob}")).unwrap();
-            assert_eq!(int_dot(&mx, dev, &tuning), expected, "vec_int_mxfp4={knob}");
+        let nv = problem(GgmlType::NVFP4, 4096, 1, 14336);
+        for p in [&mx, &nv] {
+            assert!(!int_dot(p, &d, &t) && !int_dot(p, &lavapipe(), &t));
+            for (knob, dev, expected) in [
+                (1, &d, true),
+                (1, &lavapipe(), true),
+                (2, &d, true),
+                (2, &lavapipe(), false),
+            ] {
+                let tuning = Tuning::parse(&format!("vec_int_fp4={knob}")).unwrap();
+                assert_eq!(int_dot(p, dev, &tuning), expected, "vec_int_fp4={knob}");
+            }
         }
+        let odd_nv = Problem { a_align: 1, ..nv };
+        assert!(!int_dot(&odd_nv, &d, &Tuning::parse("vec_int_fp4=1").unwrap()));
         // The byte stream: q4_0 and q8_0 rows at 16-byte offsets with k a multiple of 256, where
         // its knob lets it (1 everywhere, 2 on GPUs); never the K-quants, never other k.
         let stream = |p: &Problem, d: &DeviceFacts, t: &Tuning| {
