@@ -365,7 +365,7 @@ pub struct Enumerated {
 /// The MUL_MAT knob sets [`enumerate`] plans with: the defaults, then the sets that switch on
 /// the kernels' optional forms (the fused and prefetching integer mat-vec, the float mat-vec's
 /// staged b, f16 accumulation, the mat-vecs' 16-byte reads of a, iq4_nl's float mat-vec, the
-/// byte stream and mxfp4's integer mat-vec, the mat-vec on subgroup matrices, the float
+/// byte stream and the FP4 formats' integer mat-vec, the mat-vec on subgroup matrices, the float
 /// mat-vec's f16 copy of b).
 pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
