@@ -1037,8 +1037,9 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
     let (mut dequantize_a, mut convert_b) = (dequantize_a_pass(p, d, t), convert_b_pass(p, d, t));
     let copied = with_copies(p, dequantize_a.is_some(), convert_b.is_some());
     let (path, tiles_m, tiles_n, workgroup_bytes) = if p.n <= u64::from(t.vec_max_n) {
-        (dequantize_a, convert_b) = (None, None);
-        vec_mma_path(p, d, t).unwrap_or_else(|| vec_path(p, d, t))
+        let choice = vec_mma_path(p, d, t).unwrap_or_else(|| vec_path(p, d, t));
+        (dequantize_a, convert_b) = (None, float_b_f16_pass(&choice.0, p, d, t));
+        choice
     } else if let Some(sg) = (dequantize_a.is_some() || convert_b.is_some())
         .then(|| subgroup_matrix_path(&copied, d, t))
         .flatten()
@@ -1052,7 +1053,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
             tiled_path(p, d, t)?
         }
     };
-    let mut kp = with_copies(p, dequantize_a.is_some(), convert_b.is_some());
+    let kp = with_copies(p, dequantize_a.is_some(), convert_b.is_some());
     if workgroup_bytes > d.max_workgroup_storage {
         return Err(format!(
             "{workgroup_bytes} B of workgroup memory exceed the limit {}",
@@ -1083,17 +1084,6 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Result<MulMatPlan, Str
         ),
         _ => (false, false),
     };
-    // The float mat-vec's f16 copy of b ([`Tuning::vec_b_f16_min_n`]).
-    if matches!(path, Path::Vec { int_dot: false, .. })
-        && a_vec4
-        && matches!(p.a_type, GgmlType::F16 | GgmlType::BF16)
-        && p.b_type == GgmlType::F32
-        && t.vec_b_f16_min_n > 0
-        && p.n >= u64::from(t.vec_b_f16_min_n)
-    {
-        convert_b = f16_copy([p.batches, p.n, p.k], d);
-        kp = with_copies(p, false, convert_b.is_some());
-    }
     let quantize_b = match path {
         Path::Vec {
             int_dot: true,
@@ -1190,6 +1180,24 @@ fn convert_b_pass(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<F16Copy> {
         return None;
     }
     f16_copy([p.batches, p.n, p.k], d)
+}
+
+/// The float mat-vec's f16 copy of an f32 b ([`Tuning::vec_b_f16_min_n`]), where `path` is the
+/// float mat-vec reading f16 or bf16 rows of a as 16-byte words.
+fn float_b_f16_pass(path: &Path, p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<F16Copy> {
+    let wanted = matches!(
+        path,
+        Path::Vec {
+            int_dot: false,
+            b_shared: 0,
+            ..
+        }
+    ) && float_a_vec4_on(t, d, p)
+        && matches!(p.a_type, GgmlType::F16 | GgmlType::BF16)
+        && p.b_type == GgmlType::F32
+        && t.vec_b_f16_min_n > 0
+        && p.n >= u64::from(t.vec_b_f16_min_n);
+    wanted.then(|| f16_copy([p.batches, p.n, p.k], d)).flatten()
 }
 
 /// The copy of an operand of `matrices · rows · k` elements, if its rows are whole 8-element
@@ -2146,21 +2154,25 @@ mod tests {
         for ty in [GgmlType::F16, GgmlType::Q1_0] {
             assert!(!int_dot(&problem(ty, 4096, 1, 14336), &d, &t), "{ty}");
         }
-        // iq4_nl where its knob lets it: 1 (the default) everywhere, 2 on GPUs.
+        // A format's switch knob: 0 nowhere, 1 everywhere, 2 on GPUs only.
+        let gated_by = |knob: &str, p: &Problem| {
+            for (value, dev, expected) in [
+                (0, &d, false),
+                (1, &d, true),
+                (1, &lavapipe(), true),
+                (2, &d, true),
+                (2, &lavapipe(), false),
+            ] {
+                let tuning = Tuning::parse(&format!("{knob}={value}")).unwrap();
+                assert_eq!(int_dot(p, dev, &tuning), expected, "{knob}={value}");
+            }
+        };
+        // iq4_nl by its knob, 1 (everywhere) by default.
         let iq4 = problem(GgmlType::IQ4_NL, 4096, 1, 14336);
         assert!(int_dot(&iq4, &d, &t) && int_dot(&iq4, &lavapipe(), &t));
-        for (knob, dev, expected) in [
-            (0, &d, false),
-            (1, &d, true),
-            (1, &lavapipe(), true),
-            (2, &d, true),
-            (2, &lavapipe(), false),
-        ] {
-            let tuning = Tuning::parse(&format!("vec_int_iq4nl={knob}")).unwrap();
-            assert_eq!(int_dot(&iq4, dev, &tuning), expected, "vec_int_iq4nl={knob}");
-        }
-        // mxfp4 and nvfp4 where their knob lets them (0, the default, nowhere; 1 everywhere; 2
-        // on GPUs), mxfp4's rows at any byte, nvfp4's at even ones.
+        gated_by("vec_int_iq4nl", &iq4);
+        // mxfp4 and nvfp4 by theirs, 0 (nowhere) by default; mxfp4's rows at any byte, nvfp4's
+        // at even ones.
         let mx = Problem {
             a_align: 1,
             ..problem(GgmlType::MXFP4, 4096, 1, 14336)
@@ -2168,15 +2180,7 @@ mod tests {
         let nv = problem(GgmlType::NVFP4, 4096, 1, 14336);
         for p in [&mx, &nv] {
             assert!(!int_dot(p, &d, &t) && !int_dot(p, &lavapipe(), &t));
-            for (knob, dev, expected) in [
-                (1, &d, true),
-                (1, &lavapipe(), true),
-                (2, &d, true),
-                (2, &lavapipe(), false),
-            ] {
-                let tuning = Tuning::parse(&format!("vec_int_fp4={knob}")).unwrap();
-                assert_eq!(int_dot(p, dev, &tuning), expected, "vec_int_fp4={knob}");
-            }
+            gated_by("vec_int_fp4", p);
         }
         let odd_nv = Problem { a_align: 1, ..nv };
         assert!(!int_dot(&odd_nv, &d, &Tuning::parse("vec_int_fp4=1").unwrap()));
