@@ -281,6 +281,41 @@ fn run_random(ctx: &GpuContext, p: &Random, facts: &DeviceFacts, tuning: &Tuning
         .map_err(|e| format!("{e} [{plan}]"))
 }
 
+/// `text`'s case with random inputs, planned for `facts` and `tuning` and checked against the
+/// CPU: the case string and its plan. A failure panics, naming the case and the knobs.
+fn run_case(
+    ctx: &GpuContext,
+    rng: &mut Rng,
+    text: String,
+    facts: &DeviceFacts,
+    tuning: &Tuning,
+) -> (String, MulMatPlan) {
+    let p = random_case(rng, text);
+    let (_, plan) = run_random(ctx, &p, facts, tuning).unwrap_or_else(|e| panic!("{} [{tuning}]: {e}", p.text));
+    (p.text, plan)
+}
+
+/// A case with views: b's type, m, n, k, a's padded row length `k_v` (0: k), b's batches `bs`,
+/// their broadcast over a `nr`, b's permutation `per`.
+type Shape = (
+    &'static str,
+    usize,
+    usize,
+    usize,
+    usize,
+    [usize; 2],
+    [usize; 2],
+    [usize; 4],
+);
+
+/// Upstream's case string of an `a_ty` a by a b of `shape`.
+fn shaped_case(a_ty: &str, (b_ty, m, n, k, k_v, bs, nr, per): Shape) -> String {
+    format!(
+        "MUL_MAT(type_a={a_ty},type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v={k_v},o=1,src_overlap=0)"
+    )
+    .replace(' ', "")
+}
+
 /// The modes the random problems run in: the device as it is, and as devices with less.
 fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
     let facts = ctx.facts();
@@ -596,9 +631,7 @@ fn mat_vec_with_more_outputs_than_threads() {
             ] {
                 for n in [1, 7, 8] {
                     let text = format!("MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k={k})");
-                    let p = random_case(&mut rng, text);
-                    let (_, plan) =
-                        run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{} [{tuning}]: {e}", p.text));
+                    let (_, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
                     assert!(matches!(plan.path, Path::Vec { .. }), "{plan}");
                 }
             }
@@ -632,13 +665,8 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
             let text = format!(
                 "MUL_MAT(type_a={ty},type_b={b_ty},m=37,n={n},k={k},bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v={k_v},o=1,src_overlap=0)"
             );
-            let p = random_case(&mut rng, text);
-            let (_, plan) = run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
-            assert!(
-                matches!(plan.path, Path::Vec { .. }) && plan.a_vec4,
-                "{}: {plan}",
-                p.text
-            );
+            let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
+            assert!(matches!(plan.path, Path::Vec { .. }) && plan.a_vec4, "{}: {plan}", text);
         }
         // q4_0 and q8_0 in units of 8 blocks, and with rows padded past k, so that one block is left
         // after the last whole unit.
@@ -656,8 +684,7 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
                 let text = format!(
                     "MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k={k},bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v={k_v},o=1,src_overlap=0)"
                 );
-                let p = random_case(&mut rng, text);
-                let (_, plan) = run_random(&ctx, &p, &facts, &units).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+                let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &units);
                 assert!(
                     matches!(
                         plan.path,
@@ -668,7 +695,7 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
                         }
                     ) && plan.a_vec4,
                     "{}: {plan}",
-                    p.text
+                    text
                 );
             }
         }
@@ -692,24 +719,20 @@ fn mat_vec_reading_a_byte_stream_matches_the_cpu() {
     let mut runs = 0;
     for (facts, tuning) in [(device, tunings[0]), (bare, tunings[1]), (device, tunings[1])] {
         for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
-            for (b_ty, m, n, k, k_v, bs, nr, per) in [
+            for shape in [
                 ("f32", 37, 1, 256, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
                 ("f32", 64, 2, 512, 768, [1, 1], [1, 1], [0, 1, 2, 3]),
                 ("f16", 19, 3, 1024, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
                 ("f32", 33, 5, 2560, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
                 ("f32", 8, 8, 768, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
             ] {
-                let text = format!(
-                    "MUL_MAT(type_a={ty},type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v={k_v},o=1,src_overlap=0)"
-                )
-                .replace(' ', "");
-                let p = random_case(&mut rng, text);
-                let (_, plan) = run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+                let text = shaped_case(&ty.to_string(), shape);
+                let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
                 runs += 1;
                 assert!(
                     matches!(plan.path, Path::Vec { int_stream: true, .. }) && plan.to_string().contains("stream of"),
                     "{}: {plan}",
-                    p.text
+                    text
                 );
             }
         }
@@ -735,22 +758,16 @@ fn mat_vec_on_subgroup_matrices_matches_the_cpu() {
         "vec_mma=1,vec_mma_split=3,vec_mma_unroll=2,vec_mma_frag_m=2,vec_mma_depth=1",
     ] {
         let tuning = Tuning::parse(knobs).unwrap();
-        for (b_ty, m, n, k, k_v, bs, nr, per) in [
+        for shape in [
             ("f32", 37, 1, 8, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
             ("f32", 64, 2, 512, 768, [1, 1], [1, 1], [0, 1, 2, 3]),
             ("f16", 19, 3, 1000, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
             ("f32", 33, 5, 2560, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
             ("f32", 8, 8, 776, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
         ] {
-            let text = format!(
-                "MUL_MAT(type_a=f16,type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v={k_v},o=1,src_overlap=0)"
-            )
-            .replace(' ', "");
-            let p = random_case(&mut rng, text);
-            let (_, plan) =
-                run_random(&ctx, &p, &ctx.facts(), &tuning).unwrap_or_else(|e| panic!("{} [{knobs}]: {e}", p.text));
+            let (text, plan) = run_case(&ctx, &mut rng, shaped_case("f16", shape), &ctx.facts(), &tuning);
             runs += 1;
-            assert!(matches!(plan.path, Path::VecMma { .. }), "{} [{knobs}]: {plan}", p.text);
+            assert!(matches!(plan.path, Path::VecMma { .. }), "{} [{knobs}]: {plan}", text);
         }
     }
     assert_eq!(runs, 10);
@@ -767,25 +784,21 @@ fn float_mat_vec_reading_b_as_halves_matches_the_cpu() {
     let mut rng = Rng::new(0x5eed_0018);
     let mut copies = 0;
     for ty in ["f16", "bf16"] {
-        for (b_ty, m, n, k, k_v, bs, nr, per) in [
+        for shape in [
             ("f32", 37, 1, 256, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
             ("f32", 64, 2, 520, 768, [1, 1], [1, 1], [0, 1, 2, 3]),
             ("f16", 19, 3, 1000, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
             ("f32", 33, 5, 2568, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
             ("f32", 8, 8, 776, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
         ] {
-            let text = format!(
-                "MUL_MAT(type_a={ty},type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v={k_v},o=1,src_overlap=0)"
-            )
-            .replace(' ', "");
-            let p = random_case(&mut rng, text);
-            let (_, plan) = run_random(&ctx, &p, &ctx.facts(), &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+            let b_ty = shape.0;
+            let (text, plan) = run_case(&ctx, &mut rng, shaped_case(ty, shape), &ctx.facts(), &tuning);
             assert!(
                 matches!(plan.path, Path::Vec { int_dot: false, .. }) && plan.a_vec4,
                 "{}: {plan}",
-                p.text
+                text
             );
-            assert_eq!(plan.convert_b.is_some(), b_ty == "f32", "{}: {plan}", p.text);
+            assert_eq!(plan.convert_b.is_some(), b_ty == "f32", "{}: {plan}", text);
             copies += usize::from(plan.convert_b.is_some());
         }
     }
@@ -826,18 +839,10 @@ fn integer_mat_vec_reads_the_fp4_formats() {
             .into_iter()
             .zip(ks)
             {
-                let text = format!(
-                    "MUL_MAT(type_a={ty},type_b={b_ty},m={m},n={n},k={k},bs={bs:?},nr={nr:?},per={per:?},k_v=0,o=1,src_overlap=0)"
-                )
-                .replace(' ', "");
-                let p = random_case(&mut rng, text);
-                let (_, plan) = run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+                let text = shaped_case(ty, (b_ty, m, n, k, 0, bs, nr, per));
+                let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
                 runs += 1;
-                assert!(
-                    matches!(plan.path, Path::Vec { int_dot: true, .. }),
-                    "{}: {plan}",
-                    p.text
-                );
+                assert!(matches!(plan.path, Path::Vec { int_dot: true, .. }), "{}: {plan}", text);
             }
         }
     }
@@ -863,9 +868,7 @@ fn float_mat_vec_with_b_staged_in_workgroup_memory() {
                 (GgmlType::F16, GgmlType::F16, 258, 3),
             ] {
                 let text = format!("MUL_MAT(type_a={ty},type_b={b_ty},m=37,n={n},k={k})");
-                let p = random_case(&mut rng, text);
-                let (_, plan) =
-                    run_random(&ctx, &p, &facts, &tuning).unwrap_or_else(|e| panic!("{} [{tuning}]: {e}", p.text));
+                let (_, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
                 assert!(
                     matches!(plan.path, Path::Vec { b_shared, .. } if b_shared == chunk),
                     "{plan}"
