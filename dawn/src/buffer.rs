@@ -40,6 +40,25 @@ pub struct BufferDescriptor<'a> {
     pub usage: BufferUsage,
 }
 
+impl<'a> BufferDescriptor<'a> {
+    /// An unlabelled buffer of `size` bytes for `usage`.
+    pub const fn new(size: u64, usage: BufferUsage) -> Self {
+        Self {
+            label: None,
+            size,
+            usage,
+        }
+    }
+
+    /// The same, named `label` in Dawn's error messages.
+    pub const fn with_label(self, label: &'a str) -> Self {
+        Self {
+            label: Some(label),
+            ..self
+        }
+    }
+}
+
 /// A GPU buffer. Cheap to clone; clones share the buffer.
 ///
 /// A buffer holds a reference to its [`Device`]: dropping every other handle of the device does

@@ -164,11 +164,7 @@ fn destroy_delivers_device_lost_as_a_value_and_later_work_fails() {
     };
     let device = adapter.request_device(&desc).wait().unwrap();
     let buffer = device
-        .create_buffer(&BufferDescriptor {
-            size: 16,
-            usage: BufferUsage::COPY_DST,
-            ..Default::default()
-        })
+        .create_buffer(&BufferDescriptor::new(16, BufferUsage::COPY_DST))
         .unwrap();
     device.destroy().unwrap();
     assert_eq!(lost.load(Ordering::SeqCst), 1);
@@ -188,11 +184,7 @@ fn destroy_delivers_device_lost_as_a_value_and_later_work_fails() {
     ));
     assert!(
         device
-            .create_buffer(&BufferDescriptor {
-                size: 4,
-                usage: BufferUsage::COPY_DST,
-                ..Default::default()
-            })
+            .create_buffer(&BufferDescriptor::new(4, BufferUsage::COPY_DST))
             .is_err()
     );
     assert!(device.on_submitted_work_done().wait().is_err());
@@ -203,11 +195,7 @@ fn destroy_delivers_device_lost_as_a_value_and_later_work_fails() {
 fn error_scopes_return_errors_as_values() {
     let device = common::device();
     let buffer = device
-        .create_buffer(&BufferDescriptor {
-            size: 16,
-            usage: BufferUsage::COPY_DST,
-            ..Default::default()
-        })
+        .create_buffer(&BufferDescriptor::new(16, BufferUsage::COPY_DST))
         .unwrap();
     buffer.destroy().unwrap();
 
@@ -238,11 +226,7 @@ fn uncaptured_errors_reach_the_callback_and_the_log() {
     };
     let device = adapter.request_device(&desc).wait().unwrap();
     let buffer = device
-        .create_buffer(&BufferDescriptor {
-            size: 16,
-            usage: BufferUsage::COPY_DST,
-            ..Default::default()
-        })
+        .create_buffer(&BufferDescriptor::new(16, BufferUsage::COPY_DST))
         .unwrap();
     buffer.destroy().unwrap();
     device.write_buffer(&buffer, 0, &[7u32]).unwrap();
@@ -262,11 +246,7 @@ fn a_panicking_callback_does_not_unwind_into_dawn() {
     };
     let device = adapter.request_device(&desc).wait().unwrap();
     let buffer = device
-        .create_buffer(&BufferDescriptor {
-            size: 16,
-            usage: BufferUsage::COPY_DST,
-            ..Default::default()
-        })
+        .create_buffer(&BufferDescriptor::new(16, BufferUsage::COPY_DST))
         .unwrap();
     buffer.destroy().unwrap();
     device.write_buffer(&buffer, 0, &[7u32]).unwrap();
@@ -292,11 +272,7 @@ fn deferred_checking_reports_errors_at_synchronize() {
         .create_bind_group_layout(None, &[BindGroupLayoutEntry::buffer(0, BufferBindingType::Storage)])
         .unwrap();
     let uniform = device
-        .create_buffer(&BufferDescriptor {
-            size: 256,
-            usage: BufferUsage::UNIFORM,
-            ..Default::default()
-        })
+        .create_buffer(&BufferDescriptor::new(256, BufferUsage::UNIFORM))
         .unwrap();
     // Returns at once; Dawn's validation error arrives later.
     let group = device.create_bind_group(None, &layout, &[BindGroupEntry::whole(0, &uniform)]);
@@ -321,11 +297,7 @@ fn error_scope_waits_are_bounded_by_the_device_timeout() {
     let device = common::adapter().request_device(&desc).wait().unwrap();
     assert_eq!(device.wait_timeout(), std::time::Duration::ZERO);
     for _ in 0..16 {
-        let made = device.create_buffer(&dawn::BufferDescriptor {
-            label: None,
-            size: 256,
-            usage: BufferUsage::STORAGE,
-        });
+        let made = device.create_buffer(&dawn::BufferDescriptor::new(256, BufferUsage::STORAGE));
         match made {
             Ok(_) | Err(Error::Timeout(_)) => {}
             Err(e) => panic!("{e}"),

@@ -47,11 +47,10 @@ fn handles_are_released() {
             device.submit([encoder.finish().unwrap()]).unwrap();
         }
         assert_eq!(device.read_buffer::<u32>(&clones[3], 0, 4).unwrap(), [43]);
-        let staging = device.create_buffer(&dawn::BufferDescriptor {
-            label: None,
-            size: 4,
-            usage: BufferUsage::MAP_READ | BufferUsage::COPY_DST,
-        });
+        let staging = device.create_buffer(&dawn::BufferDescriptor::new(
+            4,
+            BufferUsage::MAP_READ | BufferUsage::COPY_DST,
+        ));
         drop(staging.unwrap().map(MapMode::Read, 0, 4).wait());
         assert!(live_handles() > before);
     }

@@ -164,11 +164,7 @@ fn explicit_layouts_and_bind_group_checks() {
     ));
     // A uniform buffer where storage is expected: Dawn's validation, as a value.
     let uniform = device
-        .create_buffer(&BufferDescriptor {
-            size: 256,
-            usage: BufferUsage::UNIFORM,
-            ..Default::default()
-        })
+        .create_buffer(&BufferDescriptor::new(256, BufferUsage::UNIFORM))
         .unwrap();
     assert!(matches!(
         device.create_bind_group(None, &bgl, &[BindGroupEntry::whole(0, &uniform)]),
@@ -260,11 +256,10 @@ fn pass_timestamps_resolve_to_durations() {
         )
         .unwrap();
     let resolved = device
-        .create_buffer(&BufferDescriptor {
-            size: 256,
-            usage: BufferUsage::QUERY_RESOLVE | BufferUsage::COPY_SRC,
-            ..Default::default()
-        })
+        .create_buffer(&BufferDescriptor::new(
+            256,
+            BufferUsage::QUERY_RESOLVE | BufferUsage::COPY_SRC,
+        ))
         .unwrap();
     let mut encoder = device.create_command_encoder(None).unwrap();
     {

@@ -82,11 +82,9 @@ fn buffer_destroy_races_with_map() {
     for round in 0..ROUNDS {
         let values = pattern(round);
         let buffer = device
-            .create_buffer(&BufferDescriptor {
-                label: Some("race"),
-                size: 4096,
-                usage: BufferUsage::MAP_READ | BufferUsage::COPY_DST,
-            })
+            .create_buffer(
+                &BufferDescriptor::new(4096, BufferUsage::MAP_READ | BufferUsage::COPY_DST).with_label("race"),
+            )
             .unwrap();
         device.write_buffer(&buffer, 0, &values).unwrap();
         device.synchronize(Duration::from_secs(60)).unwrap();
@@ -127,11 +125,9 @@ fn device_destroy_races_with_map() {
         let device = common::device();
         let values = pattern(round);
         let buffer = device
-            .create_buffer(&BufferDescriptor {
-                label: Some("race"),
-                size: 4096,
-                usage: BufferUsage::MAP_READ | BufferUsage::COPY_DST,
-            })
+            .create_buffer(
+                &BufferDescriptor::new(4096, BufferUsage::MAP_READ | BufferUsage::COPY_DST).with_label("race"),
+            )
             .unwrap();
         device.write_buffer(&buffer, 0, &values).unwrap();
         device.synchronize(Duration::from_secs(60)).unwrap();

@@ -95,11 +95,10 @@ fn device_tensors_are_checked_against_their_buffer() {
     // A binding is never cut short at the buffer's end: an f16 [3] fills a 6-byte buffer, and
     // its binding would need 8 bytes.
     let odd = device
-        .create_buffer(&dawn::BufferDescriptor {
-            label: None,
-            size: 6,
-            usage: dawn::BufferUsage::STORAGE | dawn::BufferUsage::COPY_DST,
-        })
+        .create_buffer(&dawn::BufferDescriptor::new(
+            6,
+            dawn::BufferUsage::STORAGE | dawn::BufferUsage::COPY_DST,
+        ))
         .unwrap();
     let f16 = DeviceTensor::new(Layout::contiguous(GgmlType::F16, [3, 1, 1, 1]).unwrap(), odd, 0, 6).unwrap();
     let err = f16.binding(256, u64::from(u32::MAX)).unwrap_err();
