@@ -120,11 +120,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let v = ctx.mul_mat(weights.tensor("blk.0.attn_v.weight")?, &x)?;
     let by_head =
         |t: &ggml_dawn::DeviceTensor, heads: usize| t.reshape([HEAD, heads, TOKENS, 1])?.permute([0, 2, 1, 3]);
-    let params = FlashAttnParams {
-        scale: 1.0 / (HEAD as f32).sqrt(),
-        max_bias: 0.0,
-        logit_softcap: 0.0,
-    };
+    let params = FlashAttnParams::scaled(1.0 / (HEAD as f32).sqrt());
     let attention = ctx.flash_attn_ext(
         &by_head(&q, HEADS)?,
         &by_head(&k, KV_HEADS)?,

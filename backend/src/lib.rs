@@ -46,7 +46,7 @@
 //!     &heads,
 //!     None,
 //!     None,
-//!     FlashAttnParams { scale: 0.25, max_bias: 0.0, logit_softcap: 0.0 },
+//!     FlashAttnParams::scaled(0.25),
 //! )?; // [16, 4, n, 1]
 //! ctx.synchronize_timeout(Duration::from_secs(30))?;
 //! assert_eq!(ctx.read_f32(&out)?.len(), 16 * 4 * n);

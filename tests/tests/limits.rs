@@ -122,11 +122,7 @@ fn degenerate_attention_shapes_are_errors() {
         sinks: None,
         dst: &dst,
     };
-    let params = FlashAttnParams {
-        scale: 0.125,
-        max_bias: 0.0,
-        logit_softcap: 0.0,
-    };
+    let params = FlashAttnParams::scaled(0.125);
     let mut stream = ctx.stream().unwrap();
     let err = flash_attn::flash_attn_ext(&ctx, &mut stream, &ops, params).unwrap_err();
     assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
@@ -174,11 +170,7 @@ fn repeated_attention_reuses_its_buffers() {
         sinks: None,
         dst: &dst,
     };
-    let params = FlashAttnParams {
-        scale: 0.125,
-        max_bias: 0.0,
-        logit_softcap: 0.0,
-    };
+    let params = FlashAttnParams::scaled(0.125);
     let ctx = ctx
         .with_tuning(Tuning {
             flash_attn: flash_attn::parse_knobs("path=simple").unwrap(),
@@ -220,11 +212,7 @@ fn an_ops_scratch_is_not_overwritten_by_another_stream() {
     };
     let q = ctx.from_f32(GgmlType::F32, [64, 1, 2, 1], &values(128, 1)).unwrap();
     let (k1, v1, k2, v2) = (kv(2), kv(3), kv(4), kv(5));
-    let params = FlashAttnParams {
-        scale: 0.125,
-        max_bias: 0.0,
-        logit_softcap: 0.0,
-    };
+    let params = FlashAttnParams::scaled(0.125);
     let expected = ctx
         .read_f32(&ctx.flash_attn_ext(&q, &k1, &v1, None, None, params).unwrap())
         .unwrap();
@@ -329,11 +317,7 @@ fn streams_of_another_device_are_refused() {
         sinks: None,
         dst: &out,
     };
-    let params = FlashAttnParams {
-        scale: 0.125,
-        max_bias: 0.0,
-        logit_softcap: 0.0,
-    };
+    let params = FlashAttnParams::scaled(0.125);
     let err = flash_attn::flash_attn_ext(&ctx, &mut foreign, &ops, params).unwrap_err();
     assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
 
@@ -373,11 +357,7 @@ fn facts_beyond_the_device_are_refused() {
         sinks: None,
         dst: &out,
     };
-    let params = FlashAttnParams {
-        scale: 0.125,
-        max_bias: 0.0,
-        logit_softcap: 0.0,
-    };
+    let params = FlashAttnParams::scaled(0.125);
     let mul_mat_tuning = Tuning::default().mul_mat;
     let mut stream = ctx.stream().unwrap();
     let huge_matrices = MatrixConfig {

@@ -306,11 +306,7 @@ fn record_flash_attn(
         sinks: None,
         dst,
     };
-    let params = FlashAttnParams {
-        scale: 0.125,
-        max_bias: 0.0,
-        logit_softcap: 0.0,
-    };
+    let params = FlashAttnParams::scaled(0.125);
     flash_attn::flash_attn_ext(ctx, stream, &ops, params).unwrap()
 }
 

@@ -37,6 +37,18 @@ pub struct FlashAttnParams {
     pub logit_softcap: f32,
 }
 
+impl FlashAttnParams {
+    /// Plain softmax attention: scores times `scale` (usually 1/sqrt(head size)), no ALiBi slopes,
+    /// no soft cap.
+    pub const fn scaled(scale: f32) -> Self {
+        Self {
+            scale,
+            max_bias: 0.0,
+            logit_softcap: 0.0,
+        }
+    }
+}
+
 /// The operands: q f32 `[hsk, n_q, n_heads, n_seq]`; k `[hsk, kv, kv_heads, n_seq]`; v
 /// `[hsv, kv, kv_heads, n_seq]`; mask f16 `[kv, ≥ n_q, 1, mask_seq]`; sinks f32 `[n_heads]`;
 /// dst contiguous f32 `[hsv, n_heads, n_q, n_seq]`.
