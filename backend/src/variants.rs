@@ -76,6 +76,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             int_slots,
             int_stream,
             prefetch,
+            level_table,
             fused_blocks,
             probe,
             b_shared,
@@ -86,6 +87,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
                 .flag("B_Q8K", *int_slots)
                 .flag("B_STREAM", *int_stream)
                 .flag("VEC_PREFETCH", *prefetch)
+                .flag("W_LUT", *level_table)
                 .flag("PROBE_LOADS", *probe == 1)
                 .flag("A_VEC4", plan.a_vec4)
                 .define("WG_SIZE", format!("{wg_size}u"))

@@ -97,6 +97,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             int_dot,
             int_slots,
             prefetch,
+            level_table,
             ..
         } => {
             assert_eq!(define(v, "WG_SIZE"), Some(u(*wg_size).as_str()), "{what}: {v}");
@@ -107,6 +108,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             assert_eq!(flag(v, "B_Q8"), *int_dot, "{what}: {v}");
             assert_eq!(flag(v, "B_Q8K"), *int_slots, "{what}: {v}");
             assert_eq!(flag(v, "VEC_PREFETCH"), *prefetch, "{what}: {v}");
+            assert_eq!(flag(v, "W_LUT"), *level_table, "{what}: {v}");
             assert_eq!(plan.quantize_b.is_some(), *int_dot, "{what}");
         }
         Path::Tiled { wg_m, wg_n, tk, .. } => {

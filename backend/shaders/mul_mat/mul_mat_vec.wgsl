@@ -519,6 +519,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #else
     let units = p.k / (32u * W_SUBS);
 #endif
+#ifdef W_LUT
+    w_lut_fill(lid);
+    workgroupBarrier();
+#endif
 #ifdef FUSED_B
     for (var blk = lid; blk < FUSED_BLOCKS; blk += WG_SIZE) {
         let x = b_q8_block(tile.b_base, 32u * blk);

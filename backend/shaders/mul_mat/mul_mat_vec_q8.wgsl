@@ -138,28 +138,62 @@ const W_LEVELS: vec4<u32> = KVALUES_IQ4NL;
 #else
 const W_LEVELS: vec4<u32> = KVALUES_MXFP4;
 #endif
+fn w_level(c: u32) -> u32 {
+    return (W_LEVELS[c >> 2u] >> (8u * (c & 3u))) & 0xffu;
+}
+
+#ifdef W_LUT
+// A byte of codes holds two 4-bit level indices; the workgroup's table maps a byte to both
+// levels at once (the low nibble's in bits 0-7, the high one's in bits 16-23), so a word of
+// codes costs four table reads instead of eight picks out of the constant vector (arithmetic
+// on every byte). W_LUT is the planner's (`vec_int_lut`), with the 1 KiB it counts.
+var<workgroup> w_lut: array<u32, 256>;
+
+// Every lane of the workgroup calls it, then a barrier, before the first w_load.
+fn w_lut_fill(lid: u32) {
+    for (var v = lid; v < 256u; v += WG_SIZE) {
+        w_lut[v] = w_level(v & 15u) | (w_level(v >> 4u) << 16u);
+    }
+}
+
+// The levels of a word's four low nibbles (x) and of its four high nibbles (y), in byte order.
+fn w_levels2(codes: u32) -> vec2<u32> {
+    let p01 = w_lut[codes & 0xffu] | (w_lut[(codes >> 8u) & 0xffu] << 8u);
+    let p23 = w_lut[(codes >> 16u) & 0xffu] | (w_lut[codes >> 24u] << 8u);
+    // p01: bytes low 0, low 1, high 0, high 1; p23 likewise for bytes 2 and 3.
+    return vec2<u32>((p01 & 0xffffu) | (p23 << 16u), (p01 >> 16u) | (p23 & 0xffff0000u));
+}
+#else
+// The levels of four codes, one a byte.
 fn w_levels4(codes: u32) -> u32 {
     var r = 0u;
 #for I in 0..4
-    {
-        let c = (codes >> (8u * I##u)) & 15u;
-        r |= ((W_LEVELS[c >> 2u] >> (8u * (c & 3u))) & 0xffu) << (8u * I##u);
-    }
+    r |= w_level((codes >> (8u * I##u)) & 15u) << (8u * I##u);
 #endfor
     return r;
 }
 
-fn w_levels(codes: vec4<u32>) -> vec4<u32> {
-    return vec4<u32>(w_levels4(codes.x), w_levels4(codes.y), w_levels4(codes.z), w_levels4(codes.w));
+fn w_levels2(codes: u32) -> vec2<u32> {
+    return vec2<u32>(w_levels4(codes & NIB), w_levels4((codes >> 4u) & NIB));
+}
+#endif
+
+// A unit's 16 bytes of codes as iq4_nl and mxfp4 order them: element i < 16 the low nibble of
+// byte i, element i + 16 the high one.
+fn w_levels_unit(q: vec4<u32>) -> array<vec4<u32>, 2> {
+    let x = w_levels2(q.x);
+    let y = w_levels2(q.y);
+    let z = w_levels2(q.z);
+    let w = w_levels2(q.w);
+    return array<vec4<u32>, 2>(vec4<u32>(x.x, y.x, z.x, w.x), vec4<u32>(x.y, y.y, z.y, w.y));
 }
 
 #if A_TYPE == TYPE_IQ4_NL
 fn w_load(row: u32, u: u32) -> Wq {
     let bb = row + u * 18u;
     let d = a_f16(bb);
-    let q = w_words4(bb + 2u);
-    return Wq(w_levels(q & vec4<u32>(NIB)), w_levels((q >> vec4<u32>(4u)) & vec4<u32>(NIB)), vec2<f32>(d),
-              vec2<f32>(0.0));
+    let v = w_levels_unit(w_words4(bb + 2u));
+    return Wq(v[0], v[1], vec2<f32>(d), vec2<f32>(0.0));
 }
 #elif A_TYPE == TYPE_NVFP4
 fn w_load(row: u32, u: u32) -> Wq {
@@ -168,10 +202,12 @@ fn w_load(row: u32, u: u32) -> Wq {
     let sc = w_word(bb) >> (16u * h);
     // Groups 2h (words x, y) and 2h + 1 (z, w): low nibbles first, then high ones.
     let q = w_words4(bb + 4u + 16u * h);
-    let lo = q & vec4<u32>(NIB);
-    let hi = (q >> vec4<u32>(4u)) & vec4<u32>(NIB);
-    let v0 = vec4<u32>(w_levels4(lo.x), w_levels4(lo.y), w_levels4(hi.x), w_levels4(hi.y));
-    let v1 = vec4<u32>(w_levels4(lo.z), w_levels4(lo.w), w_levels4(hi.z), w_levels4(hi.w));
+    let x = w_levels2(q.x);
+    let y = w_levels2(q.y);
+    let z = w_levels2(q.z);
+    let w = w_levels2(q.w);
+    let v0 = vec4<u32>(x.x, y.x, x.y, y.y);
+    let v1 = vec4<u32>(z.x, w.x, z.y, w.y);
     return Wq(v0, v1, vec2<f32>(fmt_ue4m3_half(sc & 0xffu), fmt_ue4m3_half((sc >> 8u) & 0xffu)), vec2<f32>(0.0));
 }
 #else
@@ -192,9 +228,8 @@ fn w_load(row: u32, u: u32) -> Wq {
     // 2^(e - 128) from its bits; the two smallest scales, subnormal (which GPUs may flush),
     // count as zero: their blocks' values lie below 2^-124.
     let d = select(0.0, bitcast<f32>((e - 1u) << 23u), e >= 2u);
-    let q = w_bytes16(bb + 1u);
-    return Wq(w_levels(q & vec4<u32>(NIB)), w_levels((q >> vec4<u32>(4u)) & vec4<u32>(NIB)), vec2<f32>(d),
-              vec2<f32>(0.0));
+    let v = w_levels_unit(w_bytes16(bb + 1u));
+    return Wq(v[0], v[1], vec2<f32>(d), vec2<f32>(0.0));
 }
 #endif
 #elif A_TYPE == TYPE_Q2_K

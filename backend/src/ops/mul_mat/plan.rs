@@ -163,6 +163,11 @@ pub struct Tuning {
     /// levels doubled, their scales as f32; mxfp4's 17-byte blocks read at any byte): 0 off, the
     /// default until timed on a GPU; 1 on; 2 on GPUs only.
     pub vec_int_fp4: u32,
+    /// The integer kernel's 4-bit levels (iq4_nl, mxfp4, nvfp4) looked up two a byte of codes
+    /// in a 256-word workgroup table instead of picked one by one out of a constant vector: 0
+    /// never, 1 always, 2 (the default) on GPUs. Lavapipe is slower with it (n=1 26.9-31.2 ms
+    /// against 21.8-22.5 for iq4_nl), its lookups being per-lane gathers.
+    pub vec_int_lut: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
     /// and q8_0 in units of 4 blocks (5 and 9 loads), a q6_K unit in ten (realigned by selects)
@@ -302,6 +307,7 @@ impl Default for Tuning {
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
             vec_int_fp4: 0,
+            vec_int_lut: 2,
             vec_int_a_vec4: 2,
             vec_int_stream: 0,
             vec_int_probe: 0,
@@ -403,6 +409,7 @@ knobs!(
     vec_int_fused,
     vec_int_iq4nl,
     vec_int_fp4,
+    vec_int_lut,
     vec_int_a_vec4,
     vec_int_stream,
     vec_int_probe,
@@ -493,7 +500,7 @@ impl Tuning {
             "vec_mma_frag_m" => (1, 8),
             "vec_mma_depth" => (1, 2),
             "vec_int_fused" => (0, 1),
-            "vec_int_iq4nl" | "vec_int_fp4" | "vec_int_stream" => (0, 2),
+            "vec_int_iq4nl" | "vec_int_fp4" | "vec_int_lut" | "vec_int_stream" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
@@ -589,6 +596,9 @@ pub enum Path {
         /// With `int_dot`, the next unit's loads issued before the current one's arithmetic
         /// ([`Tuning::vec_int_prefetch`]).
         prefetch: bool,
+        /// With `int_dot`, the 4-bit formats' levels looked up in a workgroup table
+        /// ([`Tuning::vec_int_lut`]).
+        level_table: bool,
         /// With `int_dot` at n=1, b quantized by the mat-vec's own workgroups into this many
         /// 32-element blocks of workgroup memory (0: by a separate pass;
         /// [`Tuning::vec_int_fused`]).
@@ -853,13 +863,14 @@ impl fmt::Display for MulMatPlan {
                 int_slots,
                 int_stream,
                 prefetch,
+                level_table,
                 fused_blocks,
                 probe,
                 b_shared,
                 ..
             } => write!(
                 f,
-                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}",
+                "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}{}",
                 if *int_slots {
                     " (8-bit b, integer dot products, 16-element slots)"
                 } else if *int_stream {
@@ -875,6 +886,11 @@ impl fmt::Display for MulMatPlan {
                 },
                 if *subgroups { "subgroup" } else { "workgroup-memory" },
                 if *prefetch { ", next unit prefetched" } else { "" },
+                if *level_table {
+                    ", 4-bit levels from a workgroup table"
+                } else {
+                    ""
+                },
                 if *fused_blocks > 0 {
                     ", b quantized in workgroup memory"
                 } else {
@@ -1376,6 +1392,9 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     } else {
         4 * wg_size
     };
+    // The integer kernel's table of the 4-bit formats' levels, two a byte of codes (256 words).
+    let level_table = int_dot && (iq4nl || fp4) && knob_on(t.vec_int_lut, d);
+    let bytes = if level_table { bytes + 1024 } else { bytes };
     // b quantized in workgroup memory at n=1 (the units kernel), where its blocks fit.
     let fused_bytes = (p.k / 32) * 48;
     let fused = t.vec_int_fused == 1
@@ -1419,6 +1438,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         int_slots,
         int_stream,
         prefetch: int_dot && !int_stream && int_prefetch_on(t.vec_int_prefetch, d, p),
+        level_table,
         fused_blocks,
         probe: match t.vec_int_probe {
             _ if int_dot => t.vec_int_probe,
@@ -2134,6 +2154,31 @@ mod tests {
     }
 
     #[test]
+    fn the_four_bit_levels_come_from_a_workgroup_table_on_gpus() {
+        let table = |ty: GgmlType, d: &DeviceFacts, knobs: &str| {
+            let t = Tuning::parse(knobs).unwrap();
+            let plan = plan(&problem(ty, 4096, 1, 14336), d, &t);
+            let Path::Vec { level_table, .. } = plan.path else {
+                panic!("{plan}");
+            };
+            (level_table, plan.workgroup_bytes)
+        };
+        let gpu = nvidia((16, 16, 16));
+        for ty in [GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::NVFP4] {
+            let (on, bytes) = table(ty, &gpu, "vec_int_fp4=1");
+            let (off, bytes_off) = table(ty, &gpu, "vec_int_fp4=1,vec_int_lut=0");
+            assert!(on && !off, "{ty}");
+            // The table's 256 words are counted against the workgroup memory limit.
+            assert_eq!(bytes, bytes_off + 1024, "{ty}");
+            assert!(!table(ty, &lavapipe(), "vec_int_fp4=1").0, "{ty}: not on CPU adapters");
+            assert!(table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_lut=1").0, "{ty}");
+        }
+        // Formats without 4-bit levels, and those off the integer kernel, have none.
+        assert!(!table(GgmlType::Q4_0, &gpu, "vec_int_lut=1").0);
+        assert!(!table(GgmlType::IQ4_NL, &gpu, "vec_int_iq4nl=0,vec_int_lut=1").0);
+    }
+
+    #[test]
     fn integer_mat_vec_takes_the_formats_it_reads_when_it_can() {
         let int_dot =
             |p: &Problem, d: &DeviceFacts, t: &Tuning| matches!(plan(p, d, t).path, Path::Vec { int_dot: true, .. });
@@ -2526,6 +2571,7 @@ mod tests {
             ("vec_int_a_vec4=3", "vec_int_a_vec4"),
             ("vec_int_iq4nl=3", "vec_int_iq4nl"),
             ("vec_int_fp4=3", "vec_int_fp4"),
+            ("vec_int_lut=3", "vec_int_lut"),
             ("vec_mma=3", "vec_mma"),
             ("vec_mma_min_n=0", "vec_mma_min_n"),
             ("vec_mma_split=0", "vec_mma_split"),
