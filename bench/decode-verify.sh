@@ -5,8 +5,9 @@
 #                 `--no-subgroup-matrix`, `--config 16x8x16`): FAIL lines and each verdict
 #   prefetch.txt  q4_0 / q4_1 / q5_0 at n = 1-5 on the defaults (the prefetch where it measured
 #                 faster) beside `vec_int_prefetch=0` and `=1`
-#   fp4.txt       mxfp4 and nvfp4 through the integer mat-vec (`vec_int_fp4=1`, off until
-#                 timed): their cases' verdict, then n = 1-8 beside the default
+#   fp4.txt       the 4-bit formats on the integer mat-vec: `vec_int_fp4=1` (nvfp4 at n=1 too)
+#                 checked; iq4_nl / mxfp4 / nvfp4 at n = 1-8 on the defaults beside the fp4 knob
+#                 off and on everywhere and the levels' workgroup table off (`vec_int_lut=0`)
 #   dc/           `bench/decode-compare.sh` with the attention decode cases, for the types whose
 #                 mat-vec changed last (TYPES), beside upstream
 #
@@ -45,10 +46,10 @@ KNOBS="vec_int_prefetch=0 vec_int_prefetch=1" MIN_TIME=0.2 timeout 60 bash "$her
 cat "$out/prefetch.txt"
 {
     GGML_DAWN_MUL_MAT=vec_int_fp4=1 list 20 test -o MUL_MAT -p 'type_a=(mxfp4|nvfp4),'
-    KNOBS="vec_int_fp4=1" MIN_TIME=0.2 timeout 30 bash "$here/knob-sweep.sh" "$bundle" \
-        -o MUL_MAT -p 'type_a=(mxfp4|nvfp4),type_b=f32,m=4096,n=[1-58],k=14336,'
+    KNOBS="vec_int_fp4=0 vec_int_fp4=1 vec_int_lut=0" MIN_TIME=0.2 timeout 60 bash "$here/knob-sweep.sh" "$bundle" \
+        -o MUL_MAT -p 'type_a=(iq4_nl|mxfp4|nvfp4),type_b=f32,m=4096,n=[1-58],k=14336,'
 } >"$out/fp4.txt" 2>&1
 cat "$out/fp4.txt"
-WITH_FA=1 UPSTREAM_TIMEOUT=60 MIN_TIME=0.1 OUT="$out/dc" timeout 150 bash "$here/decode-compare.sh" "$bundle" \
-    "$upstream" "${TYPES:-q4_0 q4_1 q5_0 q8_0 iq4_nl}" >"$out/dc.log" 2>&1
+WITH_FA=1 UPSTREAM_TIMEOUT=60 MIN_TIME=0.1 OUT="$out/dc" timeout 130 bash "$here/decode-compare.sh" "$bundle" \
+    "$upstream" "${TYPES:-iq4_nl mxfp4 nvfp4 q4_0 q8_0}" >"$out/dc.log" 2>&1
 cat "$out/dc/table.md"

@@ -160,8 +160,11 @@ pub struct Tuning {
     /// 22.8 / 23.8.
     pub vec_int_iq4nl: u32,
     /// mxfp4 and nvfp4 in the integer mat-vec too, as iq4_nl (their nibbles mapped to the E2M1
-    /// levels doubled, their scales as f32; mxfp4's 17-byte blocks read at any byte): 0 off, the
-    /// default until timed on a GPU; 1 on; 2 on GPUs only.
+    /// levels doubled, their scales as f32; mxfp4's 17-byte blocks read at any byte): 0 off; 1
+    /// on; 2 (the default) on GPUs where it measured faster ([`int_fp4_on`]). H100, m=4096
+    /// k=14336, three rounds (bench/results/2026-12-06-h100-late.md): mxfp4 n=1 / 4 / 8 64.2 /
+    /// 86.0 / 206.9 us → 54.8 / 60.8 / 70.7, nvfp4 n=2 / 8 76.4 / 247.1 → 59.2 / 94.1, but
+    /// nvfp4 n=1 69.3 → 74.4.
     pub vec_int_fp4: u32,
     /// The integer kernel's 4-bit levels (iq4_nl, mxfp4, nvfp4) looked up two a byte of codes
     /// in a 256-word workgroup table instead of picked one by one out of a constant vector: 0
@@ -306,7 +309,7 @@ impl Default for Tuning {
             vec_mma_depth: 2,
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
-            vec_int_fp4: 0,
+            vec_int_fp4: 2,
             vec_int_lut: 2,
             vec_int_a_vec4: 2,
             vec_int_stream: 0,
@@ -770,6 +773,16 @@ pub fn int_prefetch_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
             GgmlType::Q5_0 => matches!(p.n, 1 | 2 | 4 | 5),
             _ => false,
         },
+        _ => false,
+    }
+}
+
+/// [`Tuning::vec_int_fp4`]: 1 always; 2 on GPUs for the cases it measured faster in (mxfp4 at
+/// every n, nvfp4 from n=2).
+fn int_fp4_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
+    match knob {
+        1 => true,
+        2 => !d.cpu && (p.a_type == GgmlType::MXFP4 || p.n >= 2),
         _ => false,
     }
 }
@@ -1315,7 +1328,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let cols = p.n.max(1) as u32;
     let super_blocks = p.a_type.block_size() >= 256;
     let iq4nl = p.a_type == GgmlType::IQ4_NL && knob_on(t.vec_int_iq4nl, d);
-    let fp4 = matches!(p.a_type, GgmlType::MXFP4 | GgmlType::NVFP4) && knob_on(t.vec_int_fp4, d);
+    let fp4 = matches!(p.a_type, GgmlType::MXFP4 | GgmlType::NVFP4) && int_fp4_on(t.vec_int_fp4, d, p);
     // mxfp4's 17-byte blocks are read at any byte, so its rows need no alignment.
     let mxfp4 = fp4 && p.a_type == GgmlType::MXFP4;
     let int_dot = (has_int_dot(p.a_type) || iq4nl || fp4)
@@ -2216,17 +2229,20 @@ mod tests {
         let iq4 = problem(GgmlType::IQ4_NL, 4096, 1, 14336);
         assert!(int_dot(&iq4, &d, &t) && int_dot(&iq4, &lavapipe(), &t));
         gated_by("vec_int_iq4nl", &iq4);
-        // mxfp4 and nvfp4 by theirs, 0 (nowhere) by default; mxfp4's rows at any byte, nvfp4's
-        // at even ones.
+        // mxfp4 and nvfp4 by theirs, by default on GPUs where measured faster: mxfp4 at every n,
+        // nvfp4 from n=2. mxfp4's rows at any byte, nvfp4's at even ones.
         let mx = Problem {
             a_align: 1,
             ..problem(GgmlType::MXFP4, 4096, 1, 14336)
         };
-        let nv = problem(GgmlType::NVFP4, 4096, 1, 14336);
+        let nv = problem(GgmlType::NVFP4, 4096, 2, 14336);
         for p in [&mx, &nv] {
-            assert!(!int_dot(p, &d, &t) && !int_dot(p, &lavapipe(), &t));
+            assert!(int_dot(p, &d, &t) && !int_dot(p, &lavapipe(), &t));
             gated_by("vec_int_fp4", p);
         }
+        let nv1 = problem(GgmlType::NVFP4, 4096, 1, 14336);
+        assert!(!int_dot(&nv1, &d, &t));
+        assert!(int_dot(&nv1, &d, &Tuning::parse("vec_int_fp4=1").unwrap()));
         let odd_nv = Problem { a_align: 1, ..nv };
         assert!(!int_dot(&odd_nv, &d, &Tuning::parse("vec_int_fp4=1").unwrap()));
         // The byte stream: q4_0 and q8_0 rows at 16-byte offsets with k a multiple of 256, where
