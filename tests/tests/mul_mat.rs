@@ -484,8 +484,8 @@ fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
 
 /// The integer mat-vec (b quantized to 8 bits, packed dot products) against the CPU for every
 /// format it reads (iq4_nl by default, `vec_int_iq4nl`), at every n it takes, with subgroup
-/// and workgroup-memory reductions, with and without the prefetch, on offset views whose rows
-/// start at any even byte.
+/// and workgroup-memory reductions, with and without the prefetch (iq4_nl's levels then from the
+/// workgroup table, `vec_int_lut=1`), on offset views whose rows start at any even byte.
 #[test]
 fn integer_mat_vec_matches_the_cpu_for_every_format() {
     let ctx = GpuContext::new(ContextOptions {
@@ -496,8 +496,9 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
     let facts = ctx.facts();
     let bare = without_subgroups(facts);
     let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
-    // The next unit's loads issued first, as GPUs do by default for some formats.
-    let prefetch = Tuning::parse("vec_int_prefetch=1").unwrap();
+    // The next unit's loads issued first, and iq4_nl's levels from the workgroup table, as GPUs
+    // do by default for some formats.
+    let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1").unwrap();
     let mut rng = Rng::new(0x5eed_0008);
     let mut failures = Vec::new();
     let mut runs = 0;
@@ -808,7 +809,7 @@ fn float_mat_vec_reading_b_as_halves_matches_the_cpu() {
 /// mxfp4 and nvfp4 in the integer mat-vec (`vec_int_fp4=1`): mxfp4's 17-byte blocks read at
 /// any byte (rows of an odd number of blocks start at odd bytes), nvfp4's four scales a block,
 /// broadcast and permuted b in f32 and f16, n from 1 to 8, with and without subgroups, with the
-/// prefetch; every output against the CPU reference.
+/// prefetch, with the levels from the workgroup table; every output against the CPU reference.
 #[test]
 fn integer_mat_vec_reads_the_fp4_formats() {
     let ctx = context(false);
@@ -818,9 +819,12 @@ fn integer_mat_vec_reads_the_fp4_formats() {
         (device, Tuning::parse("vec_int_fp4=1").unwrap()),
         (
             bare,
-            Tuning::parse("vec_int_fp4=1,vec_int_rows=3,vec_int_groups=2").unwrap(),
+            Tuning::parse("vec_int_fp4=1,vec_int_rows=3,vec_int_groups=2,vec_int_lut=1").unwrap(),
         ),
-        (device, Tuning::parse("vec_int_fp4=1,vec_int_prefetch=1").unwrap()),
+        (
+            device,
+            Tuning::parse("vec_int_fp4=1,vec_int_prefetch=1,vec_int_lut=1").unwrap(),
+        ),
     ];
     let mut rng = Rng::new(0x5eed_0019);
     let mut runs = 0;
@@ -842,7 +846,14 @@ fn integer_mat_vec_reads_the_fp4_formats() {
                 let text = shaped_case(ty, (b_ty, m, n, k, 0, bs, nr, per));
                 let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
                 runs += 1;
-                assert!(matches!(plan.path, Path::Vec { int_dot: true, .. }), "{}: {plan}", text);
+                // The levels from the workgroup table where the knob asks for it (on lavapipe
+                // its default leaves it off).
+                let table = tuning.vec_int_lut == 1;
+                assert!(
+                    matches!(plan.path, Path::Vec { int_dot: true, level_table, .. } if level_table == table),
+                    "{}: {plan}",
+                    text
+                );
             }
         }
     }
