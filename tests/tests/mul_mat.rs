@@ -496,8 +496,8 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
     let facts = ctx.facts();
     let bare = without_subgroups(facts);
     let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
-    // The next unit's loads issued first, and iq4_nl's levels from the workgroup table, as GPUs
-    // do by default for some formats.
+    // The next unit's loads issued first (as GPUs do by default for some formats), and iq4_nl's
+    // levels from the workgroup table.
     let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1").unwrap();
     let mut rng = Rng::new(0x5eed_0008);
     let mut failures = Vec::new();

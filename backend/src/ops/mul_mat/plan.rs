@@ -168,8 +168,10 @@ pub struct Tuning {
     pub vec_int_fp4: u32,
     /// The integer kernel's 4-bit levels (iq4_nl, mxfp4, nvfp4) looked up two a byte of codes
     /// in a 256-word workgroup table instead of picked one by one out of a constant vector: 0
-    /// never, 1 always, 2 (the default) on GPUs. Lavapipe is slower with it (n=1 26.9-31.2 ms
-    /// against 21.8-22.5 for iq4_nl), its lookups being per-lane gathers.
+    /// never (the default until a GPU times it), 1 always, 2 on GPUs. The picks are arithmetic
+    /// on every byte: on the H100 iq4_nl n=1 takes 53.2 us against q4_0's 14.9 in the same
+    /// kernel. Lavapipe is slower with the table (iq4_nl n=1 26.9-27.9 ms against 24.7), its
+    /// lookups being per-lane gathers.
     pub vec_int_lut: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
@@ -310,7 +312,7 @@ impl Default for Tuning {
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
             vec_int_fp4: 2,
-            vec_int_lut: 2,
+            vec_int_lut: 0,
             vec_int_a_vec4: 2,
             vec_int_stream: 0,
             vec_int_probe: 0,
@@ -2178,12 +2180,15 @@ mod tests {
         };
         let gpu = nvidia((16, 16, 16));
         for ty in [GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::NVFP4] {
-            let (on, bytes) = table(ty, &gpu, "vec_int_fp4=1");
-            let (off, bytes_off) = table(ty, &gpu, "vec_int_fp4=1,vec_int_lut=0");
-            assert!(on && !off, "{ty}");
+            let (on, bytes) = table(ty, &gpu, "vec_int_fp4=1,vec_int_lut=2");
+            let (off, bytes_off) = table(ty, &gpu, "vec_int_fp4=1");
+            assert!(on && !off, "{ty}: 2 on GPUs, off by default");
             // The table's 256 words are counted against the workgroup memory limit.
             assert_eq!(bytes, bytes_off + 1024, "{ty}");
-            assert!(!table(ty, &lavapipe(), "vec_int_fp4=1").0, "{ty}: not on CPU adapters");
+            assert!(
+                !table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_lut=2").0,
+                "{ty}: not on CPU adapters"
+            );
             assert!(table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_lut=1").0, "{ty}");
         }
         // Formats without 4-bit levels, and those off the integer kernel, have none.
