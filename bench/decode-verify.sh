@@ -3,11 +3,10 @@
 # part's output in its own file under $OUT, a summary on stdout:
 #   correct.txt   every MUL_MAT and FLASH_ATTN_EXT list in the three modes (defaults,
 #                 `--no-subgroup-matrix`, `--config 16x8x16`): FAIL lines and each verdict
-#   prefetch.txt  q4_0 / q4_1 / q5_0 at n = 1-5 on the defaults (the prefetch where it measured
-#                 faster) beside `vec_int_prefetch=0` and `=1`
-#   fp4.txt       the 4-bit formats on the integer mat-vec: `vec_int_fp4=1` (nvfp4 at n=1 too)
-#                 checked; iq4_nl / mxfp4 / nvfp4 at n = 1-8 on the defaults beside the fp4 knob
-#                 off and on everywhere and the levels' workgroup table off (`vec_int_lut=0`)
+#   levels.txt    the 4-bit-level formats on the integer mat-vec: `vec_int_fp4=1` (nvfp4 at n=1
+#                 too), `vec_int_iq4xs=2` and the levels' workgroup table (`vec_int_lut=2`)
+#                 checked; iq4_nl / iq4_xs / mxfp4 / nvfp4 at n = 1-8 on the defaults beside the
+#                 fp4 knob off, the table, iq4_xs's knob, and both
 #   dc/           `bench/decode-compare.sh` with the attention decode cases, for the types whose
 #                 mat-vec changed last (TYPES), beside upstream
 #
@@ -41,15 +40,13 @@ list() {
     list 60 --config 16x8x16 test -o FLASH_ATTN_EXT -p 'nb=[1-4],'
 } >"$out/correct.txt" 2>&1
 cat "$out/correct.txt"
-KNOBS="vec_int_prefetch=0 vec_int_prefetch=1" MIN_TIME=0.2 timeout 60 bash "$here/knob-sweep.sh" "$bundle" \
-    -o MUL_MAT -p 'type_a=(q4_0|q4_1|q5_0),type_b=f32,m=4096,n=[1-5],k=14336,' >"$out/prefetch.txt" 2>&1
-cat "$out/prefetch.txt"
 {
-    GGML_DAWN_MUL_MAT=vec_int_fp4=1 list 20 test -o MUL_MAT -p 'type_a=(mxfp4|nvfp4),'
-    KNOBS="vec_int_fp4=0 vec_int_fp4=1 vec_int_lut=0" MIN_TIME=0.2 timeout 60 bash "$here/knob-sweep.sh" "$bundle" \
-        -o MUL_MAT -p 'type_a=(iq4_nl|mxfp4|nvfp4),type_b=f32,m=4096,n=[1-58],k=14336,'
-} >"$out/fp4.txt" 2>&1
-cat "$out/fp4.txt"
+    GGML_DAWN_MUL_MAT=vec_int_fp4=1,vec_int_iq4xs=2,vec_int_lut=2 list 30 \
+        test -o MUL_MAT -p 'type_a=(iq4_nl|iq4_xs|mxfp4|nvfp4),'
+    KNOBS="vec_int_fp4=0 vec_int_lut=2 vec_int_iq4xs=2 vec_int_iq4xs=2,vec_int_lut=2" MIN_TIME=0.2 timeout 100 \
+        bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT -p 'type_a=(iq4_nl|iq4_xs|mxfp4|nvfp4),type_b=f32,m=4096,n=[1-58],k=14336,'
+} >"$out/levels.txt" 2>&1
+cat "$out/levels.txt"
 WITH_FA=1 UPSTREAM_TIMEOUT=60 MIN_TIME=0.1 OUT="$out/dc" timeout 130 bash "$here/decode-compare.sh" "$bundle" \
-    "$upstream" "${TYPES:-iq4_nl mxfp4 nvfp4 q4_0 q8_0}" >"$out/dc.log" 2>&1
+    "$upstream" "${TYPES:-iq4_nl mxfp4 nvfp4 iq4_xs q8_0}" >"$out/dc.log" 2>&1
 cat "$out/dc/table.md"

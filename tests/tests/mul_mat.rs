@@ -483,9 +483,10 @@ fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
 }
 
 /// The integer mat-vec (b quantized to 8 bits, packed dot products) against the CPU for every
-/// format it reads (iq4_nl by default, `vec_int_iq4nl`), at every n it takes, with subgroup
-/// and workgroup-memory reductions, with and without the prefetch (iq4_nl's levels then from the
-/// workgroup table, `vec_int_lut=1`), on offset views whose rows start at any even byte.
+/// format it reads (iq4_nl by default, `vec_int_iq4nl`; iq4_xs with `vec_int_iq4xs=1`), at
+/// every n it takes, with subgroup and workgroup-memory reductions, with and without the
+/// prefetch (the 4-bit levels then from the workgroup table, `vec_int_lut=1`), on offset views
+/// whose rows start at any even byte.
 #[test]
 fn integer_mat_vec_matches_the_cpu_for_every_format() {
     let ctx = GpuContext::new(ContextOptions {
@@ -495,20 +496,30 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
     .expect("an adapter");
     let facts = ctx.facts();
     let bare = without_subgroups(facts);
-    let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
+    let few_rows =
+        Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1,vec_int_iq4xs=1").unwrap();
     // The next unit's loads issued first (as GPUs do by default for some formats), and iq4_nl's
     // levels from the workgroup table.
-    let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1").unwrap();
+    let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1,vec_int_iq4xs=1").unwrap();
     let mut rng = Rng::new(0x5eed_0008);
     let mut failures = Vec::new();
     let mut runs = 0;
     let int_formats = GgmlType::ALL
         .iter()
         .copied()
-        .filter(|&t| mul_mat::plan::has_int_dot(t) || t == GgmlType::IQ4_NL);
+        .filter(|&t| mul_mat::plan::has_int_dot(t) || matches!(t, GgmlType::IQ4_NL | GgmlType::IQ4_XS));
+    let iq4xs = Tuning::parse("vec_int_iq4xs=1").unwrap();
     for ty in int_formats {
         let settings = [
-            ("device", facts, Tuning::default()),
+            (
+                "device",
+                facts,
+                if ty == GgmlType::IQ4_XS {
+                    iq4xs
+                } else {
+                    Tuning::default()
+                },
+            ),
             ("no subgroups", bare, few_rows),
             ("prefetch", facts, prefetch),
         ];

@@ -12,7 +12,7 @@
 // Needs A_ALIGN2 (the planner sees to it), but for mxfp4, whose 17-byte blocks are read at any
 // byte. W_ALIGN4: the unit's words are 4-byte aligned.
 
-#if defined(A_ALIGN4) && (A_TYPE == TYPE_Q4_1 || A_TYPE == TYPE_Q5_1 || A_TYPE == TYPE_Q2_K || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K || A_TYPE == TYPE_NVFP4)
+#if defined(A_ALIGN4) && (A_TYPE == TYPE_Q4_1 || A_TYPE == TYPE_Q5_1 || A_TYPE == TYPE_Q2_K || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K || A_TYPE == TYPE_NVFP4 || A_TYPE == TYPE_IQ4_XS)
 #define W_ALIGN4 1
 #endif
 
@@ -125,15 +125,17 @@ fn w_load(row: u32, u: u32) -> Wq {
     let d = a_f16(bb);
     return Wq(w_words4(bb + 2u), w_words4(bb + 18u), vec2<f32>(d), vec2<f32>(0.0));
 }
-#elif A_TYPE == TYPE_IQ4_NL || A_TYPE == TYPE_MXFP4 || A_TYPE == TYPE_NVFP4
+#elif A_TYPE == TYPE_IQ4_NL || A_TYPE == TYPE_IQ4_XS || A_TYPE == TYPE_MXFP4 || A_TYPE == TYPE_NVFP4
 // [iq4_nl] d, qs[16] as q4_0's, each nibble the index of one of 16 signed levels
-// (KVALUES_IQ4NL, packed bytes); [mxfp4] e (E8M0), qs[16] likewise, the levels the E2M1 values
+// (KVALUES_IQ4NL, packed bytes); [iq4_xs] d, scales_h, scales_l[4], qs[128]: a unit is one of
+// the 8 sub-blocks, its 16 bytes of qs as iq4_nl's, its scale d·(ls - 32) with ls 6 bits
+// (nibble j of scales_l, bits 2j.. of scales_h above it); [mxfp4] e (E8M0), qs[16] likewise, the levels the E2M1 values
 // doubled (KVALUES_MXFP4) and the scale 2^(e - 128); [nvfp4] d[4] (UE4M3, halved as the
 // levels are doubled, one per 16 elements), qs[32] (per 16 elements 8 bytes: element j the low
 // nibble of byte j, element j + 8 the high one), the levels mxfp4's: a unit is half a block,
 // its two 16-element groups with their scales. The unit's bytes are the levels themselves, so
 // no zero point.
-#if A_TYPE == TYPE_IQ4_NL
+#if A_TYPE == TYPE_IQ4_NL || A_TYPE == TYPE_IQ4_XS
 const W_LEVELS: vec4<u32> = KVALUES_IQ4NL;
 #else
 const W_LEVELS: vec4<u32> = KVALUES_MXFP4;
@@ -193,6 +195,16 @@ fn w_load(row: u32, u: u32) -> Wq {
     let bb = row + u * 18u;
     let d = a_f16(bb);
     let v = w_levels_unit(w_words4(bb + 2u));
+    return Wq(v[0], v[1], vec2<f32>(d), vec2<f32>(0.0));
+}
+#elif A_TYPE == TYPE_IQ4_XS
+fn w_load(row: u32, u: u32) -> Wq {
+    let bb = row + (u / 8u) * 136u;
+    let j = u % 8u;
+    let dh = w_word(bb);
+    let ls = ((w_word(bb + 4u) >> (4u * j)) & 15u) | (((dh >> (16u + 2u * j)) & 3u) << 4u);
+    let d = unpack2x16float(dh).x * (f32(ls) - 32.0);
+    let v = w_levels_unit(w_words4(bb + 8u + 16u * j));
     return Wq(v[0], v[1], vec2<f32>(d), vec2<f32>(0.0));
 }
 #elif A_TYPE == TYPE_NVFP4

@@ -166,7 +166,11 @@ pub struct Tuning {
     /// 86.0 / 206.9 us → 54.8 / 60.8 / 70.7, nvfp4 n=2 / 8 76.4 / 247.1 → 59.2 / 94.1, but
     /// nvfp4 n=1 69.3 → 74.4.
     pub vec_int_fp4: u32,
-    /// The integer kernel's 4-bit levels (iq4_nl, mxfp4, nvfp4) looked up two a byte of codes
+    /// iq4_xs in the integer mat-vec too, a 32-element sub-block a unit, its levels as iq4_nl's:
+    /// 0 off, the default until a GPU times it; 1 on; 2 on GPUs only. (H100, n=1: the float
+    /// kernel takes 73.2 us, iq4_nl's integer one 53.2 for the same levels in 6% more bytes.)
+    pub vec_int_iq4xs: u32,
+    /// The integer kernel's 4-bit levels (iq4_nl, iq4_xs, mxfp4, nvfp4) looked up two a byte of codes
     /// in a 256-word workgroup table instead of picked one by one out of a constant vector: 0
     /// never (the default until a GPU times it), 1 always, 2 on GPUs. The picks are arithmetic
     /// on every byte: on the H100 iq4_nl n=1 takes 53.2 us against q4_0's 14.9 in the same
@@ -312,6 +316,7 @@ impl Default for Tuning {
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
             vec_int_fp4: 2,
+            vec_int_iq4xs: 0,
             vec_int_lut: 0,
             vec_int_a_vec4: 2,
             vec_int_stream: 0,
@@ -414,6 +419,7 @@ knobs!(
     vec_int_fused,
     vec_int_iq4nl,
     vec_int_fp4,
+    vec_int_iq4xs,
     vec_int_lut,
     vec_int_a_vec4,
     vec_int_stream,
@@ -505,7 +511,7 @@ impl Tuning {
             "vec_mma_frag_m" => (1, 8),
             "vec_mma_depth" => (1, 2),
             "vec_int_fused" => (0, 1),
-            "vec_int_iq4nl" | "vec_int_fp4" | "vec_int_lut" | "vec_int_stream" => (0, 2),
+            "vec_int_iq4nl" | "vec_int_iq4xs" | "vec_int_fp4" | "vec_int_lut" | "vec_int_stream" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
@@ -1267,8 +1273,9 @@ fn with_copies(p: &Problem, a: bool, b: bool) -> Problem {
 
 type Choice = (Path, u32, u32, u32);
 
-/// Formats the integer mat-vec reads by default (`mul_mat_vec_q8.wgsl`; iq4_nl, mxfp4 and nvfp4
-/// too with [`Tuning::vec_int_iq4nl`] and [`Tuning::vec_int_fp4`]).
+/// Formats the integer mat-vec reads by default (`mul_mat_vec_q8.wgsl`; iq4_nl, iq4_xs, mxfp4
+/// and nvfp4 too with [`Tuning::vec_int_iq4nl`], [`Tuning::vec_int_iq4xs`] and
+/// [`Tuning::vec_int_fp4`]).
 pub fn has_int_dot(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K)
@@ -1330,10 +1337,11 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let cols = p.n.max(1) as u32;
     let super_blocks = p.a_type.block_size() >= 256;
     let iq4nl = p.a_type == GgmlType::IQ4_NL && knob_on(t.vec_int_iq4nl, d);
+    let iq4xs = p.a_type == GgmlType::IQ4_XS && knob_on(t.vec_int_iq4xs, d);
     let fp4 = matches!(p.a_type, GgmlType::MXFP4 | GgmlType::NVFP4) && int_fp4_on(t.vec_int_fp4, d, p);
     // mxfp4's 17-byte blocks are read at any byte, so its rows need no alignment.
     let mxfp4 = fp4 && p.a_type == GgmlType::MXFP4;
-    let int_dot = (has_int_dot(p.a_type) || iq4nl || fp4)
+    let int_dot = (has_int_dot(p.a_type) || iq4nl || iq4xs || fp4)
         && p.n <= u64::from(t.vec_int_max_n)
         && (p.a_align >= 2 || mxfp4)
         && p.k > 0
@@ -1344,7 +1352,8 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         0 => 2,
         n => n,
     };
-    let int_slots = int_dot && super_blocks && p.n >= u64::from(slots_min_n) && p.k.is_multiple_of(128);
+    // The slot kernel reads the K-quants (not iq4_xs, whose units are whole sub-blocks).
+    let int_slots = int_dot && super_blocks && !iq4xs && p.n >= u64::from(slots_min_n) && p.k.is_multiple_of(128);
     let signed_k = matches!(p.a_type, GgmlType::Q3_K | GgmlType::Q6_K);
     let rows = match (cols <= 4, super_blocks) {
         _ if int_slots && signed_k && cols >= 8 => t.vec_int_slot_rows_q36,
@@ -1408,7 +1417,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         4 * wg_size
     };
     // The integer kernel's table of the 4-bit formats' levels, two a byte of codes (256 words).
-    let level_table = int_dot && (iq4nl || fp4) && knob_on(t.vec_int_lut, d);
+    let level_table = int_dot && (iq4nl || iq4xs || fp4) && knob_on(t.vec_int_lut, d);
     let bytes = if level_table { bytes + 1024 } else { bytes };
     // b quantized in workgroup memory at n=1 (the units kernel), where its blocks fit.
     let fused_bytes = (p.k / 32) * 48;
@@ -2179,17 +2188,20 @@ mod tests {
             (level_table, plan.workgroup_bytes)
         };
         let gpu = nvidia((16, 16, 16));
-        for ty in [GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::NVFP4] {
-            let (on, bytes) = table(ty, &gpu, "vec_int_fp4=1,vec_int_lut=2");
-            let (off, bytes_off) = table(ty, &gpu, "vec_int_fp4=1");
+        for ty in [GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::NVFP4] {
+            let (on, bytes) = table(ty, &gpu, "vec_int_fp4=1,vec_int_iq4xs=1,vec_int_lut=2");
+            let (off, bytes_off) = table(ty, &gpu, "vec_int_fp4=1,vec_int_iq4xs=1");
             assert!(on && !off, "{ty}: 2 on GPUs, off by default");
             // The table's 256 words are counted against the workgroup memory limit.
             assert_eq!(bytes, bytes_off + 1024, "{ty}");
             assert!(
-                !table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_lut=2").0,
+                !table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_iq4xs=1,vec_int_lut=2").0,
                 "{ty}: not on CPU adapters"
             );
-            assert!(table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_lut=1").0, "{ty}");
+            assert!(
+                table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_iq4xs=1,vec_int_lut=1").0,
+                "{ty}"
+            );
         }
         // Formats without 4-bit levels, and those off the integer kernel, have none.
         assert!(!table(GgmlType::Q4_0, &gpu, "vec_int_lut=1").0);
@@ -2244,6 +2256,25 @@ mod tests {
         for p in [&mx, &nv] {
             assert!(int_dot(p, &d, &t) && !int_dot(p, &lavapipe(), &t));
             gated_by("vec_int_fp4", p);
+        }
+        // iq4_xs by its own, 0 (nowhere) by default; never in the K-quants' slot kernel.
+        let xs = problem(GgmlType::IQ4_XS, 4096, 1, 14336);
+        assert!(!int_dot(&xs, &d, &t) && !int_dot(&xs, &lavapipe(), &t));
+        gated_by("vec_int_iq4xs", &xs);
+        for n in 1..=8 {
+            let on = Tuning::parse("vec_int_iq4xs=1").unwrap();
+            let plan = plan(&problem(GgmlType::IQ4_XS, 4096, n, 14336), &d, &on);
+            assert!(
+                matches!(
+                    plan.path,
+                    Path::Vec {
+                        int_dot: true,
+                        int_slots: false,
+                        ..
+                    }
+                ),
+                "n={n}: {plan}"
+            );
         }
         let nv1 = problem(GgmlType::NVFP4, 4096, 1, 14336);
         assert!(!int_dot(&nv1, &d, &t));
@@ -2593,6 +2624,7 @@ mod tests {
             ("vec_int_iq4nl=3", "vec_int_iq4nl"),
             ("vec_int_fp4=3", "vec_int_fp4"),
             ("vec_int_lut=3", "vec_int_lut"),
+            ("vec_int_iq4xs=3", "vec_int_iq4xs"),
             ("vec_mma=3", "vec_mma"),
             ("vec_mma_min_n=0", "vec_mma_min_n"),
             ("vec_mma_split=0", "vec_mma_split"),
