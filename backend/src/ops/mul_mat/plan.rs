@@ -1341,7 +1341,9 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let fp4 = matches!(p.a_type, GgmlType::MXFP4 | GgmlType::NVFP4) && int_fp4_on(t.vec_int_fp4, d, p);
     // mxfp4's 17-byte blocks are read at any byte, so its rows need no alignment.
     let mxfp4 = fp4 && p.a_type == GgmlType::MXFP4;
-    let int_dot = (has_int_dot(p.a_type) || iq4nl || iq4xs || fp4)
+    // Formats whose nibbles index 16 levels (their bytes mapped to the levels, then as the rest).
+    let four_bit_levels = iq4nl || iq4xs || fp4;
+    let int_dot = (has_int_dot(p.a_type) || four_bit_levels)
         && p.n <= u64::from(t.vec_int_max_n)
         && (p.a_align >= 2 || mxfp4)
         && p.k > 0
@@ -1352,8 +1354,9 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         0 => 2,
         n => n,
     };
-    // The slot kernel reads the K-quants (not iq4_xs, whose units are whole sub-blocks).
-    let int_slots = int_dot && super_blocks && !iq4xs && p.n >= u64::from(slots_min_n) && p.k.is_multiple_of(128);
+    // The slot kernel reads the K-quants only (iq4_xs's units are whole sub-blocks).
+    let k_quants = has_int_dot(p.a_type) && super_blocks;
+    let int_slots = int_dot && k_quants && p.n >= u64::from(slots_min_n) && p.k.is_multiple_of(128);
     let signed_k = matches!(p.a_type, GgmlType::Q3_K | GgmlType::Q6_K);
     let rows = match (cols <= 4, super_blocks) {
         _ if int_slots && signed_k && cols >= 8 => t.vec_int_slot_rows_q36,
@@ -1417,7 +1420,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         4 * wg_size
     };
     // The integer kernel's table of the 4-bit formats' levels, two a byte of codes (256 words).
-    let level_table = int_dot && (iq4nl || iq4xs || fp4) && knob_on(t.vec_int_lut, d);
+    let level_table = int_dot && four_bit_levels && knob_on(t.vec_int_lut, d);
     let bytes = if level_table { bytes + 1024 } else { bytes };
     // b quantized in workgroup memory at n=1 (the units kernel), where its blocks fit.
     let fused_bytes = (p.k / 32) * 48;
@@ -2261,8 +2264,8 @@ mod tests {
         let xs = problem(GgmlType::IQ4_XS, 4096, 1, 14336);
         assert!(!int_dot(&xs, &d, &t) && !int_dot(&xs, &lavapipe(), &t));
         gated_by("vec_int_iq4xs", &xs);
+        let on = Tuning::parse("vec_int_iq4xs=1").unwrap();
         for n in 1..=8 {
-            let on = Tuning::parse("vec_int_iq4xs=1").unwrap();
             let plan = plan(&problem(GgmlType::IQ4_XS, 4096, n, 14336), &d, &on);
             assert!(
                 matches!(
