@@ -129,8 +129,8 @@ fn w_load(row: u32, u: u32) -> Wq {
 // [iq4_nl] d, qs[16] as q4_0's, each nibble the index of one of 16 signed levels
 // (KVALUES_IQ4NL, packed bytes); [iq4_xs] d, scales_h, scales_l[4], qs[128]: a unit is one of
 // the 8 sub-blocks, its 16 bytes of qs as iq4_nl's, its scale d·(ls - 32) with ls 6 bits
-// (nibble j of scales_l, bits 2j.. of scales_h above it); [mxfp4] e (E8M0), qs[16] likewise, the levels the E2M1 values
-// doubled (KVALUES_MXFP4) and the scale 2^(e - 128); [nvfp4] d[4] (UE4M3, halved as the
+// (nibble j of scales_l, bits 2j.. of scales_h above it); [mxfp4] e (E8M0), qs[16] likewise,
+// the levels the E2M1 values doubled (KVALUES_MXFP4) and the scale 2^(e - 128); [nvfp4] d[4] (UE4M3, halved as the
 // levels are doubled, one per 16 elements), qs[32] (per 16 elements 8 bytes: element j the low
 // nibble of byte j, element j + 8 the high one), the levels mxfp4's: a unit is half a block,
 // its two 16-element groups with their scales. The unit's bytes are the levels themselves, so
