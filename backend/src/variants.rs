@@ -366,15 +366,15 @@ pub struct Enumerated {
 
 /// The MUL_MAT knob sets [`enumerate`] plans with: the defaults, then the sets that switch on
 /// the kernels' optional forms (the fused and prefetching integer mat-vec, the float mat-vec's
-/// staged b, f16 accumulation, the mat-vecs' 16-byte reads of a, iq4_nl's float mat-vec, the
-/// byte stream, the FP4 formats' and iq4_xs's integer mat-vec with the 4-bit levels' table, the
+/// staged b, f16 accumulation, the mat-vecs' 16-byte reads of a, iq4_nl's and iq4_xs's float
+/// mat-vec, the byte stream, the FP4 formats' integer mat-vec with the 4-bit levels' table, the
 /// mat-vec on subgroup matrices, the float mat-vec's f16 copy of b).
 pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
     "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
     "sg_acc_f16=1",
-    "vec_float_vec4=1,vec_int_a_vec4=1,vec_int_iq4nl=0",
-    "vec_int_stream=1,vec_int_fp4=1,vec_int_iq4xs=1,vec_int_lut=1",
+    "vec_float_vec4=1,vec_int_a_vec4=1,vec_int_iq4nl=0,vec_int_iq4xs=0",
+    "vec_int_stream=1,vec_int_fp4=1,vec_int_lut=1",
     "vec_mma=1",
     "vec_float_vec4=1,vec_b_f16_min_n=1",
     "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_prefetch=2,sg_stages=1",

@@ -483,7 +483,7 @@ fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
 }
 
 /// The integer mat-vec (b quantized to 8 bits, packed dot products) against the CPU for every
-/// format it reads (iq4_nl by default, `vec_int_iq4nl`; iq4_xs with `vec_int_iq4xs=1`), at
+/// format it reads (iq4_nl and iq4_xs by default, `vec_int_iq4nl`, `vec_int_iq4xs`), at
 /// every n it takes, with subgroup and workgroup-memory reductions, with and without the
 /// prefetch (the 4-bit levels then from the workgroup table, `vec_int_lut=1`), on offset views
 /// whose rows start at any even byte.
@@ -496,11 +496,10 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
     .expect("an adapter");
     let facts = ctx.facts();
     let bare = without_subgroups(facts);
-    let few_rows =
-        Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1,vec_int_iq4xs=1").unwrap();
+    let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
     // The next unit's loads issued first (as GPUs do by default for some formats), and iq4_nl's
     // levels from the workgroup table.
-    let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1,vec_int_iq4xs=1").unwrap();
+    let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1").unwrap();
     let mut rng = Rng::new(0x5eed_0008);
     let mut failures = Vec::new();
     let mut runs = 0;
@@ -508,18 +507,9 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
         .iter()
         .copied()
         .filter(|&t| mul_mat::plan::has_int_dot(t) || matches!(t, GgmlType::IQ4_NL | GgmlType::IQ4_XS));
-    let iq4xs = Tuning::parse("vec_int_iq4xs=1").unwrap();
     for ty in int_formats {
         let settings = [
-            (
-                "device",
-                facts,
-                if ty == GgmlType::IQ4_XS {
-                    iq4xs
-                } else {
-                    Tuning::default()
-                },
-            ),
+            ("device", facts, Tuning::default()),
             ("no subgroups", bare, few_rows),
             ("prefetch", facts, prefetch),
         ];
@@ -857,9 +847,9 @@ fn integer_mat_vec_reads_the_fp4_formats() {
                 let text = shaped_case(ty, (b_ty, m, n, k, 0, bs, nr, per));
                 let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
                 runs += 1;
-                // The levels from the workgroup table where the knob asks for it (on lavapipe
-                // its default leaves it off).
-                let table = tuning.vec_int_lut == 1;
+                // The levels from the workgroup table where the knob asks for it (its default:
+                // on GPUs, not on CPU adapters).
+                let table = tuning.vec_int_lut == 1 || (tuning.vec_int_lut == 2 && !facts.cpu);
                 assert!(
                     matches!(plan.path, Path::Vec { int_dot: true, level_table, .. } if level_table == table),
                     "{}: {plan}",

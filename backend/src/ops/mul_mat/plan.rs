@@ -164,18 +164,20 @@ pub struct Tuning {
     /// on; 2 (the default) on GPUs where it measured faster ([`int_fp4_on`]). H100, m=4096
     /// k=14336, three rounds (bench/results/2026-12-06-h100-late.md): mxfp4 n=1 / 4 / 8 64.2 /
     /// 86.0 / 206.9 us → 54.8 / 60.8 / 70.7, nvfp4 n=2 / 8 76.4 / 247.1 → 59.2 / 94.1, but
-    /// nvfp4 n=1 69.3 → 74.4.
+    /// nvfp4 n=1 69.3 → 74.4 without the levels' table; with it (H200,
+    /// bench/results/2026-12-06-h200.md) nvfp4 n=1 68.8 → 25.4.
     pub vec_int_fp4: u32,
     /// iq4_xs in the integer mat-vec too, a 32-element sub-block a unit, its levels as iq4_nl's:
-    /// 0 off, the default until a GPU times it; 1 on; 2 on GPUs only. (H100, n=1: the float
-    /// kernel takes 73.2 us, iq4_nl's integer one 53.2 for the same levels in 6% more bytes.)
+    /// 0 off; 1 on, the default; 2 on GPUs only. Faster at every n measured: H200, m=4096
+    /// k=14336 (bench/results/2026-12-06-h200.md), n=1 / 8 73.3 / 139.3 us → 52.1 / 70.3
+    /// (23.9 / 40.6 with the levels' table); lavapipe n=1 33.8–44.2 ms → 21.2–24.4.
     pub vec_int_iq4xs: u32,
     /// The integer kernel's 4-bit levels (iq4_nl, iq4_xs, mxfp4, nvfp4) looked up two a byte of codes
     /// in a 256-word workgroup table instead of picked one by one out of a constant vector: 0
-    /// never (the default until a GPU times it), 1 always, 2 on GPUs. The picks are arithmetic
-    /// on every byte: on the H100 iq4_nl n=1 takes 53.2 us against q4_0's 14.9 in the same
-    /// kernel. Lavapipe is slower with the table (iq4_nl n=1 26.9-27.9 ms against 24.7), its
-    /// lookups being per-lane gathers.
+    /// never, 1 always, 2 (the default) on GPUs. The picks are arithmetic on every byte: H200,
+    /// m=4096 k=14336 (bench/results/2026-12-06-h200.md), iq4_nl n=1 / 8 52.1 / 68.9 us → 24.9 /
+    /// 41.6, mxfp4 53.6 / 70.7 → 27.3 / 42.6. Lavapipe is slower with the table (iq4_nl n=1
+    /// 26.9-27.9 ms against 24.7), its lookups being per-lane gathers.
     pub vec_int_lut: u32,
     /// 1: the integer mat-vec's units kernel reads q4_K, q5_K, q4_0, q8_0 and q6_K rows at 16-byte
     /// offsets as 16-byte words ([`int_a_vec4`]): a q4_K unit in three loads (q5_K five), q4_0
@@ -316,8 +318,8 @@ impl Default for Tuning {
             vec_int_fused: 0,
             vec_int_iq4nl: 1,
             vec_int_fp4: 2,
-            vec_int_iq4xs: 0,
-            vec_int_lut: 0,
+            vec_int_iq4xs: 1,
+            vec_int_lut: 2,
             vec_int_a_vec4: 2,
             vec_int_stream: 0,
             vec_int_probe: 0,
@@ -786,11 +788,11 @@ pub fn int_prefetch_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
 }
 
 /// [`Tuning::vec_int_fp4`]: 1 always; 2 on GPUs for the cases it measured faster in (mxfp4 at
-/// every n, nvfp4 from n=2).
-fn int_fp4_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
-    match knob {
+/// every n, nvfp4 from n=2, and at n=1 too where the levels come from the workgroup table).
+fn int_fp4_on(t: &Tuning, d: &DeviceFacts, p: &Problem) -> bool {
+    match t.vec_int_fp4 {
         1 => true,
-        2 => !d.cpu && (p.a_type == GgmlType::MXFP4 || p.n >= 2),
+        2 => !d.cpu && (p.a_type == GgmlType::MXFP4 || p.n >= 2 || knob_on(t.vec_int_lut, d)),
         _ => false,
     }
 }
@@ -1338,7 +1340,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let super_blocks = p.a_type.block_size() >= 256;
     let iq4nl = p.a_type == GgmlType::IQ4_NL && knob_on(t.vec_int_iq4nl, d);
     let iq4xs = p.a_type == GgmlType::IQ4_XS && knob_on(t.vec_int_iq4xs, d);
-    let fp4 = matches!(p.a_type, GgmlType::MXFP4 | GgmlType::NVFP4) && int_fp4_on(t.vec_int_fp4, d, p);
+    let fp4 = matches!(p.a_type, GgmlType::MXFP4 | GgmlType::NVFP4) && int_fp4_on(t, d, p);
     // mxfp4's 17-byte blocks are read at any byte, so its rows need no alignment.
     let mxfp4 = fp4 && p.a_type == GgmlType::MXFP4;
     // Formats whose nibbles index 16 levels (their bytes mapped to the levels, then as the rest).
@@ -2192,19 +2194,16 @@ mod tests {
         };
         let gpu = nvidia((16, 16, 16));
         for ty in [GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::NVFP4] {
-            let (on, bytes) = table(ty, &gpu, "vec_int_fp4=1,vec_int_iq4xs=1,vec_int_lut=2");
-            let (off, bytes_off) = table(ty, &gpu, "vec_int_fp4=1,vec_int_iq4xs=1");
-            assert!(on && !off, "{ty}: 2 on GPUs, off by default");
+            let (on, bytes) = table(ty, &gpu, "vec_int_fp4=1");
+            let (off, bytes_off) = table(ty, &gpu, "vec_int_fp4=1,vec_int_lut=0");
+            assert!(on && !off, "{ty}: on GPUs by default, off with 0");
             // The table's 256 words are counted against the workgroup memory limit.
             assert_eq!(bytes, bytes_off + 1024, "{ty}");
             assert!(
-                !table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_iq4xs=1,vec_int_lut=2").0,
-                "{ty}: not on CPU adapters"
+                !table(ty, &lavapipe(), "vec_int_fp4=1").0,
+                "{ty}: not on CPU adapters by default"
             );
-            assert!(
-                table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_iq4xs=1,vec_int_lut=1").0,
-                "{ty}"
-            );
+            assert!(table(ty, &lavapipe(), "vec_int_fp4=1,vec_int_lut=1").0, "{ty}");
         }
         // Formats without 4-bit levels, and those off the integer kernel, have none.
         assert!(!table(GgmlType::Q4_0, &gpu, "vec_int_lut=1").0);
@@ -2250,7 +2249,8 @@ mod tests {
         assert!(int_dot(&iq4, &d, &t) && int_dot(&iq4, &lavapipe(), &t));
         gated_by("vec_int_iq4nl", &iq4);
         // mxfp4 and nvfp4 by theirs, by default on GPUs where measured faster: mxfp4 at every n,
-        // nvfp4 from n=2. mxfp4's rows at any byte, nvfp4's at even ones.
+        // nvfp4 from n=2, and at n=1 with the levels' table. mxfp4's rows at any byte, nvfp4's
+        // at even ones.
         let mx = Problem {
             a_align: 1,
             ..problem(GgmlType::MXFP4, 4096, 1, 14336)
@@ -2260,13 +2260,12 @@ mod tests {
             assert!(int_dot(p, &d, &t) && !int_dot(p, &lavapipe(), &t));
             gated_by("vec_int_fp4", p);
         }
-        // iq4_xs by its own, 0 (nowhere) by default; never in the K-quants' slot kernel.
+        // iq4_xs by its own, 1 (everywhere) by default; never in the K-quants' slot kernel.
         let xs = problem(GgmlType::IQ4_XS, 4096, 1, 14336);
-        assert!(!int_dot(&xs, &d, &t) && !int_dot(&xs, &lavapipe(), &t));
+        assert!(int_dot(&xs, &d, &t) && int_dot(&xs, &lavapipe(), &t));
         gated_by("vec_int_iq4xs", &xs);
-        let on = Tuning::parse("vec_int_iq4xs=1").unwrap();
         for n in 1..=8 {
-            let plan = plan(&problem(GgmlType::IQ4_XS, 4096, n, 14336), &d, &on);
+            let plan = plan(&problem(GgmlType::IQ4_XS, 4096, n, 14336), &d, &t);
             assert!(
                 matches!(
                     plan.path,
@@ -2280,8 +2279,16 @@ mod tests {
             );
         }
         let nv1 = problem(GgmlType::NVFP4, 4096, 1, 14336);
-        assert!(!int_dot(&nv1, &d, &t));
-        assert!(int_dot(&nv1, &d, &Tuning::parse("vec_int_fp4=1").unwrap()));
+        assert!(int_dot(&nv1, &d, &t), "nvfp4 n=1 with the levels' table");
+        assert!(
+            !int_dot(&nv1, &d, &Tuning::parse("vec_int_lut=0").unwrap()),
+            "nor without it"
+        );
+        assert!(int_dot(
+            &nv1,
+            &d,
+            &Tuning::parse("vec_int_fp4=1,vec_int_lut=0").unwrap()
+        ));
         let odd_nv = Problem { a_align: 1, ..nv };
         assert!(!int_dot(&odd_nv, &d, &Tuning::parse("vec_int_fp4=1").unwrap()));
         // The byte stream: q4_0 and q8_0 rows at 16-byte offsets with k a multiple of 256, where
