@@ -3,10 +3,10 @@
 # part's output in its own file under $OUT, a summary on stdout:
 #   correct.txt   every MUL_MAT and FLASH_ATTN_EXT list in the three modes (defaults,
 #                 `--no-subgroup-matrix`, `--config 16x8x16`): FAIL lines and each verdict
-#   levels.txt    the 4-bit-level formats on the integer mat-vec: `vec_int_fp4=1` (nvfp4 at n=1
-#                 too), `vec_int_iq4xs=2` and the levels' workgroup table (`vec_int_lut=2`)
-#                 checked; iq4_nl / iq4_xs / mxfp4 / nvfp4 at n = 1-8 on the defaults beside the
-#                 fp4 knob off, the table, iq4_xs's knob, and both
+#   misses.txt    the decode targets still missed and what limits each: the probes (loads
+#                 without arithmetic, the quantize pass twice) for q6_K / q8_0 / f16 at n = 1
+#                 and 8, the n=1 row shapes of q6_K and q8_0, attention's fixed cost and its
+#                 quantized caches without their dequantization
 #   dc/           `bench/decode-compare.sh` with the attention decode cases, for the types whose
 #                 mat-vec changed last (TYPES), beside upstream
 #
@@ -40,13 +40,23 @@ list() {
     list 60 --config 16x8x16 test -o FLASH_ATTN_EXT -p 'nb=[1-4],'
 } >"$out/correct.txt" 2>&1
 cat "$out/correct.txt"
+# The targets still missed: what limits each (the loads without the arithmetic, the quantize
+# pass twice), the n=1 shapes around q6_K's and q8_0's defaults, attention's fixed cost (kv=256
+# and 32768 beside 16384) and its quantized caches without their dequantization.
+fa_case() { echo "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=$1,nb=1$2)"; }
 {
-    GGML_DAWN_MUL_MAT=vec_int_fp4=1,vec_int_iq4xs=2,vec_int_lut=2 list 30 \
-        test -o MUL_MAT -p 'type_a=(iq4_nl|iq4_xs|mxfp4|nvfp4),'
-    KNOBS="vec_int_fp4=0 vec_int_lut=2 vec_int_iq4xs=2 vec_int_iq4xs=2,vec_int_lut=2" MIN_TIME=0.2 timeout 100 \
-        bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT -p 'type_a=(iq4_nl|iq4_xs|mxfp4|nvfp4),type_b=f32,m=4096,n=[1-58],k=14336,'
-} >"$out/levels.txt" 2>&1
-cat "$out/levels.txt"
-WITH_FA=1 UPSTREAM_TIMEOUT=60 MIN_TIME=0.1 OUT="$out/dc" timeout 130 bash "$here/decode-compare.sh" "$bundle" \
-    "$upstream" "${TYPES:-iq4_nl mxfp4 nvfp4 iq4_xs q8_0}" >"$out/dc.log" 2>&1
+    KNOBS="vec_int_probe=1 vec_int_probe=2" MIN_TIME=0.3 timeout 50 bash "$here/knob-sweep.sh" "$bundle" \
+        -o MUL_MAT -p 'type_a=(q6_K|q8_0|f16),type_b=f32,m=4096,n=[18],k=14336,'
+    KNOBS="vec_int_rows=1 vec_int_rows=4 vec_int_groups=8 vec_int_prefetch=1 vec_int_stream=1 vec_int_rows_k=1 \
+vec_int_rows_k=4 vec_int_groups_q6k=4 vec_int_groups_q6k=16" MIN_TIME=0.2 timeout 45 bash "$here/knob-sweep.sh" \
+        "$bundle" -o MUL_MAT -p 'type_a=(q6_K|q8_0),type_b=f32,m=4096,n=1,k=14336,'
+    timeout 30 "$run" perf -v --min-time 0.3 --case "$(fa_case 256)" --case "$(fa_case 16384)" \
+        --case "$(fa_case 32768)" --case "$(fa_case 16384 ,type_K=q8_0,type_V=q8_0)" \
+        --case "$(fa_case 16384 ,type_K=q4_0,type_V=q4_0)" 2>&1 | strip | grep -A1 'us/run'
+    VAR=GGML_DAWN_FA KNOBS="vec_probe=1" MIN_TIME=0.3 timeout 25 bash "$here/knob-sweep.sh" "$bundle" \
+        --case "$(fa_case 16384 ,type_K=q8_0,type_V=q8_0)" --case "$(fa_case 16384 ,type_K=q4_0,type_V=q4_0)"
+} >"$out/misses.txt" 2>&1
+cat "$out/misses.txt"
+WITH_FA=1 UPSTREAM_TIMEOUT=60 MIN_TIME=0.1 OUT="$out/dc" timeout 120 bash "$here/decode-compare.sh" "$bundle" \
+    "$upstream" "${TYPES:-iq4_nl iq4_xs mxfp4 nvfp4 q8_0 q6_K}" >"$out/dc.log" 2>&1
 cat "$out/dc/table.md"
