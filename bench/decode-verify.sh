@@ -41,8 +41,9 @@ list() {
 } >"$out/correct.txt" 2>&1
 cat "$out/correct.txt"
 # The targets still missed: what limits each (the loads without the arithmetic, the quantize
-# pass twice), the n=1 shapes around q6_K's and q8_0's defaults and f16's at n=8, attention's fixed cost (kv=256
-# and 32768 beside 16384, its split and shapes) and its quantized caches without their dequantization.
+# pass twice), the n=1 shapes around q6_K's and q8_0's defaults and f16's at n=8, attention's
+# fixed cost (kv=256 and 32768 beside 16384, its split and shapes) and its quantized caches
+# without their dequantization.
 fa_case() { echo "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=$1,nb=1$2)"; }
 {
     KNOBS="vec_int_probe=1 vec_int_probe=2" MIN_TIME=0.3 timeout 50 bash "$here/knob-sweep.sh" "$bundle" \
