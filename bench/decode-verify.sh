@@ -50,7 +50,7 @@ fa_case() { echo "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=$1,nb=1$2)";
     KNOBS="vec_int_probe=1 vec_int_probe=2" MIN_TIME=0.3 timeout 50 bash "$here/knob-sweep.sh" "$bundle" \
         -o MUL_MAT -p 'type_a=(q6_K|q8_0|f16),type_b=f32,m=4096,n=[18],k=14336,'
     KNOBS="vec_int_rows=1 vec_int_rows=4 vec_int_groups=8 vec_int_prefetch=1 vec_int_stream=1 vec_int_rows_k=1 \
-vec_int_rows_k=4 vec_int_groups_q6k=4 vec_int_groups_q6k=16" MIN_TIME=0.2 timeout 45 bash "$here/knob-sweep.sh" \
+vec_int_rows_k=4 vec_int_groups_q6k=4 vec_int_groups_q6k=16" MIN_TIME=0.2 timeout 40 bash "$here/knob-sweep.sh" \
         "$bundle" -o MUL_MAT -p 'type_a=(q6_K|q8_0),type_b=f32,m=4096,n=1,k=14336,'
     KNOBS="vec_acc_max_halves=16 vec_acc_max_halves=64 vec_rows=2 vec_rows=8 vec_wg=128 vec_wg=512 vec_mma=1" \
         MIN_TIME=0.2 timeout 25 bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT \
@@ -58,8 +58,8 @@ vec_int_rows_k=4 vec_int_groups_q6k=4 vec_int_groups_q6k=16" MIN_TIME=0.2 timeou
     timeout 30 "$run" perf -v --min-time 0.3 --case "$(fa_case 256)" --case "$(fa_case 16384)" \
         --case "$(fa_case 32768)" --case "$(fa_case 16384 ,type_K=q8_0,type_V=q8_0)" \
         --case "$(fa_case 16384 ,type_K=q4_0,type_V=q4_0)" 2>&1 | strip | grep -A1 'us/run'
-    VAR=GGML_DAWN_FA KNOBS="split=32 split=128 vec_threads=256 vec_keys=8 vec_prefetch=1 vec_lanes=8" MIN_TIME=0.2 \
-        timeout 20 bash "$here/knob-sweep.sh" "$bundle" --case "$(fa_case 16384)"
+    VAR=GGML_DAWN_FA KNOBS="split=32 split=128 vec_threads=256 vec_keys=8 vec_prefetch=1 vec_lanes=8 \
+vec_keys=8,vec_prefetch=1 split=128,vec_keys=8" MIN_TIME=0.2 timeout 25 bash "$here/knob-sweep.sh" "$bundle" --case "$(fa_case 16384)"
     VAR=GGML_DAWN_FA KNOBS="vec_probe=1" MIN_TIME=0.3 timeout 25 bash "$here/knob-sweep.sh" "$bundle" \
         --case "$(fa_case 16384 ,type_K=q8_0,type_V=q8_0)" --case "$(fa_case 16384 ,type_K=q4_0,type_V=q4_0)"
 } >"$out/misses.txt" 2>&1
