@@ -45,7 +45,7 @@ cat "$out/correct.txt"
 # pass twice), the n=1 shapes around q6_K's and q8_0's defaults and f16's at n = 1 and 8,
 # attention's fixed cost (kv=256 and 32768 beside 16384, its split and shapes) and its
 # quantized caches without their dequantization.
-fa_case() { echo "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=$1,nb=1$2)"; }
+fa_case() { echo "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=$1,nb=1${2:-})"; }
 {
     KNOBS="vec_int_probe=1 vec_int_probe=2" MIN_TIME=0.3 timeout 50 bash "$here/knob-sweep.sh" "$bundle" \
         -o MUL_MAT -p 'type_a=(q6_K|q8_0|f16),type_b=f32,m=4096,n=[18],k=14336,'
