@@ -595,9 +595,7 @@ fn two_dimensional_grids() {
     };
     let mut rng = Rng::new(3);
     for (n, facts, must_split) in [(1, facts, true), (9, no_matrices, true), (9, facts, false)] {
-        let text = format!(
-            "MUL_MAT(type_a=f16,type_b=f32,m=16416,n={n},k=128,bs=[8,1],nr=[4,1],per=[0,2,1,3],k_v=0,o=1,src_overlap=0)"
-        );
+        let text = shaped_case("f16", ("f32", 16416, n, 128, 0, [8, 1], [4, 1], [0, 2, 1, 3]));
         let p = random_case(&mut rng, text);
         let (nmse, plan) = run_random(&ctx, &p, &facts, &tiny).unwrap_or_else(|e| panic!("{}: {e}", p.text));
         eprintln!("{}: nmse {nmse:e}, {plan}", p.text);
@@ -664,9 +662,7 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
             (GgmlType::BF16, GgmlType::F32, 1000, 0, 3),
             (GgmlType::F16, GgmlType::F16, 258, 264, 4),
         ] {
-            let text = format!(
-                "MUL_MAT(type_a={ty},type_b={b_ty},m=37,n={n},k={k},bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v={k_v},o=1,src_overlap=0)"
-            );
+            let text = shaped_case(ty.name(), (b_ty.name(), 37, n, k, k_v, [1, 1], [1, 1], [0, 1, 2, 3]));
             let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
             assert!(matches!(plan.path, Path::Vec { .. }) && plan.a_vec4, "{}: {plan}", text);
         }
@@ -683,9 +679,7 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
             (GgmlType::Q6_K, 4096, 0),
         ] {
             for n in [1, 2, 3] {
-                let text = format!(
-                    "MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k={k},bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v={k_v},o=1,src_overlap=0)"
-                );
+                let text = shaped_case(ty.name(), ("f32", 37, n, k, k_v, [1, 1], [1, 1], [0, 1, 2, 3]));
                 let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &units);
                 assert!(
                     matches!(

@@ -2231,15 +2231,17 @@ mod tests {
         for ty in [GgmlType::F16, GgmlType::Q1_0] {
             assert!(!int_dot(&problem(ty, 4096, 1, 14336), &d, &t), "{ty}");
         }
-        // A format's switch knob: 0 nowhere, 1 everywhere, 2 on GPUs only.
+        // A switch knob's values: 0 nowhere, 1 everywhere, 2 on GPUs only (value, device, on).
+        let cpu = lavapipe();
+        let switch = [
+            (0, &d, false),
+            (1, &d, true),
+            (1, &cpu, true),
+            (2, &d, true),
+            (2, &cpu, false),
+        ];
         let gated_by = |knob: &str, p: &Problem| {
-            for (value, dev, expected) in [
-                (0, &d, false),
-                (1, &d, true),
-                (1, &lavapipe(), true),
-                (2, &d, true),
-                (2, &lavapipe(), false),
-            ] {
+            for (value, dev, expected) in switch {
                 let tuning = Tuning::parse(&format!("{knob}={value}")).unwrap();
                 assert_eq!(int_dot(p, dev, &tuning), expected, "{knob}={value}");
             }
@@ -2308,13 +2310,7 @@ mod tests {
             assert!(!on || plan.a_vec4, "{plan}");
             on
         };
-        for (knob, dev, expected) in [
-            (0, &d, false),
-            (1, &d, true),
-            (1, &lavapipe(), true),
-            (2, &d, true),
-            (2, &lavapipe(), false),
-        ] {
+        for (knob, dev, expected) in switch {
             let tuning = Tuning::parse(&format!("vec_int_stream={knob},vec_int_prefetch=1")).unwrap();
             for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
                 let aligned = |m, n, k| Problem {
