@@ -89,6 +89,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
                 .flag("VEC_PREFETCH", *prefetch)
                 .flag("W_LUT", *level_table)
                 .flag("PROBE_LOADS", *probe == 1)
+                .flag("PROBE_ALU", *probe == 2 && !*int_dot)
                 .flag("A_VEC4", plan.a_vec4)
                 .define("WG_SIZE", format!("{wg_size}u"))
                 .define("ROWS", format!("{rows}u"))
@@ -270,8 +271,8 @@ fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
         .define("VEC_CV", v.cv)
         .define("VEC_ONE_Q", flag(shape.n_q == 1))
         .define("VEC_PREFETCH", flag(v.prefetch))
-        .define("VEC_PROBE", flag(v.probe))
-        .define("VEC_QINT", flag(v.qint && !v.probe))
+        .define("VEC_PROBE", v.probe)
+        .define("VEC_QINT", flag(v.qint && v.probe == 0))
 }
 
 fn mma_variant(m: &MmaPlan) -> ShaderVariant {

@@ -98,6 +98,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             int_slots,
             prefetch,
             level_table,
+            probe,
             ..
         } => {
             assert_eq!(define(v, "WG_SIZE"), Some(u(*wg_size).as_str()), "{what}: {v}");
@@ -109,6 +110,8 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             assert_eq!(flag(v, "B_Q8K"), *int_slots, "{what}: {v}");
             assert_eq!(flag(v, "VEC_PREFETCH"), *prefetch, "{what}: {v}");
             assert_eq!(flag(v, "W_LUT"), *level_table, "{what}: {v}");
+            assert_eq!(flag(v, "PROBE_LOADS"), *probe == 1, "{what}: {v}");
+            assert_eq!(flag(v, "PROBE_ALU"), *probe == 2 && !*int_dot, "{what}: {v}");
             assert_eq!(plan.quantize_b.is_some(), *int_dot, "{what}");
         }
         Path::Tiled { wg_m, wg_n, tk, .. } => {
@@ -266,7 +269,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
             assert_eq!(define(v, "VEC_LK"), Some(t.lanes.to_string().as_str()), "{what}: {v}");
             assert_eq!(
                 define(v, "VEC_PROBE"),
-                Some(if t.probe { "1" } else { "0" }),
+                Some(t.probe.to_string().as_str()),
                 "{what}: {v}"
             );
             t.threads
@@ -371,25 +374,31 @@ fn flash_attn_probes_run_and_name_themselves() {
         check_flash_attn(&ctx, &plan, &stream.pending_dispatches());
         stream.synchronize(std::time::Duration::from_secs(60)).unwrap();
     }
-    // The decode kernel's probe: a quantized cache read as if it were f16.
-    let ctx = ctx
-        .with_tuning(Tuning::parse("", "path=vec,vec_probe=1,split=2").unwrap())
-        .unwrap();
-    let (hs, kv, heads) = (128, 256, 2);
-    let q = ctx.zeros(GgmlType::F32, [hs, 1, heads, 1]).unwrap();
-    let k = ctx.zeros(GgmlType::Q8_0, [hs, kv, heads, 1]).unwrap();
-    let v = ctx.zeros(GgmlType::Q8_0, [hs, kv, heads, 1]).unwrap();
-    let mask = ctx.zeros(GgmlType::F16, [kv, 1, 1, 1]).unwrap();
-    let dst = ctx.empty(GgmlType::F32, [hs, heads, 1, 1]).unwrap();
-    let mut stream = ctx.stream().unwrap();
-    let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
-    let Kernel::Vec(t) = &plan.kernel else {
-        panic!("no vec kernel: {plan}")
-    };
-    assert!(t.probe, "{plan}");
-    assert!(plan.to_string().contains("K/V decoded as f16"), "{plan}");
-    check_flash_attn(&ctx, &plan, &stream.pending_dispatches());
-    stream.synchronize(std::time::Duration::from_secs(60)).unwrap();
+    // The decode kernel's probes: a quantized cache read as if it were f16; an f16 cache's
+    // loads alone.
+    for (probe, ty, words) in [
+        (1, GgmlType::Q8_0, "K/V decoded as f16"),
+        (2, GgmlType::F16, "K/V loads only"),
+    ] {
+        let ctx = ctx
+            .with_tuning(Tuning::parse("", &format!("path=vec,vec_probe={probe},split=2")).unwrap())
+            .unwrap();
+        let (hs, kv, heads) = (128, 256, 2);
+        let q = ctx.zeros(GgmlType::F32, [hs, 1, heads, 1]).unwrap();
+        let k = ctx.zeros(ty, [hs, kv, heads, 1]).unwrap();
+        let v = ctx.zeros(ty, [hs, kv, heads, 1]).unwrap();
+        let mask = ctx.zeros(GgmlType::F16, [kv, 1, 1, 1]).unwrap();
+        let dst = ctx.empty(GgmlType::F32, [hs, heads, 1, 1]).unwrap();
+        let mut stream = ctx.stream().unwrap();
+        let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
+        let Kernel::Vec(t) = &plan.kernel else {
+            panic!("no vec kernel: {plan}")
+        };
+        assert_eq!(t.probe, probe, "{plan}");
+        assert!(plan.to_string().contains(words), "{plan}");
+        check_flash_attn(&ctx, &plan, &stream.pending_dispatches());
+        stream.synchronize(std::time::Duration::from_secs(60)).unwrap();
+    }
 }
 
 /// The plan an op returns is the plan `describe` (what `backend-ops -v` falls back on) gives

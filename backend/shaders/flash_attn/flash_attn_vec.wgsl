@@ -11,7 +11,7 @@
 // Host defines (see plan.rs, VecPlan): NT, ROWS, KV_TILE (= NG·B), VEC_LK, VEC_SGT, VEC_B,
 // VEC_CK, VEC_CV (chunks of 8 K/V dimensions per lane), VEC_ONE_Q (all rows share one query, so
 // one mask row), VEC_PREFETCH (the next step's loads in flight during this step's math), VEC_PROBE
-// (measuring only: K/V decoded as f16 whatever their type), VEC_QINT (q8_0 / q4_0 K: Q rounded
+// (measuring only: 1 K/V decoded as f16 whatever their type, 2 the loads alone), VEC_QINT (q8_0 / q4_0 K: Q rounded
 // to 8 bits per chunk, scale apart, and each chunk's score two packed 4x8-bit dot products
 // instead of eight byte-to-float conversions), plus
 // those of flash_attn_common.wgsl.
@@ -46,7 +46,7 @@ var<workgroup> o_sh: array<vec4<f32>, ROWS * HSV / 4>;
 // K/V chunks decoded; with VEC_PROBE (measuring only) as if they were f16 whatever their type:
 // the same loads without the dequantization.
 fn k_dec_probed(r: vec4<u32>) -> Dec8 {
-#if VEC_PROBE
+#if VEC_PROBE == 1
     return fa_f16_dec8(r);
 #else
     return k_dec(r);
@@ -54,7 +54,7 @@ fn k_dec_probed(r: vec4<u32>) -> Dec8 {
 }
 
 fn v_dec_probed(r: vec4<u32>) -> Dec8 {
-#if VEC_PROBE
+#if VEC_PROBE == 1
     return fa_f16_dec8(r);
 #else
     return v_dec(r);
@@ -207,6 +207,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         let vr = vn;
         let mk = mn;
 #endif
+#if VEC_PROBE == 2
+        // Measuring only: the step's K, V and mask words folded into the output; no scores,
+        // softmax or products.
+        var fold = vec4<u32>(0u);
+        for (var i = 0u; i < NB * CK; i += 1u) {
+            fold ^= kr[i];
+        }
+        for (var i = 0u; i < NB * CV; i += 1u) {
+            fold ^= vr[i];
+        }
+        for (var i = 0u; i < NB * MR; i += 1u) {
+            fold.x ^= bitcast<u32>(mk[i]);
+        }
+        acc[0][0] += bitcast<vec4<f32>>(fold & vec4<u32>(0x3fffffffu));
+#else
         // Partial dot products, summed over the group's lanes.
         var s: array<f32, NB * ROWS>;
         for (var i = 0u; i < NB; i += 1u) {
@@ -296,6 +311,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
                 }
             }
         }
+#endif
     }
 
     // Merge the groups of a team (lanes l, l + LK, ... hold the same dimensions).

@@ -21,7 +21,8 @@
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
 // VEC_KERNEL; B_Q8, B_Q8K, B_STREAM (with B_Q8 and A_VEC4), VEC_PREFETCH and W_LUT (with B_Q8; W_LUT the 4-bit levels from a workgroup table), FUSED_B and FUSED_BLOCKS (with B_Q8, n = 1),
 // B_SHARED (float a: pairs of each column of b staged in workgroup memory per chunk),
-// PROBE_LOADS (measuring only); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
+// PROBE_LOADS and PROBE_ALU (measuring only: the arithmetic without the loads, or the float kernel's
+// arithmetic without a's loads); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
 #ifdef USE_SUBGROUPS
 enable subgroups;
@@ -619,7 +620,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
 #for R in 0..ROWS
         {
+#ifdef PROBE_ALU
+            // Measurement only: a word made from the step and row instead of loaded.
+            let w = vec4<u32>(s, s + 1u, s + 2u, s + 3u) ^ vec4<u32>(row_##R);
+#else
             let w = a4[(row_##R >> 4u) + s];
+#endif
 #if A_TYPE == TYPE_F32
             let a0 = bitcast<vec4<f32>>(w);
 #else
@@ -629,7 +635,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #for J in 0..N_COLS
 #ifdef PROBE_LOADS
             // Measurement only: the loaded words folded, no products.
+#if A_TYPE != TYPE_F32
+            let fold_##J = w ^ bitcast<vec4<u32>>(b0_##J) ^ bitcast<vec4<u32>>(b1_##J);
+#else
             let fold_##J = w ^ bitcast<vec4<u32>>(b0_##J);
+#endif
             acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y ^ fold_##J.z ^ fold_##J.w) & 0x3fffffffu);
 #elif A_TYPE != TYPE_F32
             acc_##R##_##J += dot(a0, b0_##J) + dot(a1, b1_##J);
@@ -678,7 +688,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let e = 2u * q;
 #for R in 0..ROWS
         {
+#ifdef PROBE_ALU
+            // Measurement only: a pair made from the step and row instead of loaded.
+#if A_TYPE == TYPE_F32
+            let av = bitcast<vec2<f32>>(vec2<u32>(q, q + 1u) ^ vec2<u32>(row_##R));
+#else
+            let av = a_word2(q ^ row_##R);
+#endif
+#else
             let av = a_pair(row_##R, e);
+#endif
 #for J in 0..N_COLS
 #ifdef PROBE_LOADS
             // Measurement only: the loaded words folded, no products.

@@ -54,10 +54,11 @@ pub struct Knobs {
     /// Vec kernel: issue the next step's loads before this step's math (default off: more
     /// registers, and occupancy hides the latency).
     pub vec_prefetch: Option<bool>,
-    /// Vec kernel, measuring only (the results are wrong): K and V chunks loaded as usual but
-    /// decoded as if they were f16, so a quantized cache's time without its dequantization
-    /// (default off).
-    pub vec_probe: Option<bool>,
+    /// Vec kernel, measuring only (the results are wrong): 1 loads K and V chunks as usual but
+    /// decodes them as if they were f16, so a quantized cache's time without its
+    /// dequantization; 2 folds the loaded K, V and mask words into the output without scores,
+    /// softmax or products, so the loads' own time (default 0: the kernel).
+    pub vec_probe: Option<u32>,
     /// Vec kernel: q8_0 and q4_0 K scored by packed 4x8-bit dot products against Q rounded to 8
     /// bits per 8 dimensions (its scale apart), instead of K converted to floats (default: on
     /// GPUs for at most 4 query rows a workgroup, where it measured faster).
@@ -110,6 +111,7 @@ pub fn validate_knobs(k: &Knobs) -> std::result::Result<(), String> {
         ("mma_max_hs", k.mma_max_head),
         ("mma_o_budget", k.mma_o_budget),
         ("mma_probe", k.mma_probe),
+        ("vec_probe", k.vec_probe),
     ] {
         if let Some(v) = value {
             check_knob(key, v)?;
@@ -157,14 +159,14 @@ fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
         "mma_min_rows" => (0, 1 << 16, false),
         "mma_max_hs" => (0, 1 << 16, false),
         "mma_o_budget" => (1, 1024, false),
-        "mma_probe" => (0, 2, false),
+        "mma_probe" | "vec_probe" => (0, 2, false),
         _ => return None,
     })
 }
 
 /// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
 /// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
-/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `vec_probe` (0/1), `vec_qint` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
+/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `vec_probe` (0-2), `vec_qint` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
 /// `mma_min_rows`, `mma_max_hs`, `mma_q_regs` (0/1), `mma_o_budget`, `mma_probe` (0-2), `prefetch` (0/1),
 /// `mask_skip` (0/1), `tau`
 /// (finite, at least 0). A value out of its key's range is an error naming the key.
@@ -215,7 +217,7 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             "vec_keys" => k.vec_keys = Some(int()?),
             "vec_rows" => k.vec_rows = Some(int()?),
             "vec_prefetch" => k.vec_prefetch = Some(flag()?),
-            "vec_probe" => k.vec_probe = Some(flag()?),
+            "vec_probe" => k.vec_probe = Some(int()?),
             "vec_qint" => k.vec_qint = Some(flag()?),
             "mma_sg" => k.mma_subgroups = Some(int()?),
             "mma_kv" => k.mma_kv = Some(int()?),
@@ -276,7 +278,7 @@ mod tests {
             "tile_rq=1000",
             "mask_skip=2",
             "mma_probe=3",
-            "vec_probe=2",
+            "vec_probe=3",
             "vec_qint=2",
             "tau=nan",
             "tau=-1",
@@ -336,6 +338,7 @@ mod tests {
                 "mma_max_hs",
                 "mma_o_budget",
                 "mma_probe",
+                "vec_probe",
             ] {
                 let (lo, hi, pow2) = knob_range(key).unwrap();
                 let v = if end == 0 { lo } else { hi };

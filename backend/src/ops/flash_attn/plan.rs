@@ -118,8 +118,9 @@ pub struct VecPlan {
     pub cv: u32,
     /// The next step's loads are issued before this step's math.
     pub prefetch: bool,
-    /// Measuring only ([`Knobs::vec_probe`]): K/V decoded as f16 whatever their type.
-    pub probe: bool,
+    /// Measuring only ([`Knobs::vec_probe`]): 0 the kernel, 1 K/V decoded as f16 whatever their
+    /// type, 2 the K/V and mask loads alone.
+    pub probe: u32,
     /// q8_0 / q4_0 K scored by packed 8-bit dot products ([`Knobs::vec_qint`]).
     pub qint: bool,
     pub shared_bytes: u32,
@@ -354,8 +355,10 @@ impl std::fmt::Display for Plan {
                 v.team,
                 v.shared_bytes,
                 split,
-                if v.probe {
+                if v.probe == 1 {
                     " (probe: K/V decoded as f16, results wrong)"
+                } else if v.probe == 2 {
+                    " (probe: K/V loads only, results wrong)"
                 } else if v.qint {
                     ", K scored by 8-bit dot products"
                 } else {
@@ -626,7 +629,7 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         ck,
         cv,
         prefetch: knobs.vec_prefetch.unwrap_or(false),
-        probe: knobs.vec_probe.unwrap_or(false),
+        probe: knobs.vec_probe.unwrap_or(0),
         // H100 (bench/results/2026-12-06-h100-defaults.md): 4 rows, hsk=128, kv=16384: q8_0
         // 34.2 us against 38.0, q4_0 33.7 against 36.8; 8 rows, hsk=64, kv=7680: q8_0 35.1
         // against 27.7, q4_0 unchanged. So by default up to 4 rows, on GPUs: lavapipe's packed

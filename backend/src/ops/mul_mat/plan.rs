@@ -198,7 +198,8 @@ pub struct Tuning {
     /// Measurement only, results are wrong: 1 replaces the integer kernels' dot products (units
     /// and slots) and the float kernel's products with a bitwise fold of the same loaded and
     /// unpacked words (the loads' own cost); 2 runs b's quantize pass twice (its cost, by
-    /// difference).
+    /// difference), and in the float kernel makes a's words from the step instead of loading
+    /// them (the arithmetic's own cost, b still read).
     pub vec_int_probe: u32,
     /// Subgroup-matrix path: the narrow tile for n up to this.
     pub small_n_max: u32,
@@ -924,10 +925,11 @@ impl fmt::Display for MulMatPlan {
                 } else {
                     String::new()
                 },
-                match probe {
-                    0 => "",
-                    1 => " (probe: loads only, results wrong)",
-                    _ => " (probe: b quantized twice)",
+                match (probe, int_dot) {
+                    (0, _) => "",
+                    (1, _) => " (probe: loads only, results wrong)",
+                    (_, true) => " (probe: b quantized twice)",
+                    (_, false) => " (probe: arithmetic without a's loads, results wrong)",
                 }
             )?,
             Path::VecMma {
@@ -1469,10 +1471,10 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         prefetch: int_dot && !int_stream && int_prefetch_on(t.vec_int_prefetch, d, p),
         level_table,
         fused_blocks,
-        probe: match t.vec_int_probe {
-            _ if int_dot => t.vec_int_probe,
-            1 if !p.a_type.is_quantized() => 1,
-            _ => 0,
+        probe: if int_dot || !p.a_type.is_quantized() {
+            t.vec_int_probe
+        } else {
+            0
         },
         b_shared,
     };
