@@ -497,9 +497,9 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
     let facts = ctx.facts();
     let bare = without_subgroups(facts);
     let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
-    // The next unit's loads issued first (as GPUs do by default for some formats), and iq4_nl's
-    // levels from the workgroup table.
-    let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1").unwrap();
+    // As GPUs take some formats by default: the next unit's loads issued first, iq4_nl's levels
+    // from the workgroup table, q8_0 at n=1 in one-row groups.
+    let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1,vec_int_q8_0_n1=1").unwrap();
     let mut rng = Rng::new(0x5eed_0008);
     let mut failures = Vec::new();
     let mut runs = 0;

@@ -108,6 +108,12 @@ pub struct Tuning {
     /// 8 groups of 2 rows (a group per 32-lane subgroup) 30.7 us against 36.1 with 4 of 2; q4_K
     /// measured slower so (16.1 against 14.7).
     pub vec_int_groups_q6k: u32,
+    /// q8_0 at n=1 in row groups of one row, two a workgroup (128 lanes a row) instead of
+    /// `vec_int_rows` and `vec_int_groups`: 1 always, 2 (the default) on GPUs, 0 never. H100,
+    /// m=4096 k=14336 (bench/results/2026-12-07-h100.md): 29.85 us against 33.39 (1 row in 4
+    /// groups 31.67); the other 32-element formats slower so (q4_0 17.41 against 14.69), and
+    /// q8_0 at n=2 too (34.44 against 32.19).
+    pub vec_int_q8_0_n1: u32,
     /// K-quants in the integer mat-vec for n at least this (above `vec_int_max_n`: never) take
     /// the slot kernel: each lane 16 elements of a block read from one or two words,
     /// consecutive lanes on consecutive words (`mul_mat_vec_kq.wgsl`). Below it, a lane takes
@@ -301,6 +307,7 @@ impl Default for Tuning {
             vec_int_rows_k: 2,
             vec_int_groups_k: 4,
             vec_int_groups_q6k: 0,
+            vec_int_q8_0_n1: 2,
             // H200 (BENCHMARKS.md): the slot kernel from n=2 (q2_K n=2: 37.0 against 41.9
             // us), two rows from n=4 (q4_K n=8: 75.0 against 90.7 us with one).
             vec_int_slots_min_n: 0,
@@ -406,6 +413,7 @@ knobs!(
     vec_int_rows_k,
     vec_int_groups_k,
     vec_int_groups_q6k,
+    vec_int_q8_0_n1,
     vec_int_slots_min_n,
     vec_int_slot_groups,
     vec_int_slot_rows_q36,
@@ -514,7 +522,8 @@ impl Tuning {
             "vec_mma_frag_m" => (1, 8),
             "vec_mma_depth" => (1, 2),
             "vec_int_fused" => (0, 1),
-            "vec_int_iq4nl" | "vec_int_iq4xs" | "vec_int_fp4" | "vec_int_lut" | "vec_int_stream" => (0, 2),
+            "vec_int_iq4nl" | "vec_int_iq4xs" | "vec_int_fp4" | "vec_int_lut" | "vec_int_stream"
+            | "vec_int_q8_0_n1" => (0, 2),
             "vec_int_a_vec4" | "vec_float_vec4" => (0, 2),
             "vec_int_probe" => (0, 2),
             "small_n_max" => (0, 1024),
@@ -1362,11 +1371,13 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
     let k_quants = has_int_dot(p.a_type) && super_blocks;
     let int_slots = int_dot && k_quants && p.n >= u64::from(slots_min_n) && p.k.is_multiple_of(128);
     let signed_k = matches!(p.a_type, GgmlType::Q3_K | GgmlType::Q6_K);
+    let q8_0_n1 = int_dot && p.a_type == GgmlType::Q8_0 && cols == 1 && knob_on(t.vec_int_q8_0_n1, d);
     let rows = match (cols <= 4, super_blocks) {
         _ if int_slots && signed_k && cols >= 8 => t.vec_int_slot_rows_q36,
         _ if int_slots && cols >= 4 => t.vec_int_slot_rows_wide,
         _ if int_slots => t.vec_int_slot_rows,
         _ if int_dot && super_blocks => t.vec_int_rows_k,
+        _ if q8_0_n1 => 1,
         _ if int_dot => t.vec_int_rows,
         (true, false) => t.vec_rows,
         (false, false) => t.vec_rows_wide,
@@ -1388,6 +1399,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
             g => g,
         },
         (true, _) if super_blocks => t.vec_int_groups_k,
+        (true, _) if q8_0_n1 => 2,
         (true, _) => t.vec_int_groups,
         (false, true) => t.vec_groups,
         (false, false) => t.vec_groups_wide,
@@ -2213,6 +2225,37 @@ mod tests {
     }
 
     #[test]
+    fn q8_0_at_n1_takes_rows_in_pairs_of_one_row_groups_where_its_knob_says() {
+        let (gpu, cpu) = (nvidia((16, 16, 16)), lavapipe());
+        let shape = |ty: GgmlType, n: u64, d: &DeviceFacts, knobs: &str| {
+            let plan = plan(&problem(ty, 4096, n, 14336), d, &Tuning::parse(knobs).unwrap());
+            let Path::Vec {
+                rows,
+                groups,
+                int_dot: true,
+                ..
+            } = plan.path
+            else {
+                panic!("{plan}")
+            };
+            (rows, groups)
+        };
+        let t = Tuning::default();
+        let usual = (t.vec_int_rows, t.vec_int_groups);
+        assert_eq!(shape(GgmlType::Q8_0, 1, &gpu, ""), (1, 2));
+        assert_eq!(shape(GgmlType::Q8_0, 1, &cpu, ""), usual);
+        // Not the other formats, nor q8_0 at n=2.
+        assert_eq!(shape(GgmlType::Q8_0, 2, &gpu, ""), usual);
+        assert_eq!(shape(GgmlType::Q4_0, 1, &gpu, ""), usual);
+        assert_eq!(shape(GgmlType::Q5_1, 1, &gpu, ""), usual);
+        for (value, d, on) in [(0, &gpu, false), (1, &gpu, true), (1, &cpu, true), (2, &cpu, false)] {
+            let knobs = format!("vec_int_q8_0_n1={value}");
+            let expected = if on { (1, 2) } else { usual };
+            assert_eq!(shape(GgmlType::Q8_0, 1, d, &knobs), expected, "{knobs}");
+        }
+    }
+
+    #[test]
     fn integer_mat_vec_takes_the_formats_it_reads_when_it_can() {
         let int_dot =
             |p: &Problem, d: &DeviceFacts, t: &Tuning| matches!(plan(p, d, t).path, Path::Vec { int_dot: true, .. });
@@ -2645,6 +2688,7 @@ mod tests {
             ("vec_int_prefetch=3", "vec_int_prefetch"),
             ("vec_int_groups_q6k=2048", "vec_int_groups_q6k"),
             ("vec_int_groups_q6k=6", "vec_int_groups_q6k"),
+            ("vec_int_q8_0_n1=3", "vec_int_q8_0_n1"),
             ("vec_acc_max_halves=0", "vec_acc_max_halves"),
         ] {
             let err = Tuning::parse(bad).unwrap_err();
