@@ -21,8 +21,8 @@
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
 // VEC_KERNEL; B_Q8, B_Q8K, B_STREAM (with B_Q8 and A_VEC4), VEC_PREFETCH and W_LUT (with B_Q8; W_LUT the 4-bit levels from a workgroup table), FUSED_B and FUSED_BLOCKS (with B_Q8, n = 1),
 // B_SHARED (float a: pairs of each column of b staged in workgroup memory per chunk),
-// PROBE_LOADS and PROBE_ALU (measuring only: the arithmetic without the loads, or the float kernel's
-// arithmetic without a's loads); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
+// PROBE_LOADS (measuring only: the loads without the arithmetic) and PROBE_ALU (measuring only:
+// the float kernel's arithmetic without a's loads); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
 #ifdef USE_SUBGROUPS
 enable subgroups;
