@@ -2225,7 +2225,7 @@ mod tests {
     }
 
     #[test]
-    fn q8_0_at_n1_takes_rows_in_pairs_of_one_row_groups_where_its_knob_says() {
+    fn q8_0_at_n1_takes_one_row_groups_two_a_workgroup_where_its_knob_says() {
         let (gpu, cpu) = (nvidia((16, 16, 16)), lavapipe());
         let shape = |ty: GgmlType, n: u64, d: &DeviceFacts, knobs: &str| {
             let plan = plan(&problem(ty, 4096, n, 14336), d, &Tuning::parse(knobs).unwrap());
