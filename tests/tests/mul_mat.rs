@@ -843,7 +843,7 @@ fn integer_mat_vec_reads_the_fp4_formats() {
                 runs += 1;
                 // The levels from the workgroup table where the knob asks for it (its default:
                 // on GPUs, not on CPU adapters).
-                let table = tuning.vec_int_lut == 1 || (tuning.vec_int_lut == 2 && !facts.cpu);
+                let table = mul_mat::plan::knob_on(tuning.vec_int_lut, &facts);
                 assert!(
                     matches!(plan.path, Path::Vec { int_dot: true, level_table, .. } if level_table == table),
                     "{}: {plan}",

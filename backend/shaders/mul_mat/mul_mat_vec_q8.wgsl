@@ -213,13 +213,10 @@ fn w_load(row: u32, u: u32) -> Wq {
     let h = u % 2u;
     let sc = w_word(bb) >> (16u * h);
     // Groups 2h (words x, y) and 2h + 1 (z, w): low nibbles first, then high ones.
-    let q = w_words4(bb + 4u + 16u * h);
-    let x = w_levels2(q.x);
-    let y = w_levels2(q.y);
-    let z = w_levels2(q.z);
-    let w = w_levels2(q.w);
-    let v0 = vec4<u32>(x.x, y.x, x.y, y.y);
-    let v1 = vec4<u32>(z.x, w.x, z.y, w.y);
+    // w_levels_unit gives each word's low nibbles' levels, then its high ones'.
+    let v = w_levels_unit(w_words4(bb + 4u + 16u * h));
+    let v0 = vec4<u32>(v[0].xy, v[1].xy);
+    let v1 = vec4<u32>(v[0].zw, v[1].zw);
     return Wq(v0, v1, vec2<f32>(fmt_ue4m3_half(sc & 0xffu), fmt_ue4m3_half((sc >> 8u) & 0xffu)), vec2<f32>(0.0));
 }
 #else

@@ -774,7 +774,7 @@ pub fn a_vec4(p: &Problem) -> bool {
 }
 
 /// A switch knob that may also pick by device: 1 on, 2 on GPUs only (not CPU adapters), 0 off.
-fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
+pub fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
     match knob {
         1 => true,
         2 => !d.cpu,
