@@ -6,8 +6,8 @@
 #   misses.txt    the decode targets still missed and what limits each: the probes (loads
 #                 without arithmetic, the quantize pass twice, f16's arithmetic without a's
 #                 loads) for q6_K / q8_0 / f16 at n = 1 and 8, the n=1 row shapes of q6_K and
-#                 q8_0, attention's loads alone at three KV lengths, its quantized caches
-#                 without their dequantization
+#                 q8_0, attention's loads alone and without its reduce pass at three KV
+#                 lengths, its quantized caches without their dequantization
 #   dc/           `bench/decode-compare.sh` with the attention decode cases, for the types whose
 #                 mat-vec changed last (TYPES), beside upstream
 #
@@ -43,8 +43,9 @@ list() {
 cat "$out/correct.txt"
 # The targets still missed: what limits each (the loads without the arithmetic, the quantize
 # pass twice; for f16 the arithmetic without a's loads), the n=1 shapes around q6_K's and
-# q8_0's defaults, attention's loads alone at kv = 256, 16384, 32768 (its fixed part and its
-# stream) and its quantized caches without their dequantization.
+# q8_0's defaults, attention's loads alone and its kernel without the reduce pass at kv = 256,
+# 16384, 32768 (its fixed part, its second dispatch and its stream) and its quantized caches
+# without their dequantization.
 fa_case() { echo "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=$1,nb=1${2:-})"; }
 {
     KNOBS="vec_int_probe=1 vec_int_probe=2" MIN_TIME=0.3 timeout 50 bash "$here/knob-sweep.sh" "$bundle" \
@@ -55,12 +56,12 @@ vec_int_rows_k=4 vec_int_rows_k=4,vec_int_groups_q6k=16" MIN_TIME=0.3 timeout 30
     timeout 30 "$run" perf -v --min-time 0.3 --case "$(fa_case 256)" --case "$(fa_case 16384)" \
         --case "$(fa_case 32768)" --case "$(fa_case 16384 ,type_K=q8_0,type_V=q8_0)" \
         --case "$(fa_case 16384 ,type_K=q4_0,type_V=q4_0)" 2>&1 | strip | grep -A1 'us/run'
-    VAR=GGML_DAWN_FA KNOBS="vec_probe=2" MIN_TIME=0.3 timeout 25 bash "$here/knob-sweep.sh" "$bundle" \
+    VAR=GGML_DAWN_FA KNOBS="vec_probe=2 vec_probe=3" MIN_TIME=0.3 timeout 30 bash "$here/knob-sweep.sh" "$bundle" \
         --case "$(fa_case 256)" --case "$(fa_case 16384)" --case "$(fa_case 32768)"
     VAR=GGML_DAWN_FA KNOBS="vec_probe=1" MIN_TIME=0.3 timeout 25 bash "$here/knob-sweep.sh" "$bundle" \
         --case "$(fa_case 16384 ,type_K=q8_0,type_V=q8_0)" --case "$(fa_case 16384 ,type_K=q4_0,type_V=q4_0)"
 } >"$out/misses.txt" 2>&1
 cat "$out/misses.txt"
-WITH_FA=1 UPSTREAM_TIMEOUT=60 MIN_TIME=0.1 OUT="$out/dc" timeout 60 bash "$here/decode-compare.sh" "$bundle" \
+WITH_FA=1 UPSTREAM_TIMEOUT=55 MIN_TIME=0.1 OUT="$out/dc" timeout 55 bash "$here/decode-compare.sh" "$bundle" \
     "$upstream" "${TYPES:-q8_0}" >"$out/dc.log" 2>&1
 cat "$out/dc/table.md"

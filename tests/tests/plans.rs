@@ -235,8 +235,11 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
         );
         return;
     }
-    let split = plan.n_split > 1;
-    assert_eq!(dispatches.len(), 1 + usize::from(split), "{what}: {dispatches:?}");
+    assert_eq!(
+        dispatches.len(),
+        1 + usize::from(plan.reduces()),
+        "{what}: {dispatches:?}"
+    );
     let (v, grid) = &dispatches[0];
     assert_eq!(*grid, grid_2d(plan.workgroups(&plan.shape) as u32, max), "{what}");
     assert_eq!(
@@ -288,7 +291,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
     };
     assert_eq!(define(v, "NT"), Some(threads.to_string().as_str()), "{what}: {v}");
     assert_eq!(define(v, "ROWS"), Some(plan.rows.to_string().as_str()), "{what}: {v}");
-    if split {
+    if plan.reduces() {
         assert_eq!(dispatches[1].0.file, "flash_attn_reduce.wgsl", "{what}");
     }
 }
@@ -375,10 +378,11 @@ fn flash_attn_probes_run_and_name_themselves() {
         stream.synchronize(std::time::Duration::from_secs(60)).unwrap();
     }
     // The decode kernel's probes: a quantized cache read as if it were f16; an f16 cache's
-    // loads alone.
+    // loads alone; the kernel without the split's reduce pass.
     for (probe, ty, words) in [
         (1, GgmlType::Q8_0, "K/V decoded as f16"),
         (2, GgmlType::F16, "K/V loads only"),
+        (3, GgmlType::F16, "no reduce pass"),
     ] {
         let ctx = ctx
             .with_tuning(Tuning::parse("", &format!("path=vec,vec_probe={probe},split=2")).unwrap())

@@ -11,10 +11,10 @@
 // Host defines (see plan.rs, VecPlan): NT, ROWS, KV_TILE (= NG·B), VEC_LK, VEC_SGT, VEC_B,
 // VEC_CK, VEC_CV (chunks of 8 K/V dimensions per lane), VEC_ONE_Q (all rows share one query, so
 // one mask row), VEC_PREFETCH (the next step's loads in flight during this step's math), VEC_PROBE
-// (measuring only: 1 K/V decoded as f16 whatever their type, 2 the loads alone), VEC_QINT (q8_0 /
-// q4_0 K: Q rounded to 8 bits per chunk, scale apart, and each chunk's score two packed 4x8-bit
-// dot products instead of eight byte-to-float conversions), plus those of
-// flash_attn_common.wgsl.
+// (measuring only: 1 K/V decoded as f16 whatever their type, 2 the loads alone, 3 the kernel
+// itself, its reduce pass left out by the host), VEC_QINT (q8_0 / q4_0 K: Q rounded to 8 bits
+// per chunk, scale apart, and each chunk's score two packed 4x8-bit dot products instead of
+// eight byte-to-float conversions), plus those of flash_attn_common.wgsl.
 enable subgroups;
 diagnostic(off, subgroup_uniformity);
 

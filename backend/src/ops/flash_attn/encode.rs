@@ -225,7 +225,7 @@ fn fast(
         stream.reserve(2)?;
     }
     stream.dispatch(kernel, &buffers, &params, grid)?;
-    if !split {
+    if !plan.reduces() {
         return Ok(());
     }
     let kernel = kernels

@@ -57,7 +57,9 @@ pub struct Knobs {
     /// Vec kernel, measuring only (the results are wrong): 1 loads K and V chunks as usual but
     /// decodes them as if they were f16, so a quantized cache's time without its
     /// dequantization; 2 folds the loaded K, V and mask words into the output without scores,
-    /// softmax or products, so the loads' own time (default 0: the kernel).
+    /// softmax or products, so the loads' own time; 3 runs the kernel but not the split's
+    /// reduce pass (the output left unwritten), so what that second dispatch costs (default 0:
+    /// the kernel).
     pub vec_probe: Option<u32>,
     /// Vec kernel: q8_0 and q4_0 K scored by packed 4x8-bit dot products against Q rounded to 8
     /// bits per 8 dimensions (its scale apart), instead of K converted to floats (default: on
@@ -159,14 +161,15 @@ fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
         "mma_min_rows" => (0, 1 << 16, false),
         "mma_max_hs" => (0, 1 << 16, false),
         "mma_o_budget" => (1, 1024, false),
-        "mma_probe" | "vec_probe" => (0, 2, false),
+        "mma_probe" => (0, 2, false),
+        "vec_probe" => (0, 3, false),
         _ => return None,
     })
 }
 
 /// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
 /// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
-/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `vec_probe` (0-2), `vec_qint` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
+/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `vec_probe` (0-3), `vec_qint` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
 /// `mma_min_rows`, `mma_max_hs`, `mma_q_regs` (0/1), `mma_o_budget`, `mma_probe` (0-2), `prefetch` (0/1),
 /// `mask_skip` (0/1), `tau`
 /// (finite, at least 0). A value out of its key's range is an error naming the key.
@@ -278,7 +281,7 @@ mod tests {
             "tile_rq=1000",
             "mask_skip=2",
             "mma_probe=3",
-            "vec_probe=3",
+            "vec_probe=4",
             "vec_qint=2",
             "tau=nan",
             "tau=-1",

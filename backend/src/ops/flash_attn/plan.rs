@@ -119,7 +119,7 @@ pub struct VecPlan {
     /// The next step's loads are issued before this step's math.
     pub prefetch: bool,
     /// Measuring only ([`Knobs::vec_probe`]): 0 the kernel, 1 K/V decoded as f16 whatever their
-    /// type, 2 the K/V and mask loads alone.
+    /// type, 2 the K/V and mask loads alone, 3 the kernel without the split's reduce pass.
     pub probe: u32,
     /// q8_0 / q4_0 K scored by packed 8-bit dot products ([`Knobs::vec_qint`]).
     pub qint: bool,
@@ -290,6 +290,16 @@ impl Plan {
         (self.n_split as u64 * shape.out_rows() as u64 * shape.hsv as u64 * 4).next_multiple_of(256)
     }
 
+    /// Whether a reduce pass follows the main kernel: where it splits the KV sequence, unless
+    /// the decode kernel's probe leaves it out.
+    pub fn reduces(&self) -> bool {
+        let probe = match &self.kernel {
+            Kernel::Vec(v) => v.probe,
+            _ => 0,
+        };
+        self.n_split > 1 && probe != 3
+    }
+
     /// Workgroups of the main kernel.
     pub fn workgroups(&self, shape: &Shape) -> u64 {
         self.row_blocks as u64 * self.n_split as u64 * shape.kv_heads as u64 * shape.n_seq as u64
@@ -359,6 +369,8 @@ impl std::fmt::Display for Plan {
                     " (probe: K/V decoded as f16, results wrong)"
                 } else if v.probe == 2 {
                     " (probe: K/V loads only, results wrong)"
+                } else if v.probe == 3 {
+                    " (probe: no reduce pass, output unwritten)"
                 } else if v.qint {
                     ", K scored by 8-bit dot products"
                 } else {
