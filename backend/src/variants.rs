@@ -272,7 +272,8 @@ fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
         .define("VEC_ONE_Q", flag(shape.n_q == 1))
         .define("VEC_PREFETCH", flag(v.prefetch))
         .define("VEC_PROBE", v.probe)
-        .define("VEC_QINT", flag(v.qint && v.probe == 0))
+        // Probes 1 and 2 replace the scoring; probe 3 runs the kernel as it is.
+        .define("VEC_QINT", flag(v.qint && !matches!(v.probe, 1 | 2)))
 }
 
 fn mma_variant(m: &MmaPlan) -> ShaderVariant {

@@ -275,6 +275,8 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
                 Some(t.probe.to_string().as_str()),
                 "{what}: {v}"
             );
+            // The probes that replace the scoring (1, 2) leave the 8-bit dot products out.
+            assert_eq!(flag(v, "VEC_QINT"), t.qint && !matches!(t.probe, 1 | 2), "{what}: {v}");
             t.threads
         }
         Kernel::Mma(m) => {
@@ -378,14 +380,16 @@ fn flash_attn_probes_run_and_name_themselves() {
         stream.synchronize(std::time::Duration::from_secs(60)).unwrap();
     }
     // The decode kernel's probes: a quantized cache read as if it were f16; an f16 cache's
-    // loads alone; the kernel without the split's reduce pass.
+    // loads alone; the kernel without the split's reduce pass, f16 and q8_0 (K still scored
+    // by 8-bit dot products). `vec_qint=1` asks for those dot products wherever K allows.
     for (probe, ty, words) in [
         (1, GgmlType::Q8_0, "K/V decoded as f16"),
         (2, GgmlType::F16, "K/V loads only"),
         (3, GgmlType::F16, "no reduce pass"),
+        (3, GgmlType::Q8_0, "no reduce pass"),
     ] {
         let ctx = ctx
-            .with_tuning(Tuning::parse("", &format!("path=vec,vec_probe={probe},split=2")).unwrap())
+            .with_tuning(Tuning::parse("", &format!("path=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
             .unwrap();
         let (hs, kv, heads) = (128, 256, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, 1, heads, 1]).unwrap();
@@ -399,6 +403,7 @@ fn flash_attn_probes_run_and_name_themselves() {
             panic!("no vec kernel: {plan}")
         };
         assert_eq!(t.probe, probe, "{plan}");
+        assert_eq!(t.qint, ty == GgmlType::Q8_0, "{plan}");
         assert!(plan.to_string().contains(words), "{plan}");
         check_flash_attn(&ctx, &plan, &stream.pending_dispatches());
         stream.synchronize(std::time::Duration::from_secs(60)).unwrap();

@@ -311,9 +311,10 @@ impl std::fmt::Display for Plan {
         let s = &self.shape;
         let split = if self.n_split > 1 {
             format!(
-                ", KV split {} x {} keys + reduce ({} KiB scratch)",
+                ", KV split {} x {} keys{} ({} KiB scratch)",
                 self.n_split,
                 self.split_len,
+                if self.reduces() { " + reduce" } else { "" },
                 self.scratch_bytes(s).div_ceil(1024)
             )
         } else {
@@ -365,16 +366,12 @@ impl std::fmt::Display for Plan {
                 v.team,
                 v.shared_bytes,
                 split,
-                if v.probe == 1 {
-                    " (probe: K/V decoded as f16, results wrong)"
-                } else if v.probe == 2 {
-                    " (probe: K/V loads only, results wrong)"
-                } else if v.probe == 3 {
-                    " (probe: no reduce pass, output unwritten)"
-                } else if v.qint {
-                    ", K scored by 8-bit dot products"
-                } else {
-                    ""
+                match (v.probe, v.qint) {
+                    (1, _) => " (probe: K/V decoded as f16, results wrong)",
+                    (2, _) => " (probe: K/V loads only, results wrong)",
+                    (3, _) => " (probe: no reduce pass, output unwritten)",
+                    (_, true) => ", K scored by 8-bit dot products",
+                    _ => "",
                 }
             ),
             Kernel::Mma(m) => write!(
