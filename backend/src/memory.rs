@@ -309,6 +309,12 @@ impl GpuContext {
         Ok(self.read(tensor)?.to_f32()?)
     }
 
+    /// Submits the context's recorded work, then tells without blocking whether all of it has
+    /// finished: a wait that never blocks, e.g. to keep a user interface responsive.
+    pub fn poll(&self) -> Result<bool> {
+        self.stream.lock().poll()
+    }
+
     /// Submits the context's recorded work without waiting for it.
     pub fn flush(&self) -> Result<()> {
         self.stream.lock().flush()
@@ -319,9 +325,10 @@ impl GpuContext {
         self.synchronize_timeout(self.options().timeout)
     }
 
-    /// Submits the context's recorded work and waits for it, at most `timeout`. A timeout or a
-    /// lost device stops the context's stream: later work fails at once
-    /// ([`BackendError::StreamFailed`]).
+    /// Submits the context's recorded work and waits for it, at most `timeout`. A timeout is
+    /// an error ([`dawn::Error::Timeout`] inside [`BackendError::Dawn`]) after which the work
+    /// goes on and the context stays usable (wait again, or [`GpuContext::poll`]); a lost device
+    /// stops the context's stream: later work fails at once ([`BackendError::StreamFailed`]).
     pub fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
         self.stream.lock().synchronize(timeout)
     }
