@@ -362,7 +362,9 @@ impl Stream {
     /// only a failure (a lost device, an error Dawn reported) stops the stream.
     fn wait_in_flight(&mut self, keep: usize, timeout: Duration) -> Result<()> {
         while self.in_flight.len() > keep {
-            let Some(oldest) = self.in_flight.front_mut() else { break };
+            let Some(oldest) = self.in_flight.front_mut() else {
+                break;
+            };
             match oldest.wait_for(timeout) {
                 Ok(()) => {
                     self.in_flight.pop_front();

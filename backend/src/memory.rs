@@ -8,6 +8,7 @@ use dawn::{Buffer, BufferDescriptor, BufferUsage, Device};
 
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
+use crate::exec::Stream;
 use crate::ggml_type::GgmlType;
 use crate::tensor::{HostTensor, Layout, LayoutError};
 
@@ -298,8 +299,21 @@ impl GpuContext {
 
     /// Waits for the context's recorded work (at most its timeout), then reads the tensor's
     /// storage back (all of it: a view reads back with its own layout over the same bytes).
+    /// Work recorded on other streams is not waited for: see [`GpuContext::read_after`].
     pub fn read(&self, tensor: &DeviceTensor) -> Result<HostTensor> {
         self.check_operands(&[tensor])?;
+        self.synchronize()?;
+        download_timeout(&self.device, tensor, self.options().timeout)
+    }
+
+    /// Reads a tensor written by ops recorded on a stream of one's own ([`GpuContext::stream`]):
+    /// waits for that stream's work and the context's own (each at most the context's timeout),
+    /// then reads it back. [`GpuContext::read`] waits for the context's own stream only, so
+    /// work still recorded on another stream would not be in what it reads.
+    pub fn read_after(&self, stream: &mut Stream, tensor: &DeviceTensor) -> Result<HostTensor> {
+        self.check_operands(&[tensor])?;
+        self.check_stream(stream)?;
+        stream.synchronize(self.options().timeout)?;
         self.synchronize()?;
         download_timeout(&self.device, tensor, self.options().timeout)
     }

@@ -157,7 +157,10 @@ fn a_timed_out_wait_leaves_the_stream_and_context_usable() {
     ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap();
     let polled = stream.poll().unwrap();
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
-    assert!(stream.poll().unwrap(), "everything finished after the wait (polled {polled} before)");
+    assert!(
+        stream.poll().unwrap(),
+        "everything finished after the wait (polled {polled} before)"
+    );
     // The results are right, read through the same context.
     let expected = ggml_dawn::reference::mul_mat(&a_host, &b_host).unwrap();
     let got = ctx.read_f32(&dst).unwrap();
@@ -483,4 +486,61 @@ fn contexts_refuse_invalid_knobs() {
     assert!(GpuContext::new(options).is_err());
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
     assert!(ctx.with_tuning(tuning).is_err());
+}
+
+/// Scratch memory stays within `ContextOptions::scratch_budget` (an op that needs more is an
+/// error naming the budget) and goes back to the device on request; the next op allocates it anew.
+#[test]
+fn scratch_has_a_budget_and_is_released_on_request() {
+    let values: Vec<f32> = (0..256 * 64).map(|i| ((i * 7 % 23) as f32 - 11.0) / 16.0).collect();
+    let w_host = HostTensor::from_f32(GgmlType::Q4_0, [256, 64, 1, 1], &values).unwrap();
+    let x_host = HostTensor::from_f32(GgmlType::F32, [256, 1, 1, 1], &values[..256]).unwrap();
+    // The integer mat-vec (q4_0 at n = 1) quantizes x into scratch first.
+    let tight = GpuContext::new(ContextOptions {
+        scratch_budget: Some(16),
+        ..ContextOptions::default()
+    })
+    .unwrap();
+    let (w, x) = (tight.upload(&w_host).unwrap(), tight.upload(&x_host).unwrap());
+    let err = tight.mul_mat(&w, &x).unwrap_err();
+    assert!(
+        matches!(&err, BackendError::TooLarge { limit: 16, limit_name, .. } if limit_name.contains("scratch_budget")),
+        "{err}"
+    );
+
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let (w, x) = (ctx.upload(&w_host).unwrap(), ctx.upload(&x_host).unwrap());
+    let expected = ggml_dawn::reference::mul_mat(&w_host, &x_host).unwrap();
+    let y = ctx.mul_mat(&w, &x).unwrap();
+    assert!(ctx.scratch_bytes() > 0);
+    ctx.release_scratch();
+    assert_eq!(ctx.scratch_bytes(), 0);
+    // The recorded op still runs on what it bound; a new op allocates anew.
+    let got = ctx.read_f32(&y).unwrap();
+    assert!(ggml_dawn::reference::metric::nmse(&expected, &got) < ggml_dawn::reference::metric::MUL_MAT_MAX_NMSE);
+    let again = ctx.mul_mat(&w, &x).unwrap();
+    let got = ctx.read_f32(&again).unwrap();
+    assert!(ggml_dawn::reference::metric::nmse(&expected, &got) < ggml_dawn::reference::metric::MUL_MAT_MAX_NMSE);
+    assert!(ctx.scratch_bytes() > 0);
+}
+
+/// `read_after` waits for the stream it names: an op recorded on a stream of one's own (not yet
+/// submitted) is in what it reads.
+#[test]
+fn reads_wait_for_the_stream_they_name() {
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let values: Vec<f32> = (0..64 * 32).map(|i| ((i * 5 % 19) as f32 - 9.0) / 8.0).collect();
+    let a_host = HostTensor::from_f32(GgmlType::F32, [64, 32, 1, 1], &values).unwrap();
+    let b_host = HostTensor::from_f32(GgmlType::F32, [64, 4, 1, 1], &values[..256]).unwrap();
+    let (a, b) = (ctx.upload(&a_host).unwrap(), ctx.upload(&b_host).unwrap());
+    let dst = ctx
+        .filled(Layout::contiguous(GgmlType::F32, [32, 4, 1, 1]).unwrap(), 0xFF)
+        .unwrap();
+    let mut stream = ctx.stream().unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap();
+    assert!(stream.pending() > 0);
+    let got = ctx.read_after(&mut stream, &dst).unwrap().to_f32().unwrap();
+    let expected = ggml_dawn::reference::mul_mat(&a_host, &b_host).unwrap();
+    assert!(ggml_dawn::reference::metric::nmse(&expected, &got) < 1e-6);
+    assert_eq!(stream.pending(), 0);
 }
