@@ -170,6 +170,30 @@ impl DeviceTensor {
         self.view(Layout { ne, offset, ..l })
     }
 
+    /// The bytes of its buffer the tensor's elements span: from its first element's byte to
+    /// past its last (a strided view's gaps included).
+    pub fn byte_span(&self) -> Result<std::ops::Range<u64>> {
+        let first = self.base.checked_add(self.layout.offset as u64);
+        let span = self.layout.span_bytes()? as u64;
+        let end = first.and_then(|f| f.checked_add(span));
+        match (first, end) {
+            (Some(first), Some(end)) => Ok(first..end),
+            _ => Err(BackendError::InvalidOperands(format!(
+                "the bytes of {:?} at {} overflow",
+                self.layout, self.base
+            ))),
+        }
+    }
+
+    /// Whether the two tensors' spans ([`DeviceTensor::byte_span`]) share bytes of one buffer.
+    pub fn overlaps(&self, other: &DeviceTensor) -> Result<bool> {
+        if self.buffer.as_raw() != other.buffer.as_raw() {
+            return Ok(false);
+        }
+        let (a, b) = (self.byte_span()?, other.byte_span()?);
+        Ok(!a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end)
+    }
+
     /// The binding covering the tensor: it starts at the tensor's first byte rounded down to
     /// `alignment` and is rounded up to 4 bytes. A binding that would pass the buffer's end or
     /// `max_binding` is an error, never cut short.
@@ -425,4 +449,21 @@ pub fn download_timeout(device: &Device, tensor: &DeviceTensor, timeout: std::ti
         layout: tensor.layout,
         data: bytes[skip..skip + tensor.storage_bytes as usize].to_vec(),
     })
+}
+
+/// Fails, naming `op` and the operand, when `dst` shares bytes with one of `inputs` (by their
+/// spans, [`DeviceTensor::byte_span`]): a kernel that writes what it reads gives garbage, and
+/// without Dawn's validation nothing else refuses it.
+pub fn check_output_disjoint(op: &str, dst: &DeviceTensor, inputs: &[(&str, &DeviceTensor)]) -> Result<()> {
+    for (name, input) in inputs {
+        if dst.overlaps(input)? {
+            return Err(BackendError::InvalidOperands(format!(
+                "{op}: dst (bytes {:?}) overlaps {name} (bytes {:?}) in the same buffer; write into a \
+                 tensor of its own",
+                dst.byte_span()?,
+                input.byte_span()?
+            )));
+        }
+    }
+    Ok(())
 }

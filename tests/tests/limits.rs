@@ -544,3 +544,90 @@ fn reads_wait_for_the_stream_they_name() {
     assert!(ggml_dawn::reference::metric::nmse(&expected, &got) < 1e-6);
     assert_eq!(stream.pending(), 0);
 }
+
+/// Attention operands the kernels would read past: a mask with no sequence (`ne[3] = 0`: a
+/// 4-byte binding the kernels index by the KV length) or one whose sequences do not repeat
+/// whole, and K or V rows that are not packed (`nb[0]` is not passed to the kernels) are refused.
+#[test]
+fn attention_operands_the_kernels_would_misread_are_refused() {
+    use ggml_dawn::ops::flash_attn::FlashAttnParams;
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let q = tensor(&ctx, GgmlType::F32, [64, 4, 2, 2]);
+    let k = tensor(&ctx, GgmlType::F16, [64, 32, 1, 2]);
+    let v = tensor(&ctx, GgmlType::F16, [64, 32, 1, 2]);
+    let params = FlashAttnParams::scaled(0.125);
+    for mask_ne in [[32, 4, 1, 0], [32, 4, 1, 3]] {
+        let mask = tensor(&ctx, GgmlType::F16, mask_ne);
+        let err = ctx.flash_attn_ext(&q, &k, &v, Some(&mask), None, params).unwrap_err();
+        assert!(
+            matches!(&err, BackendError::InvalidOperands(m) if m.contains("mask")),
+            "{mask_ne:?}: {err}"
+        );
+    }
+    // One mask for both sequences is fine.
+    let shared = tensor(&ctx, GgmlType::F16, [32, 4, 1, 1]);
+    ctx.flash_attn_ext(&q, &k, &v, Some(&shared), None, params).unwrap();
+    // K and V seen with a zero element stride: every element the same bytes.
+    for (name, strided) in [("K", &k), ("V", &v)] {
+        let mut layout = *strided.layout();
+        layout.nb[0] = 0;
+        let view = strided.view(layout).unwrap();
+        let (kk, vv) = if name == "K" { (&view, &v) } else { (&k, &view) };
+        let err = ctx.flash_attn_ext(&q, kk, vv, None, None, params).unwrap_err();
+        assert!(
+            matches!(&err, BackendError::InvalidOperands(m) if m.contains(&format!("{name}'s rows"))),
+            "{name}: {err}"
+        );
+    }
+    ctx.synchronize().unwrap();
+}
+
+/// An op whose dst shares bytes with one of its inputs is refused, naming both: a kernel that
+/// writes what it reads gives garbage, and Dawn's validation (off) would be the only other check.
+#[test]
+fn a_dst_overlapping_an_input_is_refused() {
+    use ggml_dawn::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let a = tensor(&ctx, GgmlType::F32, [64, 64, 1, 1]);
+    let b = tensor(&ctx, GgmlType::F32, [64, 8, 1, 1]);
+    // dst over a's first 64 x 8 floats, then over b itself.
+    let inside_a = a
+        .view(Layout::contiguous(GgmlType::F32, [64, 8, 1, 1]).unwrap())
+        .unwrap();
+    let err = ctx.mul_mat_into(&a, &b, &inside_a).unwrap_err();
+    assert!(
+        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps a")),
+        "{err}"
+    );
+    let err = ctx.mul_mat_into(&a, &b, &b).unwrap_err();
+    assert!(
+        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps b")),
+        "{err}"
+    );
+    // A dst of its own is fine.
+    let c = tensor(&ctx, GgmlType::F32, [64, 8, 1, 1]);
+    ctx.mul_mat_into(&a, &b, &c).unwrap();
+
+    let q = tensor(&ctx, GgmlType::F32, [64, 4, 2, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [64, 32, 1, 1]);
+    let v = tensor(&ctx, GgmlType::F16, [64, 32, 1, 1]);
+    let dst_in_q = q
+        .view(Layout::contiguous(GgmlType::F32, [64, 2, 4, 1]).unwrap())
+        .unwrap();
+    let ops = FlashAttnOperands {
+        q: &q,
+        k: &k,
+        v: &v,
+        mask: None,
+        sinks: None,
+        dst: &dst_in_q,
+    };
+    let err = ctx
+        .flash_attn_ext_into(&ops, FlashAttnParams::scaled(0.125))
+        .unwrap_err();
+    assert!(
+        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps Q")),
+        "{err}"
+    );
+    ctx.synchronize().unwrap();
+}
