@@ -118,56 +118,14 @@ impl DeviceTensor {
     /// A contiguous tensor seen with other extents of the same element count (ggml's
     /// `ggml_reshape`). A view: no bytes are copied.
     pub fn reshape(&self, ne: [usize; 4]) -> Result<DeviceTensor> {
-        if !self.layout.is_contiguous() {
-            return Err(BackendError::InvalidOperands(format!(
-                "reshape needs a contiguous tensor, not {:?}",
-                self.layout
-            )));
-        }
-        let layout = Layout {
-            offset: self.layout.offset,
-            ..Layout::contiguous(self.layout.ty, ne)?
-        };
-        if layout.checked_elements() != self.layout.checked_elements() {
-            return Err(BackendError::InvalidOperands(format!(
-                "reshape of {:?} to {ne:?}: the element counts differ",
-                self.layout.ne
-            )));
-        }
-        self.view(layout)
+        self.view(self.layout.reshape(ne)?)
     }
 
     /// Elements `start..start + len` of dimension `dim` (ggml's `ggml_view` along one
     /// dimension; whole blocks along dimension 0 of a quantized type). A view: no bytes are
     /// copied.
     pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<DeviceTensor> {
-        let l = self.layout;
-        if dim >= 4 || start.checked_add(len).is_none_or(|end| end > l.ne[dim]) {
-            return Err(BackendError::InvalidOperands(format!(
-                "narrow({dim}, {start}, {len}) of a tensor of {:?} elements",
-                l.ne
-            )));
-        }
-        let block = if dim == 0 { l.ty.block_size() } else { 1 };
-        if !start.is_multiple_of(block) || !len.is_multiple_of(block) {
-            return Err(BackendError::InvalidOperands(format!(
-                "narrow of {}: dimension 0 in whole {block}-element blocks",
-                l.ty
-            )));
-        }
-        let overflow = || LayoutError::Overflow {
-            ty: l.ty,
-            ne: l.ne,
-            nb: l.nb,
-            offset: l.offset,
-        };
-        let offset = (start / block)
-            .checked_mul(l.nb[dim])
-            .and_then(|skip| l.offset.checked_add(skip))
-            .ok_or_else(overflow)?;
-        let mut ne = l.ne;
-        ne[dim] = len;
-        self.view(Layout { ne, offset, ..l })
+        self.view(self.layout.narrow(dim, start, len)?)
     }
 
     /// The bytes of its buffer the tensor's elements span: from its first element's byte to

@@ -631,3 +631,52 @@ fn a_dst_overlapping_an_input_is_refused() {
     );
     ctx.synchronize().unwrap();
 }
+
+/// Parameters that make no sense are refused: a NaN or infinite scale, a negative ALiBi bias.
+#[test]
+fn attention_parameters_must_be_finite() {
+    use ggml_dawn::ops::flash_attn::FlashAttnParams;
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let q = tensor(&ctx, GgmlType::F32, [64, 1, 2, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [64, 32, 1, 1]);
+    for params in [
+        FlashAttnParams::scaled(f32::NAN),
+        FlashAttnParams::scaled(f32::INFINITY),
+        FlashAttnParams {
+            max_bias: -1.0,
+            ..FlashAttnParams::scaled(0.125)
+        },
+        FlashAttnParams {
+            logit_softcap: f32::NAN,
+            ..FlashAttnParams::scaled(0.125)
+        },
+    ] {
+        let err = ctx.flash_attn_ext(&q, &k, &k, None, None, params).unwrap_err();
+        assert!(
+            matches!(&err, BackendError::InvalidOperands(m) if m.contains("finite")),
+            "{params:?}: {err}"
+        );
+    }
+}
+
+/// ggml skips the strides of one-element dimensions when it asks whether a tensor is
+/// contiguous, so a one-position slot of a larger tensor is a valid MUL_MAT dst.
+#[test]
+fn mul_mat_writes_a_one_position_slot_of_a_larger_tensor() {
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let values: Vec<f32> = (0..64 * 16).map(|i| ((i * 3 % 11) as f32 - 5.0) / 4.0).collect();
+    let a_host = HostTensor::from_f32(GgmlType::F16, [64, 16, 1, 1], &values).unwrap();
+    let x_host = HostTensor::from_f32(GgmlType::F32, [64, 1, 1, 1], &values[..64]).unwrap();
+    let (a, x) = (ctx.upload(&a_host).unwrap(), ctx.upload(&x_host).unwrap());
+    let cache = ctx
+        .filled(Layout::contiguous(GgmlType::F32, [16, 8, 1, 1]).unwrap(), 0xFF)
+        .unwrap();
+    let slot = cache.narrow(1, 5, 1).unwrap();
+    ctx.mul_mat_into(&a, &x, &slot).unwrap();
+    let got = ctx.read_f32(&slot).unwrap();
+    let expected = ggml_dawn::reference::mul_mat(&a_host, &x_host).unwrap();
+    assert!(ggml_dawn::reference::metric::nmse(&expected, &got) < 1e-6);
+    // The other positions are untouched.
+    let all = ctx.read_f32(&cache).unwrap();
+    assert!(all[..16 * 5].iter().chain(&all[16 * 6..]).all(|v| v.is_nan()));
+}

@@ -171,6 +171,25 @@ pub fn check(ops: &FlashAttnLayouts) -> Result<()> {
     Ok(())
 }
 
+/// Why these parameters make no sense, if they do not: every one finite, the ALiBi bias and the
+/// soft cap not negative (a NaN scale would turn every output into NaN without a word).
+pub fn check_params(p: &FlashAttnParams) -> Result<()> {
+    let finite = [
+        ("scale", p.scale),
+        ("max_bias", p.max_bias),
+        ("logit_softcap", p.logit_softcap),
+    ];
+    for (name, value) in finite {
+        if !value.is_finite() || (name != "scale" && value < 0.0) {
+            return Err(BackendError::InvalidOperands(format!(
+                "FLASH_ATTN_EXT: {name} = {value} must be a finite number{}",
+                if name == "scale" { "" } else { ", at least 0" }
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Records FLASH_ATTN_EXT with the context's knobs; returns the plan it followed.
 pub fn flash_attn_ext(
     ctx: &GpuContext,
@@ -216,6 +235,7 @@ fn record(
 ) -> Result<Plan> {
     let layouts = ops.layouts();
     check(&layouts)?;
+    check_params(&p)?;
     let mut tensors = vec![ops.q, ops.k, ops.v, ops.dst];
     tensors.extend(ops.mask);
     tensors.extend(ops.sinks);
