@@ -44,7 +44,10 @@ mod ternary;
 pub(super) use iq1::{IQ1S_GRID, dequantize_iq1_m, dequantize_iq1_s};
 pub(super) use iq2::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, dequantize_iq2_s, dequantize_iq2_xs, dequantize_iq2_xxs};
 pub(super) use iq3::{IQ3S_GRID, IQ3XXS_GRID, dequantize_iq3_s, dequantize_iq3_xxs};
-pub(super) use iq4::{KVALUES_IQ4NL, dequantize_iq4_nl, dequantize_iq4_xs, quantize_iq4_nl, quantize_iq4_xs};
+// The levels go to the GPU tables, which only the tests generate.
+#[cfg(test)]
+pub(super) use iq4::KVALUES_IQ4NL;
+pub(super) use iq4::{dequantize_iq4_nl, dequantize_iq4_xs, quantize_iq4_nl, quantize_iq4_xs};
 pub(super) use ternary::{dequantize_tq1_0, dequantize_tq2_0, quantize_tq1_0, quantize_tq2_0};
 
 /// ggml's `ksigns_iq2xs`: a 7-bit index to 8 sign bits (bit 7 makes the parity even).
