@@ -10,7 +10,7 @@ use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::Stream;
 use crate::ggml_type::GgmlType;
-use crate::tensor::{HostTensor, Layout, LayoutError};
+use crate::tensor::{HostTensor, Layout};
 
 /// A tensor on the device: a layout over bytes of a buffer starting at `base`.
 ///
