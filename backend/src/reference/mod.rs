@@ -4,14 +4,22 @@
 //!
 //! - [`mul_mat()`]: `dst[m, n, i2, i3] = Σ_k a[k, m, i2/r2, i3/r3] · b[k, n, i2, i3]`.
 //! - [`flash_attn_ext()`]: softmax(q·kᵀ·scale (+ softcap, ALiBi mask, sinks)) · v.
+//!
+//! A decoder's other ops, each as ggml's CPU computes it:
+//!
+//! - [`get_rows()`]: rows gathered by id, dequantized;
 
+mod elements;
 pub mod flash_attn;
+pub mod get_rows;
 pub mod metric;
 pub mod mul_mat;
 
 pub use flash_attn::flash_attn_ext;
 pub use metric::{Mismatch, check, nmse};
 pub use mul_mat::mul_mat;
+
+pub use get_rows::get_rows;
 
 use crate::format::FormatError;
 use crate::tensor::HostTensor;
