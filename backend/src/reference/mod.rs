@@ -8,18 +8,24 @@
 //! A decoder's other ops, each as ggml's CPU computes it:
 //!
 //! - [`get_rows()`]: rows gathered by id, dequantized;
+//! - [`rms_norm()`] and the fused [`rms_norm_mul_add()`];
+//! - [`binary()`]: ADD, SUB, MUL, DIV with `b` repeated over `a`;
 
+pub mod binary;
 mod elements;
 pub mod flash_attn;
 pub mod get_rows;
 pub mod metric;
 pub mod mul_mat;
+pub mod norm;
 
 pub use flash_attn::flash_attn_ext;
 pub use metric::{Mismatch, check, nmse};
 pub use mul_mat::mul_mat;
 
+pub use binary::{BinaryOp, binary};
 pub use get_rows::get_rows;
+pub use norm::{RmsNormParams, rms_norm, rms_norm_mul_add};
 
 use crate::format::FormatError;
 use crate::tensor::HostTensor;
