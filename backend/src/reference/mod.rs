@@ -10,6 +10,7 @@
 //! - [`get_rows()`]: rows gathered by id, dequantized;
 //! - [`rms_norm()`] and the fused [`rms_norm_mul_add()`];
 //! - [`binary()`]: ADD, SUB, MUL, DIV with `b` repeated over `a`;
+//! - [`rope()`]: rotary embedding, normal/NeoX/multi-section, YaRN, frequency factors;
 
 pub mod binary;
 mod elements;
@@ -18,6 +19,7 @@ pub mod get_rows;
 pub mod metric;
 pub mod mul_mat;
 pub mod norm;
+pub mod rope;
 
 pub use flash_attn::flash_attn_ext;
 pub use metric::{Mismatch, check, nmse};
@@ -26,6 +28,7 @@ pub use mul_mat::mul_mat;
 pub use binary::{BinaryOp, binary};
 pub use get_rows::get_rows;
 pub use norm::{RmsNormParams, rms_norm, rms_norm_mul_add};
+pub use rope::{RopeMode, RopeParams, rope};
 
 use crate::format::FormatError;
 use crate::tensor::HostTensor;
