@@ -11,11 +11,13 @@
 //! - [`rms_norm()`] and the fused [`rms_norm_mul_add()`];
 //! - [`binary()`]: ADD, SUB, MUL, DIV with `b` repeated over `a`;
 //! - [`rope()`]: rotary embedding, normal/NeoX/multi-section, YaRN, frequency factors;
+//! - [`glu()`]: REGLU, GEGLU, SWIGLU, SWIGLU_OAI, GEGLU_ERF, GEGLU_QUICK, fused or split;
 
 pub mod binary;
 mod elements;
 pub mod flash_attn;
 pub mod get_rows;
+pub mod glu;
 pub mod metric;
 pub mod mul_mat;
 pub mod norm;
@@ -27,6 +29,7 @@ pub use mul_mat::mul_mat;
 
 pub use binary::{BinaryOp, binary};
 pub use get_rows::get_rows;
+pub use glu::{GluOp, GluParams, glu};
 pub use norm::{RmsNormParams, rms_norm, rms_norm_mul_add};
 pub use rope::{RopeMode, RopeParams, rope};
 
