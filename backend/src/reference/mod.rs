@@ -12,8 +12,11 @@
 //! - [`binary()`]: ADD, SUB, MUL, DIV with `b` repeated over `a`;
 //! - [`rope()`]: rotary embedding, normal/NeoX/multi-section, YaRN, frequency factors;
 //! - [`glu()`]: REGLU, GEGLU, SWIGLU, SWIGLU_OAI, GEGLU_ERF, GEGLU_QUICK, fused or split;
+//! - [`set_rows()`]: rows scattered into any type (the KV cache), and [`cpy()`] between types
+//!   and views;
 
 pub mod binary;
+pub mod copy;
 mod elements;
 pub mod flash_attn;
 pub mod get_rows;
@@ -22,16 +25,19 @@ pub mod metric;
 pub mod mul_mat;
 pub mod norm;
 pub mod rope;
+pub mod rows;
 
 pub use flash_attn::flash_attn_ext;
 pub use metric::{Mismatch, check, nmse};
 pub use mul_mat::mul_mat;
 
 pub use binary::{BinaryOp, binary};
+pub use copy::cpy;
 pub use get_rows::get_rows;
 pub use glu::{GluOp, GluParams, glu};
 pub use norm::{RmsNormParams, rms_norm, rms_norm_mul_add};
 pub use rope::{RopeMode, RopeParams, rope};
+pub use rows::set_rows;
 
 use crate::format::FormatError;
 use crate::tensor::HostTensor;
