@@ -184,8 +184,8 @@ fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
 #elif ENC_TYPE == TYPE_Q4_1 || ENC_TYPE == TYPE_Q5_1
 fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
     var b: Block;
-    var mn = 3.40282347e38;
-    var mx = -3.40282347e38;
+    var mn = bitcast<f32>(0x7f7fffffu);
+    var mx = -bitcast<f32>(0x7f7fffffu);
     for (var j = 0u; j < 32u; j++) {
         let v = (*x)[j];
         if (v < mn) {

@@ -114,7 +114,7 @@ fn row_id(i: u32, j: u32, k: u32) -> u32 {
 #endif
 }
 
-// `len` bytes packed in `w` into dst from byte `at` (even): whole words stored, the words
+// `len` bytes packed in `w` into dst from byte `at`: whole words stored, the words
 // shared with bytes outside the unit merged (atomically where units share words).
 fn put_bytes(at: u32, w: ptr<function, Block>, len: u32) {
     let shift = (at & 3u) * 8u;
@@ -202,13 +202,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 #endif
             let word = (at + c) >> 2u;
             for (var j = 0u; j < (n + 3u) / 4u; j++) {
-                if ((at & 3u) == 0u) {
+                let shift = (at & 3u) * 8u;
+                if (shift == 0u) {
                     chunk.w[j] = src[word + j];
                 } else {
-                    // Two bytes past a word boundary: the high half of one word, the low of the next.
-                    var v = src[word + j] >> 16u;
-                    if (4u * j + 2u < n) {
-                        v |= src[word + j + 1u] << 16u;
+                    // Bytes past a word boundary: the top of one word, the bottom of the next
+                    // (read only where the unit has bytes there).
+                    var v = src[word + j] >> shift;
+                    if (4u * j + (4u - shift / 8u) < n) {
+                        v |= src[word + j + 1u] << (32u - shift);
                     }
                     chunk.w[j] = v;
                 }

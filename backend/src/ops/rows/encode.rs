@@ -41,22 +41,14 @@ pub fn encode(env: &Env, stream: &mut Stream, ops: &Operands<'_>, plan: &RowsPla
     word(s.size)?;
     word(d.size)?;
     let (ls, ld) = (ops.src.layout(), ops.dst.layout());
-    // The kernel reads f32 and i32 sources as words, copies bytes from even ones, decodes
-    // anything else byte by byte, and writes at even bytes.
-    let src_align = if matches!(ls.ty, GgmlType::F32 | GgmlType::I32) {
-        4
-    } else if plan.raw {
-        2
-    } else {
-        1
-    };
-    for (name, l, start, a) in [("src", ls, s.start_byte, src_align), ("dst", ld, d.start_byte, 2)] {
-        if !start.is_multiple_of(a) || l.nb.iter().any(|&nb| !(nb as u64).is_multiple_of(a)) {
-            return Err(BackendError::InvalidOperands(format!(
-                "{}: {name}'s start and strides must be multiples of {a} bytes",
-                plan.problem.op
-            )));
-        }
+    // The kernel reads f32 and i32 sources as words; anything else, and dst, byte by byte.
+    if matches!(ls.ty, GgmlType::F32 | GgmlType::I32)
+        && (!s.start_byte.is_multiple_of(4) || ls.nb.iter().any(|&nb| !nb.is_multiple_of(4)))
+    {
+        return Err(BackendError::InvalidOperands(format!(
+            "{}: a {} src's start and strides must be multiples of 4 bytes",
+            plan.problem.op, ls.ty
+        )));
     }
     let iter = if plan.problem.op == RowsOp::SetRows { ls } else { ld };
     let mut buffers = vec![BufferRange::new(ops.src.buffer(), s)];
