@@ -6,7 +6,6 @@ use dawn_compute_tests::full;
 use ggml_dawn::reference::{self, RopeMode, RopeParams, metric};
 use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout};
 use ggml_dawn_bench::case_lists;
-use ggml_dawn_bench::cases::Case;
 use ggml_dawn_bench::harness::{self, Status};
 
 fn context() -> GpuContext {
