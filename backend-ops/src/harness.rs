@@ -521,6 +521,8 @@ pub struct Timing {
     /// Close to `us_per_run`, the host is the limit, not the GPU.
     pub host_us_per_run: f64,
     pub flops_per_run: u64,
+    /// Bytes read and written per run, for the memory-bound decoder ops (0 for the others).
+    pub bytes_per_run: u64,
     /// The plan the op followed, in words.
     pub plan: String,
 }
@@ -564,6 +566,10 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
         us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
         host_us_per_run: host.as_secs_f64() * 1e6 / runs as f64,
         flops_per_run: flops,
+        bytes_per_run: match case {
+            Case::Decoder(c) => c.bytes(),
+            _ => 0,
+        },
         plan: plan.to_string(),
     })
 }

@@ -576,7 +576,12 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
     let readable: Vec<GgmlType> = GgmlType::ALL.iter().copied().filter(|&t| reads(t)).collect();
     let writable: Vec<GgmlType> = GgmlType::ALL.iter().copied().filter(|&t| writes(t)).collect();
     let mut rows = |op: RowsOp, src: GgmlType, dst: GgmlType, ids_i64: bool| {
-        for (ne0, packed, aligned) in [(256u64, true, true), (256, true, false), (5, true, true), (6, false, true)] {
+        for (ne0, packed, aligned) in [
+            (256u64, true, true),
+            (256, true, false),
+            (5, true, true),
+            (6, false, true),
+        ] {
             let problem = rows_plan::Problem {
                 op,
                 src_type: src,
@@ -588,7 +593,11 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
                 src_packed: packed,
                 dst_packed: packed,
                 dst_rows_aligned: aligned,
-                dst_nb0: if packed { dst.type_size() as u64 } else { 2 * dst.type_size() as u64 },
+                dst_nb0: if packed {
+                    dst.type_size() as u64
+                } else {
+                    2 * dst.type_size() as u64
+                },
             };
             if problem.dst_type.is_quantized() && !problem.ne0.is_multiple_of(dst.block_size() as u64) {
                 continue;
@@ -602,7 +611,11 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
         }
     };
     for &src in &readable {
-        let dst = if src == GgmlType::I32 { GgmlType::I32 } else { GgmlType::F32 };
+        let dst = if src == GgmlType::I32 {
+            GgmlType::I32
+        } else {
+            GgmlType::F32
+        };
         rows(RowsOp::GetRows, src, dst, false);
         rows(RowsOp::Cpy, src, src, false);
         if src.is_quantized() {
@@ -621,8 +634,19 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
     }
     rows(RowsOp::Cpy, GgmlType::F32, GgmlType::I32, false);
     rows(RowsOp::Cpy, GgmlType::I32, GgmlType::F32, false);
-    for mode in [RopeMode::Normal, RopeMode::Neox, RopeMode::Mrope, RopeMode::Vision, RopeMode::Imrope] {
-        for (src_type, dst_type) in [(GgmlType::F32, GgmlType::F32), (GgmlType::F16, GgmlType::F16), (GgmlType::F32, GgmlType::F16), (GgmlType::F16, GgmlType::F32)] {
+    for mode in [
+        RopeMode::Normal,
+        RopeMode::Neox,
+        RopeMode::Mrope,
+        RopeMode::Vision,
+        RopeMode::Imrope,
+    ] {
+        for (src_type, dst_type) in [
+            (GgmlType::F32, GgmlType::F32),
+            (GgmlType::F16, GgmlType::F16),
+            (GgmlType::F32, GgmlType::F16),
+            (GgmlType::F16, GgmlType::F32),
+        ] {
             for freq_factors in [false, true] {
                 for in_place in [false, true] {
                     if in_place && src_type != dst_type {

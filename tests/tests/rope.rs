@@ -27,7 +27,11 @@ fn upstream_rope_cases_pass() {
         // One case of each mode, type, factor, YaRN, view and offset combination.
         let key: String = text
             .split(',')
-            .filter(|p| ["type=", "mode=", "ef=", "ff=", "v=", "n_offs="].iter().any(|k| p.starts_with(k)))
+            .filter(|p| {
+                ["type=", "mode=", "ef=", "ff=", "v=", "n_offs="]
+                    .iter()
+                    .any(|k| p.starts_with(k))
+            })
             .collect();
         if !(full() || seen.insert(key) || i % 25 == 0) {
             continue;
@@ -39,7 +43,12 @@ fn upstream_rope_cases_pass() {
         }
     }
     assert!(ran >= 40, "only {ran} cases");
-    assert!(failures.is_empty(), "{} of {ran} failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 fn positions(ctx: &GpuContext, n: usize) -> (HostTensor, ggml_dawn::DeviceTensor) {
@@ -103,10 +112,20 @@ fn bad_operands_are_errors() {
     // Frequency factors: too few, not f32.
     let few = ctx.zeros(GgmlType::F32, [4, 1, 1, 1]).unwrap();
     let p = RopeParams::new(16, RopeMode::Neox);
-    assert!(ctx.rope(&x, &pos, Some(&few), &p).unwrap_err().to_string().contains("freq_factors"));
+    assert!(
+        ctx.rope(&x, &pos, Some(&few), &p)
+            .unwrap_err()
+            .to_string()
+            .contains("freq_factors")
+    );
     // dst of other extents, or sharing bytes with x without being x.
     let other = ctx.zeros(GgmlType::F32, [16, 2, 2, 1]).unwrap();
-    assert!(ctx.rope_into(&x, &pos, None, &other, &p).unwrap_err().to_string().contains("extents"));
+    assert!(
+        ctx.rope_into(&x, &pos, None, &other, &p)
+            .unwrap_err()
+            .to_string()
+            .contains("extents")
+    );
     let shifted = x.narrow(0, 0, 16).unwrap().narrow(2, 1, 2).unwrap();
     let part = x.narrow(2, 0, 2).unwrap();
     let e = ctx.rope_into(&part, &pos, None, &shifted, &p).unwrap_err().to_string();

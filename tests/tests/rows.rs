@@ -60,7 +60,13 @@ fn run_all(op: &str, stride: usize, at_least: usize) {
             other => failures.push(format!("{case}: {other:?}")),
         }
     }
-    assert!(failures.is_empty(), "{op}: {} of {} failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{op}: {} of {} failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -113,8 +119,18 @@ fn hard_values(n: usize) -> Vec<f32> {
 #[test]
 fn quantization_is_bit_exact() {
     let ctx = context();
-    let (n, rows) = (160, 5);
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL] {
+    let rows = 5;
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::IQ4_NL,
+        GgmlType::Q1_0,
+    ] {
+        // An odd number of blocks a row: 18-byte blocks share words across rows.
+        let n = 5 * ty.block_size();
         for src_ty in [GgmlType::F32, GgmlType::F16] {
             let values = hard_values(n * 3);
             let src_host = HostTensor::from_f32(src_ty, [n, 3, 1, 1], &values).unwrap();
@@ -124,7 +140,11 @@ fn quantization_is_bit_exact() {
                 data: [4i64, 1, 2].iter().flat_map(|v| v.to_le_bytes()).collect(),
             };
             let want = reference::set_rows(&dst_host, &src_host, &ids_host).unwrap();
-            let (dst, src, ids) = (ctx.upload(&dst_host).unwrap(), ctx.upload(&src_host).unwrap(), ctx.upload(&ids_host).unwrap());
+            let (dst, src, ids) = (
+                ctx.upload(&dst_host).unwrap(),
+                ctx.upload(&src_host).unwrap(),
+                ctx.upload(&ids_host).unwrap(),
+            );
             ctx.set_rows(&dst, &src, &ids).unwrap();
             assert_eq!(ctx.read(&dst).unwrap().data, want.data, "SET_ROWS {src_ty} -> {ty}");
             // CPY of the whole source into a contiguous tensor of the type.
@@ -153,7 +173,11 @@ fn f16_and_bf16_round_to_nearest_even() {
     for ty in [GgmlType::F16, GgmlType::BF16] {
         let out = ctx.empty(ty, [n, 1, 1, 1]).unwrap();
         ctx.cpy(&src, &out).unwrap();
-        assert_eq!(ctx.read(&out).unwrap().data, format::quantize(ty, &values).unwrap(), "{ty}");
+        assert_eq!(
+            ctx.read(&out).unwrap().data,
+            format::quantize(ty, &values).unwrap(),
+            "{ty}"
+        );
     }
 }
 
@@ -175,7 +199,9 @@ fn ids_out_of_range_touch_nothing_outside() {
         for dst_ty in [GgmlType::F16, GgmlType::Q4_0] {
             let n = 32;
             // Rows 1..4 of a 6-row poisoned tensor are dst.
-            let whole = ctx.filled(Layout::contiguous(dst_ty, [n, 6, 1, 1]).unwrap(), 0xff).unwrap();
+            let whole = ctx
+                .filled(Layout::contiguous(dst_ty, [n, 6, 1, 1]).unwrap(), 0xff)
+                .unwrap();
             let dst = whole.narrow(1, 1, 3).unwrap();
             let src = ctx.from_f32(GgmlType::F32, [n, 4, 1, 1], &vec![0.25; 4 * n]).unwrap();
             let big = if ty == GgmlType::I64 { 1i64 << 40 } else { 3 };
@@ -186,7 +212,11 @@ fn ids_out_of_range_touch_nothing_outside() {
             for r in 0..6 {
                 let written = r == 2; // dst row 1 only
                 let slice = &bytes[r * row..(r + 1) * row];
-                assert_eq!(slice.iter().all(|&b| b == 0xff), !written, "{ty} {dst_ty} row {r}: {slice:?}");
+                assert_eq!(
+                    slice.iter().all(|&b| b == 0xff),
+                    !written,
+                    "{ty} {dst_ty} row {r}: {slice:?}"
+                );
             }
         }
     }
@@ -210,7 +240,9 @@ fn bad_operands_are_errors() {
     let h = ctx.zeros(GgmlType::F16, [8, 2, 1, 1]).unwrap();
     assert!(message(ctx.get_rows_into(&src, &ids, &h).unwrap_err()).contains("dst must be f32"));
     // dst sharing bytes with src.
-    let e = ctx.get_rows_into(&src, &ids, &src.narrow(1, 0, 2).unwrap()).unwrap_err();
+    let e = ctx
+        .get_rows_into(&src, &ids, &src.narrow(1, 0, 2).unwrap())
+        .unwrap_err();
     assert!(message(e).contains("overlaps src"));
     // SET_ROWS: src type, ids broadcast, unsupported dst type, rows not whole blocks.
     let cache = f([8, 4, 2, 1]);
@@ -227,7 +259,11 @@ fn bad_operands_are_errors() {
     assert!(matches!(to_k, Err(BackendError::Unsupported(_))), "{to_k:?}");
     let q_to_h = ctx.cpy(&q, &ctx.zeros(GgmlType::F16, [32, 1, 2, 1]).unwrap());
     assert!(matches!(q_to_h, Err(BackendError::Unsupported(_))), "{q_to_h:?}");
-    let permuted = ctx.zeros(GgmlType::Q4_0, [32, 2, 2, 1]).unwrap().permute([0, 2, 1, 3]).unwrap();
+    let permuted = ctx
+        .zeros(GgmlType::Q4_0, [32, 2, 2, 1])
+        .unwrap()
+        .permute([0, 2, 1, 3])
+        .unwrap();
     let e = ctx.cpy(&f([32, 2, 2, 1]), &permuted).unwrap_err();
     assert!(message(e).contains("must be contiguous"));
 }

@@ -6,10 +6,10 @@
 use ggml_dawn::context::GpuContext;
 use ggml_dawn::error::BackendError;
 use ggml_dawn::exec::Stream;
-use ggml_dawn::memory::DeviceTensor;
-use ggml_dawn::ops::{rope, rows};
 use ggml_dawn::format;
 use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::memory::DeviceTensor;
+use ggml_dawn::ops::{rope, rows};
 use ggml_dawn::reference::{
     self, BinaryOp, GluParams, ReferenceError, RmsNormParams, RopeParams, ScaleParams, SoftMaxParams, metric,
 };
@@ -96,9 +96,11 @@ pub fn gpu_operands(ctx: &GpuContext, run: &HostRun) -> ggml_dawn::error::Result
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let o = t.operands.iter().position(|o| o.storage == i).ok_or_else(|| {
-                BackendError::InvalidOperands(format!("storage {} is no operand's", s.name))
-            })?;
+            let o = t
+                .operands
+                .iter()
+                .position(|o| o.storage == i)
+                .ok_or_else(|| BackendError::InvalidOperands(format!("storage {} is no operand's", s.name)))?;
             Ok(HostTensor {
                 layout: s.layout,
                 data: run.operands[o].data.clone(),

@@ -126,10 +126,15 @@ fn put_u32(b: ptr<function, Block>, at: u32, v: u32) {
     put_u16(b, at + 2u, v >> 16u);
 }
 
-#if ENC_TYPE == TYPE_Q4_0 || ENC_TYPE == TYPE_Q4_1 || ENC_TYPE == TYPE_Q5_0 || ENC_TYPE == TYPE_Q5_1 || ENC_TYPE == TYPE_Q8_0 || ENC_TYPE == TYPE_IQ4_NL
+#if ENC_TYPE == TYPE_Q4_0 || ENC_TYPE == TYPE_Q4_1 || ENC_TYPE == TYPE_Q5_0 || ENC_TYPE == TYPE_Q5_1 || ENC_TYPE == TYPE_Q8_0 || ENC_TYPE == TYPE_IQ4_NL || ENC_TYPE == TYPE_Q1_0
 #define ENC_QUANT 1
 #endif
-#if ENC_TYPE == TYPE_Q4_0 || ENC_TYPE == TYPE_IQ4_NL
+#if ENC_TYPE == TYPE_Q1_0
+#define ENC_QK 128u
+#else
+#define ENC_QK 32u
+#endif
+#if ENC_TYPE == TYPE_Q4_0 || ENC_TYPE == TYPE_IQ4_NL || ENC_TYPE == TYPE_Q1_0
 const ENC_BLOCK_BYTES: u32 = 18u;
 #elif ENC_TYPE == TYPE_Q4_1
 const ENC_BLOCK_BYTES: u32 = 20u;
@@ -142,7 +147,7 @@ const ENC_BLOCK_BYTES: u32 = 34u;
 #endif
 
 #if ENC_TYPE == TYPE_Q4_0 || ENC_TYPE == TYPE_Q5_0
-fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
+fn quantize_block(x: ptr<function, array<f32, ENC_QK>>) -> Block {
     var b: Block;
     var amax = 0.0;
     var vmax = 0.0;
@@ -182,7 +187,7 @@ fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
     return b;
 }
 #elif ENC_TYPE == TYPE_Q4_1 || ENC_TYPE == TYPE_Q5_1
-fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
+fn quantize_block(x: ptr<function, array<f32, ENC_QK>>) -> Block {
     var b: Block;
     var mn = bitcast<f32>(0x7f7fffffu);
     var mx = -bitcast<f32>(0x7f7fffffu);
@@ -224,7 +229,7 @@ fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
     return b;
 }
 #elif ENC_TYPE == TYPE_Q8_0
-fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
+fn quantize_block(x: ptr<function, array<f32, ENC_QK>>) -> Block {
     var b: Block;
     var amax = 0.0;
     for (var j = 0u; j < 32u; j++) {
@@ -235,6 +240,22 @@ fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
     put_u16(&b, 0u, f16_bits(d));
     for (var j = 0u; j < 32u; j++) {
         put_byte(&b, 2u + j, u32(i32(round_away(opaque((*x)[j] * id)))));
+    }
+    return b;
+}
+#elif ENC_TYPE == TYPE_Q1_0
+// d = mean |x|; bit j set for x_j >= 0.
+fn quantize_block(x: ptr<function, array<f32, ENC_QK>>) -> Block {
+    var b: Block;
+    var sum_abs = 0.0;
+    for (var j = 0u; j < 128u; j++) {
+        sum_abs = sum_abs + abs((*x)[j]);
+    }
+    put_u16(&b, 0u, f16_bits(div_rn(sum_abs, 128.0)));
+    for (var j = 0u; j < 128u; j++) {
+        if ((*x)[j] >= 0.0) {
+            put_byte(&b, 2u + j / 8u, 1u << (j % 8u));
+        }
     }
     return b;
 }
@@ -260,7 +281,7 @@ fn iq4_index(x: f32) -> u32 {
 }
 
 // Σ w·q·v and Σ w·q·q over the block for the inverse scale `id` (w = v²), in ggml's order.
-fn iq4_sums(x: ptr<function, array<f32, 32>>, id: f32) -> vec2<f32> {
+fn iq4_sums(x: ptr<function, array<f32, ENC_QK>>, id: f32) -> vec2<f32> {
     var sumqx = 0.0;
     var sumq2 = 0.0;
     for (var j = 0u; j < 32u; j++) {
@@ -273,7 +294,7 @@ fn iq4_sums(x: ptr<function, array<f32, 32>>, id: f32) -> vec2<f32> {
     return vec2<f32>(sumqx, sumq2);
 }
 
-fn quantize_block(x: ptr<function, array<f32, 32>>) -> Block {
+fn quantize_block(x: ptr<function, array<f32, ENC_QK>>) -> Block {
     var b: Block;
     var amax = 0.0;
     var vmax = 0.0;

@@ -219,12 +219,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         put_bytes(dst_at + c, &chunk, n);
     }
 #elif defined(ENC_QUANT)
-    var x: array<f32, 32>;
-    for (var j = 0u; j < 32u; j++) {
+    var x: array<f32, ENC_QK>;
+    for (var j = 0u; j < ENC_QK; j++) {
         x[j] = src_value(src_row, s0 + j);
     }
     b = quantize_block(&x);
-    put_bytes(dst_row + (i0 / 32u) * p.dst_nb0, &b, ENC_BLOCK_BYTES);
+    put_bytes(dst_row + (i0 / ENC_QK) * p.dst_nb0, &b, ENC_BLOCK_BYTES);
 #else
     for (var j = 0u; j < UNIT; j++) {
 #if MODE == MODE_GET_ROWS

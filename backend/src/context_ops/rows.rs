@@ -26,7 +26,11 @@ impl GpuContext {
     /// ```
     pub fn get_rows(&self, src: &DeviceTensor, ids: &DeviceTensor) -> Result<DeviceTensor> {
         let (ls, li) = (src.layout(), ids.layout());
-        let ty = if ls.ty == GgmlType::I32 { GgmlType::I32 } else { GgmlType::F32 };
+        let ty = if ls.ty == GgmlType::I32 {
+            GgmlType::I32
+        } else {
+            GgmlType::F32
+        };
         let dst = self.empty(ty, [ls.ne[0], li.ne[0], ls.ne[2], ls.ne[3]])?;
         self.get_rows_into(src, ids, &dst)?;
         Ok(dst)

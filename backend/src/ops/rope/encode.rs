@@ -37,7 +37,11 @@ pub fn encode(
     let limits = env.limits();
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
-    let (s, pb, d) = (x.binding(align, max)?, pos.binding(align, max)?, dst.binding(align, max)?);
+    let (s, pb, d) = (
+        x.binding(align, max)?,
+        pos.binding(align, max)?,
+        dst.binding(align, max)?,
+    );
     for b in [s.size, pb.size, d.size] {
         word(b)?;
     }
@@ -53,7 +57,9 @@ pub fn encode(
         }
     }
     if !pb.start_byte.is_multiple_of(4) {
-        return Err(BackendError::InvalidOperands("ROPE: pos must start at a multiple of 4 bytes".into()));
+        return Err(BackendError::InvalidOperands(
+            "ROPE: pos must start at a multiple of 4 bytes".into(),
+        ));
     }
     let angles = rope_angles(params);
     let mut u = RopeUniforms {

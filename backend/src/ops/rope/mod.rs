@@ -53,10 +53,14 @@ pub fn check(x: &Layout, pos: &Layout, ff: Option<&Layout>, dst: &Layout, params
     let ne0 = x.ne[0];
     let (n_dims, n_offs) = (params.n_dims, params.n_offs);
     if n_dims == 0 || !n_dims.is_multiple_of(2) || !n_offs.is_multiple_of(2) {
-        return Err(invalid(format!("n_dims = {n_dims} and n_offs = {n_offs} must be even, n_dims > 0")));
+        return Err(invalid(format!(
+            "n_dims = {n_dims} and n_offs = {n_offs} must be even, n_dims > 0"
+        )));
     }
     if n_dims.checked_add(n_offs).is_none_or(|end| end > ne0) {
-        return Err(invalid(format!("n_offs + n_dims = {n_offs} + {n_dims} exceed the row of {ne0}")));
+        return Err(invalid(format!(
+            "n_offs + n_dims = {n_offs} + {n_dims} exceed the row of {ne0}"
+        )));
     }
     let multi = params.mode.is_multi();
     if multi {
@@ -67,15 +71,24 @@ pub fn check(x: &Layout, pos: &Layout, ff: Option<&Layout>, dst: &Layout, params
         }
     }
     if params.mode == RopeMode::Vision && (n_dims * 2 != ne0 || n_offs != 0) {
-        return Err(invalid(format!("vision needs n_dims = ne0/2 ({ne0}/2) and n_offs = 0, not {n_dims}")));
+        return Err(invalid(format!(
+            "vision needs n_dims = ne0/2 ({ne0}/2) and n_offs = 0, not {n_dims}"
+        )));
     }
-    let pairs = if params.mode == RopeMode::Vision { ne0 / 2 } else { n_dims / 2 };
+    let pairs = if params.mode == RopeMode::Vision {
+        ne0 / 2
+    } else {
+        n_dims / 2
+    };
     if pos.ty != GgmlType::I32 {
         return Err(invalid(format!("pos must be i32, not {}", pos.ty)));
     }
     let needed = x.ne[2].saturating_mul(if multi { 4 } else { 1 });
     if pos.ne[1..] != [1, 1, 1] || pos.ne[0] < needed || pos.nb[0] != 4 {
-        return Err(invalid(format!("pos {:?} must be a packed vector of at least {needed} positions", pos.ne)));
+        return Err(invalid(format!(
+            "pos {:?} must be a packed vector of at least {needed} positions",
+            pos.ne
+        )));
     }
     if let Some(f) = ff {
         if f.ty != GgmlType::F32 || f.ne[0] < pairs || f.nb[0] != 4 {
@@ -119,9 +132,7 @@ pub fn rope(
         dst.layout(),
         params,
     )?;
-    let in_place = x.layout() == dst.layout()
-        && x.byte_span()? == dst.byte_span()?
-        && x.overlaps(dst)?;
+    let in_place = x.layout() == dst.layout() && x.byte_span()? == dst.byte_span()? && x.overlaps(dst)?;
     if in_place && x.layout().ty != dst.layout().ty {
         return Err(invalid("in place needs dst of x's type"));
     }

@@ -110,7 +110,13 @@ mod tests {
         assert_eq!(plan.units, 96 * 32 * 512);
         assert!(!plan.atomic);
         assert!(u64::from(plan.grid[0]) * 256 >= plan.units);
-        let h = super::plan(&Problem { dst_type: GgmlType::F16, ..p }, &facts);
+        let h = super::plan(
+            &Problem {
+                dst_type: GgmlType::F16,
+                ..p
+            },
+            &facts,
+        );
         assert!(h.atomic);
     }
 }

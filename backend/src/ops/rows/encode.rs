@@ -92,7 +92,11 @@ pub fn encode(env: &Env, stream: &mut Stream, ops: &Operands<'_>, plan: &RowsPla
         params.ids_nb2 = word(li.nb[2] as u64)?;
         params.ids_ne1 = word(li.ne[1] as u64)?;
         params.ids_ne2 = word(li.ne[2] as u64)?;
-        params.rows = word(if plan.problem.op == RowsOp::GetRows { ls.ne[1] } else { ld.ne[1] } as u64)?;
+        params.rows = word(if plan.problem.op == RowsOp::GetRows {
+            ls.ne[1]
+        } else {
+            ld.ne[1]
+        } as u64)?;
         buffers.push(BufferRange::new(ids.buffer(), b));
         access.push(Access::Read);
     }

@@ -23,10 +23,7 @@ pub use plan::{Problem, RowsOp, RowsPlan};
 /// The types SET_ROWS and CPY write from f32, f16 or bf16 values.
 pub fn writes(ty: GgmlType) -> bool {
     use GgmlType::*;
-    matches!(
-        ty,
-        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL
-    )
+    matches!(ty, F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL | Q1_0)
 }
 
 /// The types GET_ROWS and CPY read (every type MUL_MAT reads, and i32).
@@ -93,9 +90,16 @@ pub fn check_get_rows(src: &Layout, ids: &Layout, dst: &Layout) -> Result<Proble
     if ids.ty != GgmlType::I32 {
         return Err(invalid(op, format!("ids must be i32, not {}", ids.ty)));
     }
-    let want_dst = if src.ty == GgmlType::I32 { GgmlType::I32 } else { GgmlType::F32 };
+    let want_dst = if src.ty == GgmlType::I32 {
+        GgmlType::I32
+    } else {
+        GgmlType::F32
+    };
     if dst.ty != want_dst {
-        return Err(invalid(op, format!("dst must be {want_dst} for a {} src, is {}", src.ty, dst.ty)));
+        return Err(invalid(
+            op,
+            format!("dst must be {want_dst} for a {} src, is {}", src.ty, dst.ty),
+        ));
     }
     let [n, _, b1, b2] = src.ne;
     let [r, i1, i2, i3] = ids.ne;
@@ -145,7 +149,10 @@ pub fn check_set_rows(dst: &Layout, src: &Layout, ids: &Layout) -> Result<Proble
         ));
     }
     if !dst.has_contiguous_rows() || !n.is_multiple_of(dst.ty.block_size()) {
-        return Err(invalid(op, format!("dst ({}) needs packed rows of whole blocks, is {dst:?}", dst.ty)));
+        return Err(invalid(
+            op,
+            format!("dst ({}) needs packed rows of whole blocks, is {dst:?}", dst.ty),
+        ));
     }
     for (name, l) in [("src", src), ("ids", ids), ("dst", dst)] {
         check_count(op, l, name)?;
@@ -163,7 +170,10 @@ pub fn check_cpy(src: &Layout, dst: &Layout) -> Result<Problem> {
     if src.elements() != dst.elements() {
         return Err(invalid(
             op,
-            format!("src {:?} and dst {:?} hold different numbers of elements", src.ne, dst.ne),
+            format!(
+                "src {:?} and dst {:?} hold different numbers of elements",
+                src.ne, dst.ne
+            ),
         ));
     }
     let same = st == dt && (reads(st) || st == GgmlType::I32);
@@ -184,7 +194,11 @@ pub fn check_cpy(src: &Layout, dst: &Layout) -> Result<Problem> {
         if !src.ne[0].is_multiple_of(dt.block_size()) {
             return Err(invalid(
                 op,
-                format!("src rows of {} are not whole {dt} blocks of {}", src.ne[0], dt.block_size()),
+                format!(
+                    "src rows of {} are not whole {dt} blocks of {}",
+                    src.ne[0],
+                    dt.block_size()
+                ),
             ));
         }
     }
@@ -196,7 +210,13 @@ pub fn check_cpy(src: &Layout, dst: &Layout) -> Result<Problem> {
 
 /// The checks every op makes of tensors it binds: the context's device, the stream's, dst
 /// disjoint from the inputs.
-fn check_tensors(env: &Env, stream: &Stream, op: RowsOp, dst: &DeviceTensor, inputs: &[(&str, &DeviceTensor)]) -> Result<()> {
+fn check_tensors(
+    env: &Env,
+    stream: &Stream,
+    op: RowsOp,
+    dst: &DeviceTensor,
+    inputs: &[(&str, &DeviceTensor)],
+) -> Result<()> {
     let mut all: Vec<&DeviceTensor> = inputs.iter().map(|(_, t)| *t).collect();
     all.push(dst);
     env.check_operands(&all)?;
@@ -218,22 +238,52 @@ fn bound_problem(env: &Env, mut p: Problem, dst: &DeviceTensor) -> Result<Proble
 
 /// Records `dst[:, i, j, k] = f32(src[:, ids[i, j, k], j, k])` (see [`check_get_rows`]); returns
 /// the plan it followed. An id outside `0..src.ne[1]` gives a row of zeros.
-pub fn get_rows(env: &Env, stream: &mut Stream, src: &DeviceTensor, ids: &DeviceTensor, dst: &DeviceTensor) -> Result<RowsPlan> {
+pub fn get_rows(
+    env: &Env,
+    stream: &mut Stream,
+    src: &DeviceTensor,
+    ids: &DeviceTensor,
+    dst: &DeviceTensor,
+) -> Result<RowsPlan> {
     let p = check_get_rows(src.layout(), ids.layout(), dst.layout())?;
     check_tensors(env, stream, RowsOp::GetRows, dst, &[("src", src), ("ids", ids)])?;
     let plan = plan::plan(&bound_problem(env, p, dst)?, &env.facts());
-    encode::encode(env, stream, &encode::Operands { src, ids: Some(ids), dst }, &plan)?;
+    encode::encode(
+        env,
+        stream,
+        &encode::Operands {
+            src,
+            ids: Some(ids),
+            dst,
+        },
+        &plan,
+    )?;
     Ok(plan)
 }
 
 /// Records `dst[:, ids[i, j mod c1, k mod c2], j, k] = src[:, i, j, k]` converted to dst's type
 /// (see [`check_set_rows`]); returns the plan it followed. Rows not named keep their bytes; an
 /// id outside `0..dst.ne[1]` writes nothing.
-pub fn set_rows(env: &Env, stream: &mut Stream, dst: &DeviceTensor, src: &DeviceTensor, ids: &DeviceTensor) -> Result<RowsPlan> {
+pub fn set_rows(
+    env: &Env,
+    stream: &mut Stream,
+    dst: &DeviceTensor,
+    src: &DeviceTensor,
+    ids: &DeviceTensor,
+) -> Result<RowsPlan> {
     let p = check_set_rows(dst.layout(), src.layout(), ids.layout())?;
     check_tensors(env, stream, RowsOp::SetRows, dst, &[("src", src), ("ids", ids)])?;
     let plan = plan::plan(&bound_problem(env, p, dst)?, &env.facts());
-    encode::encode(env, stream, &encode::Operands { src, ids: Some(ids), dst }, &plan)?;
+    encode::encode(
+        env,
+        stream,
+        &encode::Operands {
+            src,
+            ids: Some(ids),
+            dst,
+        },
+        &plan,
+    )?;
     Ok(plan)
 }
 
