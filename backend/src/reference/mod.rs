@@ -21,6 +21,7 @@
 pub mod argmax;
 pub mod binary;
 pub mod copy;
+mod cpu_quant;
 mod elements;
 pub mod flash_attn;
 pub mod get_rows;
