@@ -1,7 +1,7 @@
 //! CPY on the CPU: ggml's copy between types and views, element `k` of the source (in its
 //! logical order) to element `k` of the destination.
 
-use super::{ReferenceError, Result, shape_error};
+use super::{ReferenceError, Result, cpu_quant, shape_error};
 use crate::format::{self, FormatError};
 use crate::ggml_type::GgmlType;
 use crate::tensor::{HostTensor, Layout};
@@ -53,7 +53,8 @@ fn format_error(tensor: &'static str) -> impl Fn(FormatError) -> ReferenceError 
 /// - f32, f16, bf16 to each other, f32 to i32 and i32 to f32: each value converted
 ///   (to f16/bf16 rounded to nearest even, to i32 truncated).
 /// - f32, f16, bf16 to a quantized type: `dst` must be contiguous and `src`'s rows whole blocks;
-///   the values are quantized as ggml's `quantize_row_*` (the [`format`] module).
+///   the values are quantized as ggml's CPU `from_float` does (the [`format`] module's
+///   quantizers; for iq4_nl the single pass of `quantize_row_iq4_nl_ref`).
 /// - A quantized type to f32: dequantized.
 ///
 /// Other pairs are refused, as ggml's CPU aborts on them.
@@ -91,7 +92,10 @@ pub fn cpy(src: &HostTensor, dst: &HostTensor) -> Result<HostTensor> {
         for u in 0..units {
             let from = unit_offset(&src.layout, u).ok_or_else(|| overflow("src"))?;
             let to = unit_offset(&dst.layout, u).ok_or_else(|| overflow("dst"))?;
-            let bytes = src.data.get(from..from + size).ok_or_else(|| overflow("src"))?;
+            let bytes = from
+                .checked_add(size)
+                .and_then(|end| src.data.get(from..end))
+                .ok_or_else(|| overflow("src"))?;
             bytes_mut(OP, "dst", &mut out.data, to, size)?.copy_from_slice(bytes);
         }
         return Ok(out);
@@ -111,7 +115,7 @@ pub fn cpy(src: &HostTensor, dst: &HostTensor) -> Result<HostTensor> {
                 ),
             );
         }
-        let bytes = format::quantize(dt, &values).map_err(format_error("dst"))?;
+        let bytes = cpu_quant::from_float(dt, &values).map_err(format_error("dst"))?;
         bytes_mut(OP, "dst", &mut out.data, dst.layout.offset, bytes.len())?.copy_from_slice(&bytes);
         return Ok(out);
     }

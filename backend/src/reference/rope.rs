@@ -282,7 +282,7 @@ pub fn rope(
         return shape_error(OP, format!("pos must be i32, not {}", pos.layout.ty));
     }
     let sections = if params.mode.is_multi() { 4 } else { 1 };
-    let needed = ne2.checked_mul(sections).unwrap_or(usize::MAX);
+    let needed = ne2.saturating_mul(sections);
     if pos.layout.ne[1..] != [1, 1, 1] || pos.layout.ne[0] < needed {
         return shape_error(
             OP,

@@ -2,9 +2,9 @@
 //! at i32 or i64 row ids.
 
 use super::copy::bytes_mut;
+use super::cpu_quant;
 use super::elements::index;
 use super::{ReferenceError, Result, row, shape_error};
-use crate::format;
 use crate::ggml_type::GgmlType;
 use crate::tensor::HostTensor;
 
@@ -12,7 +12,8 @@ const OP: &str = "SET_ROWS";
 
 /// ggml's SET_ROWS: for every row `i` of `src` (`[n, r, b2, b3]`, f32 or f16, any layout),
 /// `dst[:, ids[i, i2 mod c1, i3 mod c2], i2, i3] = src[:, i, i2, i3]` converted to `dst`'s type
-/// (quantized as ggml's `quantize_row_*`, through the [`format`] module).
+/// (as ggml's CPU `from_float` of that type: the [`crate::format`] module's quantizers, and
+/// for iq4_nl the single pass of `quantize_row_iq4_nl_ref`).
 ///
 /// - `dst` `[n, m, b2, b3]` with whole rows (`nb0` the type's size; rows of a quantized type
 ///   whole blocks); rows not named by an id keep their bytes;
@@ -65,7 +66,7 @@ pub fn set_rows(dst: &HostTensor, src: &HostTensor, ids: &HostTensor) -> Result<
                     );
                 };
                 let values = row(OP, "src", src, i, i2, i3)?;
-                let bytes = format::quantize(ty, &values).map_err(|source| ReferenceError::Format {
+                let bytes = cpu_quant::from_float(ty, &values).map_err(|source| ReferenceError::Format {
                     op: OP,
                     tensor: "dst",
                     source,
@@ -84,6 +85,7 @@ pub fn set_rows(dst: &HostTensor, src: &HostTensor, ids: &HostTensor) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format;
     use crate::tensor::Layout;
 
     fn t(ty: GgmlType, ne: [usize; 4], values: &[f32]) -> HostTensor {

@@ -15,8 +15,9 @@ pub struct ScaleParams {
     pub bias: f32,
 }
 
-/// ggml's SCALE: `y = x·scale + bias` element by element, in f32 (one rounding after the product
-/// and one after the sum, as ggml's CPU). `x` is f32 (ggml's CPU takes no other type), any layout;
+/// ggml's SCALE: `y = x·scale + bias` element by element, in f32 with one rounding (a fused
+/// multiply-add, as ggml's CPU `ggml_vec_mad1_f32` does on x86; without a bias it is the
+/// rounded product either way). `x` is f32 (ggml's CPU takes no other type), any layout;
 /// the result is contiguous with `x`'s extents. Non-finite parameters are refused.
 pub fn scale(x: &HostTensor, params: ScaleParams) -> Result<Vec<f32>> {
     finite(OP, "scale", params.scale)?;
@@ -27,7 +28,7 @@ pub fn scale(x: &HostTensor, params: ScaleParams) -> Result<Vec<f32>> {
     let mut out = Vec::with_capacity(x.layout.elements());
     for (i1, i2, i3) in rows(x.layout.ne) {
         let r = row(OP, "x", x, i1, i2, i3)?;
-        out.extend(r.iter().map(|&v| v * params.scale + params.bias));
+        out.extend(r.iter().map(|&v| v.mul_add(params.scale, params.bias)));
     }
     Ok(out)
 }
