@@ -8,6 +8,7 @@ pub mod cases;
 pub mod compare;
 pub mod golden;
 pub mod harness;
+pub mod input_file;
 pub mod progress;
 mod reference_checks;
 pub mod selfcheck;
