@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dawn::{
-    Adapter, AdapterInfo, Buffer, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature, Instance,
-    InstanceDescriptor, Limits, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
+    Adapter, AdapterInfo, BackendType, Buffer, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature,
+    Instance, InstanceDescriptor, Limits, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
 };
 use parking_lot::Mutex;
 
@@ -42,6 +42,10 @@ pub struct ContextOptions {
     /// How long a wait for the device may take (synchronize, reads, a full queue) before the
     /// context's stream stops with an error.
     pub timeout: Duration,
+    /// [`GpuContext::new`]: only an adapter of this Dawn backend. `None` lets Dawn choose, and
+    /// refuses Dawn's Null backend, which computes nothing ([`check_default_adapter`]); naming
+    /// `BackendType::Null` here is the one way to get it.
+    pub backend: Option<BackendType>,
 }
 
 impl Default for ContextOptions {
@@ -54,6 +58,7 @@ impl Default for ContextOptions {
             disable_toggles: Vec::new(),
             tuning: Tuning::default(),
             timeout: DEFAULT_TIMEOUT,
+            backend: None,
         }
     }
 }
@@ -109,6 +114,13 @@ pub enum ContextError {
     /// A toggle name Dawn does not know (Dawn would ignore it without a word).
     #[error("unknown Dawn toggle `{name}`{hint}")]
     UnknownToggle { name: String, hint: String },
+    /// The adapter Dawn chose is its Null backend, which accepts every call and computes
+    /// nothing: no driver was found ([`check_default_adapter`]).
+    #[error(
+        "no GPU or CPU driver was found: the only adapter is Dawn's Null backend (`{device}`), which computes nothing; \
+         install a Vulkan driver (lavapipe runs on the CPU), or ask for the Null backend by name"
+    )]
+    NullBackend { device: String },
     /// A request for the adapter or the device took longer than [`ContextOptions::timeout`].
     #[error("{what} timed out after {after:?}: the GPU driver does not answer")]
     Timeout { what: &'static str, after: Duration },
@@ -297,18 +309,36 @@ fn pick_config(
     }
 }
 
+/// Whether the adapter [`GpuContext::new`] got may be used: Dawn's Null backend (what Dawn
+/// falls back to without a driver: every call succeeds, nothing is computed, and timings are of
+/// nothing) only when `requested` names it. Software adapters that do compute, such as lavapipe
+/// (`AdapterInfo::is_software`), are accepted: they are slow, not wrong.
+pub fn check_default_adapter(info: &AdapterInfo, requested: Option<BackendType>) -> Result<(), ContextError> {
+    if info.is_null_backend() && requested != Some(BackendType::Null) {
+        return Err(ContextError::NullBackend {
+            device: info.device.clone(),
+        });
+    }
+    Ok(())
+}
+
 impl GpuContext {
     /// Creates an instance, the default adapter and its device, set up as ggml's WebGPU backend
     /// sets up its own (see the module's documentation).
     ///
     /// Each request (the adapter, the device) waits at most [`ContextOptions::timeout`]
     /// ([`ContextError::Timeout`]); a toggle name Dawn does not know is refused first
-    /// ([`ContextError::UnknownToggle`]).
+    /// ([`ContextError::UnknownToggle`]). Dawn's Null backend is refused unless
+    /// [`ContextOptions::backend`] names it ([`ContextError::NullBackend`]).
     pub fn new(options: ContextOptions) -> Result<GpuContext, ContextError> {
         options.check_toggles()?;
         let instance = backend_instance()?;
-        let request = instance.request_adapter(&RequestAdapterOptions::compute());
+        let request = instance.request_adapter(&RequestAdapterOptions {
+            backend: options.backend,
+            ..RequestAdapterOptions::compute()
+        });
         let adapter = wait_request(request, "the adapter request", options.timeout)?;
+        check_default_adapter(&adapter.info(), options.backend)?;
         GpuContext::with_adapter(&adapter, options)
     }
 
@@ -513,6 +543,7 @@ impl GpuContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dawn::AdapterType;
 
     fn options(enable: &[&str], disable: &[&str]) -> ContextOptions {
         ContextOptions {
@@ -589,6 +620,51 @@ mod tests {
         .unwrap();
         // SAFETY: only read.
         assert_eq!(unsafe { ctx.device() }.wait_timeout(), Duration::from_secs(5));
+    }
+
+    fn adapter(backend: BackendType, adapter_type: AdapterType, device: &str) -> AdapterInfo {
+        AdapterInfo {
+            vendor: String::new(),
+            architecture: String::new(),
+            device: device.into(),
+            description: String::new(),
+            backend,
+            adapter_type,
+            vendor_id: 0,
+            device_id: 0,
+            subgroup_min_size: 4,
+            subgroup_max_size: 128,
+            subgroup_matrix_configs: Vec::new(),
+        }
+    }
+
+    /// Dawn's Null backend computes nothing: as the default adapter it is an error naming it;
+    /// asked for by name, it is given. Software that computes (lavapipe) and GPUs are accepted.
+    #[test]
+    fn the_null_backend_is_refused_unless_named() {
+        let null = adapter(BackendType::Null, AdapterType::Cpu, "Null backend");
+        let err = check_default_adapter(&null, None).unwrap_err();
+        assert!(matches!(&err, ContextError::NullBackend { device } if device == "Null backend"));
+        assert!(err.to_string().contains("Null backend"), "{err}");
+        assert!(check_default_adapter(&null, Some(BackendType::Vulkan)).is_err());
+        check_default_adapter(&null, Some(BackendType::Null)).unwrap();
+        let lavapipe = adapter(
+            BackendType::Vulkan,
+            AdapterType::Cpu,
+            "llvmpipe (LLVM 19.1.7, 256 bits)",
+        );
+        assert!(lavapipe.is_software() && !lavapipe.is_null_backend());
+        check_default_adapter(&lavapipe, None).unwrap();
+        check_default_adapter(&adapter(BackendType::Vulkan, AdapterType::DiscreteGpu, "H100"), None).unwrap();
+        // For real: the Null backend, asked for by name, makes a context that says what it is.
+        match GpuContext::new(ContextOptions {
+            backend: Some(BackendType::Null),
+            ..Default::default()
+        }) {
+            Ok(ctx) => assert!(ctx.capabilities().info.is_null_backend()),
+            // A Dawn built without it has no such adapter: an error, never another adapter.
+            Err(e) => assert!(matches!(e, ContextError::Dawn(_)), "{e}"),
+        }
     }
 
     #[test]
