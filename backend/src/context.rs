@@ -39,13 +39,18 @@ pub struct ContextOptions {
     pub disable_toggles: Vec<String>,
     /// The planners' knobs (checked when the context is made).
     pub tuning: Tuning,
-    /// How long a wait for the device may take (synchronize, reads, a full queue) before the
-    /// context's stream stops with an error.
+    /// How long a wait for the device may take (synchronize, reads, a full queue) before it
+    /// returns a timeout error (the work goes on).
     pub timeout: Duration,
     /// [`GpuContext::new`]: only an adapter of this Dawn backend. `None` lets Dawn choose, and
     /// refuses Dawn's Null backend, which computes nothing ([`check_default_adapter`]); naming
     /// `BackendType::Null` here is the one way to get it.
     pub backend: Option<BackendType>,
+    /// Bytes the ops' scratch buffers may hold together (b quantized for the integer mat-vec,
+    /// f16 copies for prefill, attention's split partials); an op that needs more is an error.
+    /// `None`: each purpose's buffer up to the device's largest binding.
+    /// [`GpuContext::release_scratch`] gives them back.
+    pub scratch_budget: Option<u64>,
 }
 
 impl Default for ContextOptions {
@@ -59,6 +64,7 @@ impl Default for ContextOptions {
             tuning: Tuning::default(),
             timeout: DEFAULT_TIMEOUT,
             backend: None,
+            scratch_budget: None,
         }
     }
 }
@@ -411,6 +417,7 @@ impl GpuContext {
             info,
         };
         let stream = Stream::with_timeout(&device, options.timeout)?;
+        let scratch = Arc::new(Scratch::with_budget(options.scratch_budget));
         Ok(GpuContext {
             adapter,
             facts: DeviceFacts::of(&capabilities),
@@ -419,7 +426,7 @@ impl GpuContext {
             options,
             kernels: Arc::default(),
             plan_kernels: Arc::default(),
-            scratch: Arc::default(),
+            scratch,
             stream: Arc::new(Mutex::new(stream)),
         })
     }
@@ -508,6 +515,17 @@ impl GpuContext {
     /// The kernels of the ops' recent plans.
     pub(crate) fn plan_kernels(&self) -> &crate::ops::PlanKernelMemos {
         &self.plan_kernels
+    }
+
+    /// Bytes of scratch memory the context holds now.
+    pub fn scratch_bytes(&self) -> u64 {
+        self.scratch.held_bytes()
+    }
+
+    /// Gives the context's scratch buffers back to the device (work recorded or in flight keeps
+    /// what it uses until it is done); the next op that needs scratch allocates it anew.
+    pub fn release_scratch(&self) {
+        self.scratch.release();
     }
 
     /// The context's scratch buffer for `label`, at least `bytes` long.

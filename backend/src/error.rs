@@ -43,7 +43,8 @@ pub enum BackendError {
     #[error("invalid operands: {0}")]
     InvalidOperands(String),
 
-    /// A wait on this stream timed out or its device was lost; the stream takes no more work.
+    /// A wait on this stream failed (its device was lost, Dawn reported an error); the stream
+    /// takes no more work.
     #[error("the stream stopped after an earlier failure ({0}); make a new context and stream")]
     StreamFailed(String),
 }

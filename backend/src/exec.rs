@@ -75,8 +75,9 @@ pub struct Stream {
     submit_at: usize,
     /// The longest wait for an earlier submit.
     timeout: Duration,
-    /// Why the stream stopped: set by a wait that timed out or failed (a lost device), after
-    /// which every call fails fast instead of waiting again.
+    /// Why the stream stopped: set by a wait that failed (a lost device, an error Dawn
+    /// reported), after which every call fails fast instead of waiting again. A timeout is not
+    /// a failure: the work goes on.
     failed: Option<String>,
 }
 
@@ -298,7 +299,8 @@ impl Stream {
         self.device.as_raw() == device.as_raw()
     }
 
-    /// Whether a timeout or a lost device stopped the stream (it then refuses all work).
+    /// Whether a failure (a lost device, an error Dawn reported) stopped the stream (it then
+    /// refuses all work).
     pub fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
     }
@@ -352,26 +354,54 @@ impl Stream {
         self.recorded.clear();
         self.arena.clear();
         self.in_flight.push_back(self.device.on_submitted_work_done());
-        while self.in_flight.len() > MAX_IN_FLIGHT {
-            if let Some(oldest) = self.in_flight.pop_front()
-                && let Err(e) = oldest.wait_timeout(self.timeout)
-            {
-                return Err(self.stop(e.into()));
+        self.wait_in_flight(MAX_IN_FLIGHT, self.timeout)
+    }
+
+    /// Waits, at most `timeout` each, for the oldest submits until at most `keep` are in
+    /// flight. A timeout leaves them in flight (the work goes on; a later wait takes it up), so
+    /// only a failure (a lost device, an error Dawn reported) stops the stream.
+    fn wait_in_flight(&mut self, keep: usize, timeout: Duration) -> Result<()> {
+        while self.in_flight.len() > keep {
+            let Some(oldest) = self.in_flight.front_mut() else {
+                break;
+            };
+            match oldest.wait_for(timeout) {
+                Ok(()) => {
+                    self.in_flight.pop_front();
+                }
+                Err(e @ dawn::Error::Timeout(_)) => return Err(e.into()),
+                Err(e) => return Err(self.stop(e.into())),
             }
         }
         Ok(())
     }
 
+    /// Submits what is recorded, then tells without blocking whether all work submitted on
+    /// this stream has finished (a failure found meanwhile is an error).
+    pub fn poll(&mut self) -> Result<bool> {
+        self.flush()?;
+        match self.wait_in_flight(0, Duration::ZERO) {
+            Ok(()) => Ok(true),
+            Err(BackendError::Dawn(dawn::Error::Timeout(_))) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Submits what is recorded and waits for all work, at most `timeout`. A lost device or an
-    /// error Dawn reported meanwhile is returned as an error.
+    /// error Dawn reported meanwhile is returned as an error and stops the stream; a timeout
+    /// ([`dawn::Error::Timeout`]) does not: the work goes on, and a later wait or
+    /// [`Stream::poll`] takes it up.
     pub fn synchronize(&mut self, timeout: Duration) -> Result<()> {
         self.flush()?;
         self.submit_at = FIRST_SUBMIT_DISPATCHES;
-        self.in_flight.clear();
-        if let Err(e) = self.device.synchronize(timeout) {
-            return Err(self.stop(e.into()));
+        match self.device.synchronize(timeout) {
+            Ok(()) => {
+                self.in_flight.clear();
+                Ok(())
+            }
+            Err(e @ dawn::Error::Timeout(_)) => Err(e.into()),
+            Err(e) => Err(self.stop(e.into())),
         }
-        Ok(())
     }
 
     /// Dispatches recorded and not yet submitted.

@@ -8,8 +8,9 @@ use dawn::{Buffer, BufferDescriptor, BufferUsage, Device};
 
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
+use crate::exec::Stream;
 use crate::ggml_type::GgmlType;
-use crate::tensor::{HostTensor, Layout, LayoutError};
+use crate::tensor::{HostTensor, Layout};
 
 /// A tensor on the device: a layout over bytes of a buffer starting at `base`.
 ///
@@ -117,56 +118,38 @@ impl DeviceTensor {
     /// A contiguous tensor seen with other extents of the same element count (ggml's
     /// `ggml_reshape`). A view: no bytes are copied.
     pub fn reshape(&self, ne: [usize; 4]) -> Result<DeviceTensor> {
-        if !self.layout.is_contiguous() {
-            return Err(BackendError::InvalidOperands(format!(
-                "reshape needs a contiguous tensor, not {:?}",
-                self.layout
-            )));
-        }
-        let layout = Layout {
-            offset: self.layout.offset,
-            ..Layout::contiguous(self.layout.ty, ne)?
-        };
-        if layout.checked_elements() != self.layout.checked_elements() {
-            return Err(BackendError::InvalidOperands(format!(
-                "reshape of {:?} to {ne:?}: the element counts differ",
-                self.layout.ne
-            )));
-        }
-        self.view(layout)
+        self.view(self.layout.reshape(ne)?)
     }
 
     /// Elements `start..start + len` of dimension `dim` (ggml's `ggml_view` along one
     /// dimension; whole blocks along dimension 0 of a quantized type). A view: no bytes are
     /// copied.
     pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<DeviceTensor> {
-        let l = self.layout;
-        if dim >= 4 || start.checked_add(len).is_none_or(|end| end > l.ne[dim]) {
-            return Err(BackendError::InvalidOperands(format!(
-                "narrow({dim}, {start}, {len}) of a tensor of {:?} elements",
-                l.ne
-            )));
+        self.view(self.layout.narrow(dim, start, len)?)
+    }
+
+    /// The bytes of its buffer the tensor's elements span: from its first element's byte to
+    /// past its last (a strided view's gaps included).
+    pub fn byte_span(&self) -> Result<std::ops::Range<u64>> {
+        let first = self.base.checked_add(self.layout.offset as u64);
+        let span = self.layout.span_bytes()? as u64;
+        let end = first.and_then(|f| f.checked_add(span));
+        match (first, end) {
+            (Some(first), Some(end)) => Ok(first..end),
+            _ => Err(BackendError::InvalidOperands(format!(
+                "the bytes of {:?} at {} overflow",
+                self.layout, self.base
+            ))),
         }
-        let block = if dim == 0 { l.ty.block_size() } else { 1 };
-        if !start.is_multiple_of(block) || !len.is_multiple_of(block) {
-            return Err(BackendError::InvalidOperands(format!(
-                "narrow of {}: dimension 0 in whole {block}-element blocks",
-                l.ty
-            )));
+    }
+
+    /// Whether the two tensors' spans ([`DeviceTensor::byte_span`]) share bytes of one buffer.
+    pub fn overlaps(&self, other: &DeviceTensor) -> Result<bool> {
+        if self.buffer.as_raw() != other.buffer.as_raw() {
+            return Ok(false);
         }
-        let overflow = || LayoutError::Overflow {
-            ty: l.ty,
-            ne: l.ne,
-            nb: l.nb,
-            offset: l.offset,
-        };
-        let offset = (start / block)
-            .checked_mul(l.nb[dim])
-            .and_then(|skip| l.offset.checked_add(skip))
-            .ok_or_else(overflow)?;
-        let mut ne = l.ne;
-        ne[dim] = len;
-        self.view(Layout { ne, offset, ..l })
+        let (a, b) = (self.byte_span()?, other.byte_span()?);
+        Ok(!a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end)
     }
 
     /// The binding covering the tensor: it starts at the tensor's first byte rounded down to
@@ -298,8 +281,21 @@ impl GpuContext {
 
     /// Waits for the context's recorded work (at most its timeout), then reads the tensor's
     /// storage back (all of it: a view reads back with its own layout over the same bytes).
+    /// Work recorded on other streams is not waited for: see [`GpuContext::read_after`].
     pub fn read(&self, tensor: &DeviceTensor) -> Result<HostTensor> {
         self.check_operands(&[tensor])?;
+        self.synchronize()?;
+        download_timeout(&self.device, tensor, self.options().timeout)
+    }
+
+    /// Reads a tensor written by ops recorded on a stream of one's own ([`GpuContext::stream`]):
+    /// waits for that stream's work and the context's own (each at most the context's timeout),
+    /// then reads it back. [`GpuContext::read`] waits for the context's own stream only, so
+    /// work still recorded on another stream would not be in what it reads.
+    pub fn read_after(&self, stream: &mut Stream, tensor: &DeviceTensor) -> Result<HostTensor> {
+        self.check_operands(&[tensor])?;
+        self.check_stream(stream)?;
+        stream.synchronize(self.options().timeout)?;
         self.synchronize()?;
         download_timeout(&self.device, tensor, self.options().timeout)
     }
@@ -307,6 +303,12 @@ impl GpuContext {
     /// [`GpuContext::read`], converted to f32 values in the tensor's logical order.
     pub fn read_f32(&self, tensor: &DeviceTensor) -> Result<Vec<f32>> {
         Ok(self.read(tensor)?.to_f32()?)
+    }
+
+    /// Submits the context's recorded work, then tells without blocking whether all of it has
+    /// finished: a wait that never blocks, e.g. to keep a user interface responsive.
+    pub fn poll(&self) -> Result<bool> {
+        self.stream.lock().poll()
     }
 
     /// Submits the context's recorded work without waiting for it.
@@ -319,9 +321,10 @@ impl GpuContext {
         self.synchronize_timeout(self.options().timeout)
     }
 
-    /// Submits the context's recorded work and waits for it, at most `timeout`. A timeout or a
-    /// lost device stops the context's stream: later work fails at once
-    /// ([`BackendError::StreamFailed`]).
+    /// Submits the context's recorded work and waits for it, at most `timeout`. A timeout is
+    /// an error ([`dawn::Error::Timeout`] inside [`BackendError::Dawn`]) after which the work
+    /// goes on and the context stays usable (wait again, or [`GpuContext::poll`]); a lost device
+    /// stops the context's stream: later work fails at once ([`BackendError::StreamFailed`]).
     pub fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
         self.stream.lock().synchronize(timeout)
     }
@@ -404,4 +407,21 @@ pub fn download_timeout(device: &Device, tensor: &DeviceTensor, timeout: std::ti
         layout: tensor.layout,
         data: bytes[skip..skip + tensor.storage_bytes as usize].to_vec(),
     })
+}
+
+/// Fails, naming `op` and the operand, when `dst` shares bytes with one of `inputs` (by their
+/// spans, [`DeviceTensor::byte_span`]): a kernel that writes what it reads gives garbage, and
+/// without Dawn's validation nothing else refuses it.
+pub fn check_output_disjoint(op: &str, dst: &DeviceTensor, inputs: &[(&str, &DeviceTensor)]) -> Result<()> {
+    for (name, input) in inputs {
+        if dst.overlaps(input)? {
+            return Err(BackendError::InvalidOperands(format!(
+                "{op}: dst (bytes {:?}) overlaps {name} (bytes {:?}) in the same buffer; write into a \
+                 tensor of its own",
+                dst.byte_span()?,
+                input.byte_span()?
+            )));
+        }
+    }
+    Ok(())
 }

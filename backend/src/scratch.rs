@@ -7,18 +7,30 @@
 use dawn::{Buffer, Device};
 use parking_lot::Mutex;
 
-use crate::error::Result;
+use crate::error::{BackendError, Result};
 use crate::memory;
 
-/// One growable scratch buffer per purpose (`label`), per context.
+/// One growable scratch buffer per purpose (`label`), per context, within a budget.
 #[derive(Debug, Default)]
 pub struct Scratch {
     buffers: Mutex<Vec<(&'static str, Buffer)>>,
+    /// Bytes all the buffers together may hold at most (`None`: each up to the largest binding).
+    budget: Option<u64>,
 }
 
 impl Scratch {
+    /// Scratch whose buffers together hold at most `budget` bytes (`None`: no budget beyond the
+    /// device's binding limit per buffer).
+    pub fn with_budget(budget: Option<u64>) -> Scratch {
+        Scratch {
+            buffers: Mutex::default(),
+            budget,
+        }
+    }
+
     /// A buffer of at least `bytes` for `label`: the one held, or a new one of at least twice
-    /// its size (capped at the largest binding) that replaces it.
+    /// its size (capped at the largest binding and at what the budget leaves) that replaces it.
+    /// A request the budget cannot hold is an error naming the budget.
     pub fn get(&self, device: &Device, label: &'static str, bytes: u64) -> Result<Buffer> {
         let mut buffers = self.buffers.lock();
         let held = buffers.iter().position(|(l, _)| *l == label);
@@ -27,7 +39,24 @@ impl Scratch {
         {
             return Ok(buffers[i].1.clone());
         }
-        let max = device.limits().max_storage_buffer_binding_size.max(bytes);
+        // What the other labels' buffers leave of the budget.
+        let others: u64 = buffers.iter().filter(|(l, _)| *l != label).map(|(_, b)| b.size()).sum();
+        let left = self.budget.map(|b| b.saturating_sub(others));
+        if let Some(left) = left
+            && bytes > left
+        {
+            return Err(BackendError::TooLarge {
+                what: format!("scratch for {label} ({others} bytes held for other purposes)"),
+                bytes,
+                limit: self.budget.unwrap_or(0),
+                limit_name: "ContextOptions::scratch_budget",
+            });
+        }
+        let max = device
+            .limits()
+            .max_storage_buffer_binding_size
+            .min(left.unwrap_or(u64::MAX))
+            .max(bytes);
         let size = held
             .map_or(bytes, |i| bytes.max(buffers[i].1.size().saturating_mul(2)))
             .checked_next_multiple_of(256)
@@ -40,5 +69,16 @@ impl Scratch {
             None => buffers.push((label, buffer.clone())),
         }
         Ok(buffer)
+    }
+
+    /// Bytes of the buffers held now.
+    pub fn held_bytes(&self) -> u64 {
+        self.buffers.lock().iter().map(|(_, b)| b.size()).sum()
+    }
+
+    /// Lets go of every buffer held. Work already recorded or submitted keeps what it binds
+    /// alive (its bind groups hold the buffers) until it is done; later ops allocate anew.
+    pub fn release(&self) {
+        self.buffers.lock().clear();
     }
 }

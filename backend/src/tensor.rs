@@ -44,6 +44,21 @@ pub enum LayoutError {
         offset: usize,
         available: usize,
     },
+    #[error("{what} needs a contiguous tensor, not one of {ne:?} elements with strides {nb:?}")]
+    NotContiguous {
+        what: &'static str,
+        ne: [usize; 4],
+        nb: [usize; 4],
+    },
+    #[error("cannot reshape {from:?} to {to:?}: the element counts differ")]
+    ElementCount { from: [usize; 4], to: [usize; 4] },
+    #[error("narrow({dim}, {start}, {len}) of a tensor of {ne:?} elements")]
+    Narrow {
+        dim: usize,
+        start: usize,
+        len: usize,
+        ne: [usize; 4],
+    },
 }
 
 impl Layout {
@@ -132,8 +147,74 @@ impl Layout {
     }
 
     /// Whether the elements are densely packed in the natural order.
+    ///
+    /// As ggml's `ggml_is_contiguous`, the stride of a dimension of one element is not looked
+    /// at (it never moves an address): a one-position slot of a larger tensor is contiguous.
     pub fn is_contiguous(&self) -> bool {
-        Layout::contiguous(self.ty, self.ne).is_ok_and(|c| c.nb == self.nb)
+        let mut next = self.ty.type_size();
+        for i in 0..4 {
+            if self.ne[i] != 1 && self.nb[i] != next {
+                return false;
+            }
+            let count = if i == 0 {
+                self.ne[0] / self.ty.block_size()
+            } else {
+                self.ne[i]
+            };
+            match next.checked_mul(count) {
+                Some(n) => next = n,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// The same bytes seen with other extents of the same element count (ggml's
+    /// `ggml_reshape`): the layout must be contiguous.
+    pub fn reshape(&self, ne: [usize; 4]) -> Result<Layout, LayoutError> {
+        if !self.is_contiguous() {
+            return Err(LayoutError::NotContiguous {
+                what: "reshape",
+                ne: self.ne,
+                nb: self.nb,
+            });
+        }
+        let layout = Layout {
+            offset: self.offset,
+            ..Layout::contiguous(self.ty, ne)?
+        };
+        if layout.checked_elements() != self.checked_elements() {
+            return Err(LayoutError::ElementCount { from: self.ne, to: ne });
+        }
+        Ok(layout)
+    }
+
+    /// Elements `start..start + len` of dimension `dim` (ggml's `ggml_view` along one
+    /// dimension; whole blocks along dimension 0 of a quantized type).
+    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Layout, LayoutError> {
+        if dim >= 4 || start.checked_add(len).is_none_or(|end| end > self.ne[dim]) {
+            return Err(LayoutError::Narrow {
+                dim,
+                start,
+                len,
+                ne: self.ne,
+            });
+        }
+        let block = if dim == 0 { self.ty.block_size() } else { 1 };
+        if !start.is_multiple_of(block) || !len.is_multiple_of(block) {
+            return Err(LayoutError::PartialBlock {
+                ty: self.ty,
+                ne0: if start.is_multiple_of(block) { len } else { start },
+                block,
+            });
+        }
+        let offset = (start / block)
+            .checked_mul(self.nb[dim])
+            .and_then(|skip| self.offset.checked_add(skip))
+            .ok_or_else(|| self.overflow())?;
+        let mut ne = self.ne;
+        ne[dim] = len;
+        Ok(Layout { ne, offset, ..*self })
     }
 
     /// Whether each row is densely packed (rows themselves may be anywhere).
@@ -276,6 +357,31 @@ impl HostTensor {
             .collect()
     }
 
+    /// The same bytes seen through `layout` (checked against them): a view, as
+    /// [`crate::DeviceTensor::view`] on the device. The bytes are cloned.
+    pub fn view(&self, layout: Layout) -> Result<HostTensor, LayoutError> {
+        layout.check_fits(self.data.len())?;
+        Ok(HostTensor {
+            layout,
+            data: self.data.clone(),
+        })
+    }
+
+    /// [`Layout::reshape`] of this tensor (contiguous; same element count).
+    pub fn reshape(&self, ne: [usize; 4]) -> Result<HostTensor, LayoutError> {
+        self.view(self.layout.reshape(ne)?)
+    }
+
+    /// [`Layout::narrow`] of this tensor: elements `start..start + len` of dimension `dim`.
+    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<HostTensor, LayoutError> {
+        self.view(self.layout.narrow(dim, start, len)?)
+    }
+
+    /// [`Layout::permute`] of this tensor (ggml's `ggml_permute`).
+    pub fn permute(&self, axes: [usize; 4]) -> Result<HostTensor, LayoutError> {
+        self.view(self.layout.permute(axes)?)
+    }
+
     /// All elements as f32, in logical order (`i0` fastest).
     pub fn to_f32(&self) -> Result<Vec<f32>, FormatError> {
         self.layout
@@ -301,6 +407,56 @@ impl HostTensor {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn one_element_dimensions_do_not_break_contiguity() {
+        // A one-position slot of a [64, 8] cache: [64, 1] with the cache's row stride.
+        let cache = Layout::contiguous(GgmlType::F32, [64, 8, 1, 1]).unwrap();
+        let slot = cache.narrow(1, 3, 1).unwrap();
+        assert_eq!((slot.offset, slot.nb), (3 * 256, cache.nb));
+        assert!(slot.is_contiguous());
+        // Two positions of a permuted layout are not.
+        let t = cache.permute([1, 0, 2, 3]).unwrap();
+        assert!(!t.is_contiguous());
+        assert!(!cache.narrow(0, 0, 32).unwrap().is_contiguous());
+        assert!(cache.narrow(1, 2, 4).unwrap().is_contiguous());
+    }
+
+    #[test]
+    fn narrow_and_reshape_check_their_arguments() {
+        let l = Layout::contiguous(GgmlType::Q4_0, [64, 4, 2, 1]).unwrap();
+        assert_eq!(l.narrow(0, 32, 32).unwrap().offset, 18);
+        assert!(matches!(
+            l.narrow(0, 16, 32),
+            Err(LayoutError::PartialBlock { block: 32, .. })
+        ));
+        assert!(matches!(l.narrow(2, 1, 2), Err(LayoutError::Narrow { dim: 2, .. })));
+        assert!(matches!(l.narrow(4, 0, 1), Err(LayoutError::Narrow { dim: 4, .. })));
+        let r = l.reshape([128, 4, 1, 1]).unwrap();
+        assert_eq!((r.ne, r.nb), ([128, 4, 1, 1], [18, 72, 288, 288]));
+        assert!(matches!(
+            l.reshape([64, 4, 1, 1]),
+            Err(LayoutError::ElementCount { .. })
+        ));
+        let e = l.permute([0, 2, 1, 3]).unwrap().reshape([64, 8, 1, 1]).unwrap_err();
+        assert!(matches!(e, LayoutError::NotContiguous { what: "reshape", .. }), "{e}");
+        assert!(e.to_string().contains("[64, 2, 4, 1]"), "{e}");
+    }
+
+    #[test]
+    fn host_tensors_have_the_views_device_tensors_have() {
+        let values: Vec<f32> = (0..24).map(|i| i as f32).collect();
+        let t = HostTensor::from_f32(GgmlType::F32, [4, 3, 2, 1], &values).unwrap();
+        assert_eq!(
+            t.narrow(1, 1, 2).unwrap().to_f32().unwrap(),
+            [4., 5., 6., 7., 8., 9., 10., 11., 16., 17., 18., 19., 20., 21., 22., 23.]
+        );
+        assert_eq!(t.reshape([12, 2, 1, 1]).unwrap().to_f32().unwrap(), values);
+        let p = t.permute([1, 0, 2, 3]).unwrap();
+        assert_eq!(p.layout.ne, [3, 4, 2, 1]);
+        assert_eq!(&p.to_f32().unwrap()[..4], &[0., 4., 8., 1.]);
+        assert!(t.view(Layout { offset: 4, ..t.layout }).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -136,7 +136,8 @@ impl GpuContext {
         let gguf_error = |e: crate::gguf::GgufError| BackendError::Gguf(format!("{}: {e}", path.display()));
         let io_error = |e: std::io::Error| BackendError::Gguf(format!("{}: {e}", path.display()));
         let mut file = BufReader::new(std::fs::File::open(path).map_err(io_error)?);
-        let header = GgufHeader::read(&mut file).map_err(gguf_error)?;
+        // The file's length bounds every count and length in the header before it is allocated.
+        let header = GgufHeader::read_seekable(&mut file).map_err(gguf_error)?;
         let infos = layouts(header.tensors()).map_err(|e| BackendError::Gguf(format!("{}: {e}", path.display())))?;
         if header.data_offset as u64 > u64::MAX / 2 {
             return Err(BackendError::Gguf(format!(
@@ -150,8 +151,11 @@ impl GpuContext {
             .map(|t| (header.data_offset as u64).saturating_add(t.offset as u64))
             .collect();
         let lens: Vec<u64> = infos.iter().map(|(_, _, len)| *len).collect();
-        // Judged from the header, before any device memory is taken: every tensor lies inside
-        // the file, so what the upload allocates is bounded by the file's size.
+        // Judged from the header, before any device memory is taken: the header reader has
+        // refused tensors that share bytes or lie out of order (each tensor's data start where
+        // the one before ends, as in ggml), and here every tensor must lie inside the file. So
+        // what the upload allocates is the file's data, plus at most one binding alignment per
+        // tensor (each of which takes at least 24 bytes of header).
         let file_len = file.get_ref().metadata().map_err(io_error)?.len();
         for ((name, _, _), (&start, &len)) in infos.iter().zip(starts.iter().zip(&lens)) {
             if start.checked_add(len).is_none_or(|end| end > file_len) {
@@ -177,7 +181,8 @@ impl GpuContext {
         })
     }
 
-    /// Uploads the tensors of a GGUF file read into memory.
+    /// Uploads the tensors of a GGUF file read into memory (whose reader has checked, as for
+    /// [`GpuContext::load_gguf`], that the tensors lie one after another inside it).
     pub fn upload_gguf(&self, file: &GgufFile) -> Result<Weights> {
         let infos = layouts(file.tensors())?;
         let names: Vec<String> = infos.iter().map(|(name, _, _)| name.clone()).collect();
@@ -187,5 +192,56 @@ impl GpuContext {
             bytes.extend_from_slice(data);
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::context::{ContextOptions, GpuContext};
+
+    /// A file of two 8-element f32 tensors, `a` then `b`, with `b`'s data at `b_offset`.
+    fn two_tensors(b_offset: u64) -> Vec<u8> {
+        let mut bytes = b"GGUF".to_vec();
+        for v in [
+            3u32.to_le_bytes().to_vec(),
+            2u64.to_le_bytes().to_vec(),
+            0u64.to_le_bytes().to_vec(),
+        ] {
+            bytes.extend(v);
+        }
+        for (name, offset) in [("a", 0u64), ("b", b_offset)] {
+            bytes.extend(1u64.to_le_bytes());
+            bytes.extend(name.as_bytes());
+            bytes.extend(1u32.to_le_bytes());
+            bytes.extend(8u64.to_le_bytes());
+            bytes.extend(0u32.to_le_bytes());
+            bytes.extend(offset.to_le_bytes());
+        }
+        bytes.resize(bytes.len().next_multiple_of(32), 0);
+        bytes.extend((0..16).flat_map(|i| (i as f32).to_le_bytes()));
+        bytes
+    }
+
+    #[test]
+    fn tensors_sharing_data_are_refused() {
+        let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+        let path = std::env::temp_dir().join(format!("weights-overlap-{}.gguf", std::process::id()));
+        std::fs::write(&path, two_tensors(0)).unwrap();
+        let shared = ctx.load_gguf(&path);
+        std::fs::write(&path, two_tensors(32)).unwrap();
+        let valid = ctx.load_gguf(&path);
+        std::fs::remove_file(&path).unwrap();
+        let err = shared.unwrap_err().to_string();
+        assert!(
+            err.contains("weights-overlap") && err.contains("tensor `b` has data offset 0, expected 32"),
+            "{err}"
+        );
+        let weights = valid.unwrap();
+        let b = ctx.read_f32(weights.tensor("b").unwrap()).unwrap();
+        assert_eq!(b, (8..16).map(|i| i as f32).collect::<Vec<_>>());
+        // In memory, the same file is refused when it is parsed.
+        assert!(crate::gguf::parse(&two_tensors(0)).is_err());
+        let file = crate::gguf::parse(&two_tensors(32)).unwrap();
+        assert_eq!(ctx.upload_gguf(&file).unwrap().len(), 2);
     }
 }

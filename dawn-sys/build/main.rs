@@ -72,11 +72,16 @@ fn main() {
             std::process::exit(1);
         }
     };
-    println!(
-        "cargo:warning=webgpu-dawn-sys: using {} ({})",
-        dawn.origin,
-        dawn.lib_dir.display()
-    );
+    // Which Dawn was found is worth a line only when asked: a warning on every build of every
+    // crate above is noise. It is in the build script's output (`cargo build -vv`) and in
+    // `DEP_WEBGPU_DAWN_ORIGIN` for dependent build scripts either way.
+    let found = format!("webgpu-dawn-sys: using {} ({})", dawn.origin, dawn.lib_dir.display());
+    if env_flag("DAWN_SYS_VERBOSE") {
+        println!("cargo:warning={found}");
+    } else {
+        println!("{found}");
+    }
+    println!("cargo:rerun-if-env-changed=DAWN_SYS_VERBOSE");
     emit_link(&dawn);
     println!("cargo:include={}", dawn.include_dir.display());
     println!("cargo:lib_dir={}", dawn.lib_dir.display());

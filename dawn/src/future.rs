@@ -127,7 +127,14 @@ impl<T> GpuFuture<T> {
     }
 
     /// Blocks until the operation completes or `timeout` passes ([`Error::Timeout`]).
-    pub fn wait_timeout(self, timeout: Duration) -> Result<T> {
+    pub fn wait_timeout(mut self, timeout: Duration) -> Result<T> {
+        self.wait_for(timeout)
+    }
+
+    /// Like [`GpuFuture::wait_timeout`], but the future is kept: after an [`Error::Timeout`]
+    /// the operation is still pending, and the same future can be waited for (or polled with a
+    /// zero timeout) again. Once it has returned the result, it returns an error.
+    pub fn wait_for(&mut self, timeout: Duration) -> Result<T> {
         if let Some(value) = self.slot.take() {
             return value;
         }

@@ -6,6 +6,7 @@
 mod bundle;
 mod dawn_source;
 mod host;
+mod init;
 mod msl_check;
 mod owned;
 mod sandbox;
@@ -52,6 +53,10 @@ enum Command {
     /// same Dawn, from a ggml checkout, and pack it for `bundle` (edits needed for that Dawn are
     /// made in copies and printed).
     Upstream(upstream::UpstreamArgs),
+    /// Make a crate of one's own that uses `ggml-dawn` from this checkout (a new crate with an
+    /// example program, or the alias only for an existing one), anywhere on the machine; then
+    /// `cargo xtask shell -- cargo run --release` in its folder builds and runs it in the root.
+    Init(init::InitArgs),
     /// With DAWN_SOURCE_DIR: build Tint (MSL writer on) with Dawn from that checkout, then
     /// translate every shader variant the planners produce for Apple GPUs to MSL; fails naming
     /// the variant of any error.
@@ -91,6 +96,13 @@ fn run(cli: Cli) -> Result<()> {
             bundle::check(&args)?;
             let root = sysroot::provision()?;
             bundle::bundle(&root, &args)
+        }
+        Command::Init(args) => {
+            let project = sandbox::project_dir();
+            let outcome = init::init(&args.dir, &project)?;
+            let dir = std::path::absolute(&args.dir)?;
+            println!("{}", init::next_steps(&dir, &project, &outcome));
+            Ok(())
         }
         Command::MslCheck => {
             let source = source_dawn()?.ok_or_else(|| {

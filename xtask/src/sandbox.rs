@@ -14,14 +14,30 @@ use anyhow::{Context, Result};
 use crate::host::{self, sh_quote};
 use crate::sysroot;
 
-/// Where cargo puts what it builds inside the root: `DAWN_COMPUTE_TARGET_DIR`, else
-/// `<cache>/target`. Outside the repository, so a fresh clone on a warm machine builds fast, and
-/// apart from the host's `target/`, whose binaries link against the host's older C library.
+/// Where cargo puts what it builds inside the root: `DAWN_COMPUTE_TARGET_DIR`, else the host's
+/// `CARGO_TARGET_DIR`, else `<cache>/target`. Outside the repository by default, so a fresh clone
+/// on a warm machine builds fast, and apart from the host's `target/`, whose binaries link
+/// against the host's older C library (a `CARGO_TARGET_DIR` shared with host builds mixes the
+/// two: give the root a folder of its own).
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("DAWN_COMPUTE_TARGET_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    ["DAWN_COMPUTE_TARGET_DIR", "CARGO_TARGET_DIR"]
+        .iter()
+        .find_map(|name| env_path(name))
+        .map(|dir| absolute(&dir))
         .unwrap_or_else(|| sysroot::cache_dir().join("target"))
+}
+
+/// `path` made absolute against the current folder (it is mounted at the same path inside).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// This project's repository (the one `xtask` was built from): mounted in the root beside the
+/// current folder's, so that a crate of one's own elsewhere on the machine reaches the project's
+/// crates by path.
+pub fn project_dir() -> PathBuf {
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().map_or_else(|| xtask.to_path_buf(), Path::to_path_buf)
 }
 
 /// A bind mount that one command gets on top of the usual ones: `source` (a folder or a file on
@@ -116,6 +132,10 @@ fn build_extra(root: &Path, command: &[OsString], extra: &Extra) -> Result<Comma
 
     // Folders that appear inside the root at the same path as outside.
     let mut binds: Vec<PathBuf> = vec![repo.clone(), rustup_home.clone(), cargo_home.clone(), target.clone()];
+    let project = project_dir();
+    if !repo.starts_with(&project) && !project.starts_with(&repo) {
+        binds.push(project);
+    }
     // The shared data folder that sits beside the repository, when there is one.
     if let Some(shared) = repo.parent().map(|p| p.join("shared")).filter(|p| p.is_dir()) {
         binds.push(shared);

@@ -134,10 +134,30 @@ pub fn check(ops: &FlashAttnLayouts) -> Result<()> {
             SIMPLE_WG * SIMPLE_DV_PER_THREAD
         )));
     }
+    // The kernels read K and V rows as packed elements or blocks: `nb[0]` is not passed to them.
+    for (name, t) in [("K", k), ("V", v)] {
+        if !t.has_contiguous_rows() {
+            return bad(format!(
+                "{name}'s rows must be contiguous (nb[0] = {}, the size of its type), is {t:?}",
+                t.ty.type_size()
+            ));
+        }
+    }
+    // The kernels read the mask's row of query i in sequence i3 at `i3 % ne[3]`: every sequence
+    // needs one (ne[3] >= 1) and the sequences must repeat whole (n_seq % ne[3] == 0).
     if let Some(m) = &ops.mask
-        && (m.ty != GgmlType::F16 || m.ne[0] != k.ne[1] || m.ne[1] < q.ne[1] || m.ne[2] != 1 || m.nb[0] != 2)
+        && (m.ty != GgmlType::F16
+            || m.ne[0] != k.ne[1]
+            || m.ne[1] < q.ne[1]
+            || m.ne[2] != 1
+            || m.ne[3] == 0
+            || !q.ne[3].is_multiple_of(m.ne[3])
+            || m.nb[0] != 2)
     {
-        return bad(format!("mask must be f16 [kv, >= n_queries, 1, _], is {m:?}"));
+        return bad(format!(
+            "mask must be f16 [kv, >= n_queries, 1, a divisor of {}] with contiguous rows, is {m:?}",
+            q.ne[3]
+        ));
     }
     if let Some(s) = &ops.sinks
         && (s.ty != GgmlType::F32 || s.elements() != q.ne[2] || !s.is_contiguous())
@@ -147,6 +167,25 @@ pub fn check(ops: &FlashAttnLayouts) -> Result<()> {
     let want = [v.ne[0], q.ne[2], q.ne[1], q.ne[3]];
     if d.ty != GgmlType::F32 || !d.is_contiguous() || d.ne != want {
         return bad(format!("dst must be contiguous f32 {want:?}, is {d:?}"));
+    }
+    Ok(())
+}
+
+/// Why these parameters make no sense, if they do not: every one finite, the ALiBi bias and the
+/// soft cap not negative (a NaN scale would turn every output into NaN without a word).
+pub fn check_params(p: &FlashAttnParams) -> Result<()> {
+    let finite = [
+        ("scale", p.scale),
+        ("max_bias", p.max_bias),
+        ("logit_softcap", p.logit_softcap),
+    ];
+    for (name, value) in finite {
+        if !value.is_finite() || (name != "scale" && value < 0.0) {
+            return Err(BackendError::InvalidOperands(format!(
+                "FLASH_ATTN_EXT: {name} = {value} must be a finite number{}",
+                if name == "scale" { "" } else { ", at least 0" }
+            )));
+        }
     }
     Ok(())
 }
@@ -196,10 +235,15 @@ fn record(
 ) -> Result<Plan> {
     let layouts = ops.layouts();
     check(&layouts)?;
+    check_params(&p)?;
     let mut tensors = vec![ops.q, ops.k, ops.v, ops.dst];
     tensors.extend(ops.mask);
     tensors.extend(ops.sinks);
     ctx.check_operands(&tensors)?;
+    let mut inputs = vec![("Q", ops.q), ("K", ops.k), ("V", ops.v)];
+    inputs.extend(ops.mask.map(|m| ("the mask", m)));
+    inputs.extend(ops.sinks.map(|s| ("the sinks", s)));
+    crate::memory::check_output_disjoint("FLASH_ATTN_EXT", ops.dst, &inputs)?;
     ctx.check_stream(stream)?;
     let bound = encode::Bound::new(ctx, ops)?;
     let plan = plan::plan_placed(&shape(&layouts), facts, knobs, bound.placement());

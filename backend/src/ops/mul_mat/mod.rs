@@ -115,6 +115,7 @@ fn record(
         return Ok(plan::plan(&problem(a.layout(), b.layout(), 0, 0, 0), facts, tuning));
     }
     ctx.check_operands(&[a, b, dst])?;
+    crate::memory::check_output_disjoint("MUL_MAT", dst, &[("a", a), ("b", b)])?;
     ctx.check_stream(stream)?;
     let bound = encode::Bindings::new(ctx, a, b, dst)?;
     let problem = problem(
