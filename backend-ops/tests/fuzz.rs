@@ -22,6 +22,9 @@ const DEFAULT_SECS: f64 = 20.0;
 /// The most one input may take (they are at most a few KB: linear parsers take microseconds).
 const PER_INPUT: Duration = Duration::from_secs(2);
 
+/// GGUF files declaring a larger alignment are read but not written back (see the target).
+const MAX_ROUND_TRIP_ALIGNMENT: usize = 1 << 16;
+
 /// Inputs grow to at most this many bytes.
 const MAX_INPUT: usize = 64 << 10;
 
@@ -159,6 +162,13 @@ fn fuzz_gguf_reader() {
         let Ok(file) = GgufFile::from_bytes(bytes) else {
             return Ok(());
         };
+        // Writing back pads each tensor and the header to the file's alignment: a 57-byte input
+        // declaring 64 MiB (the corpus' alignment-64MiB-no-tensors.gguf) writes and reads back
+        // hundreds of MB, bounded but seconds long. The reading is what is fuzzed; such files
+        // are only read.
+        if file.metadata().alignment().is_ok_and(|a| a > MAX_ROUND_TRIP_ALIGNMENT) {
+            return Ok(());
+        }
         let Ok(writer) = GgufWriter::from_file(&file) else {
             return Ok(());
         };
