@@ -477,6 +477,12 @@ impl GpuContext {
         self.kernels.len()
     }
 
+    /// The time spent compiling this device's kernels so far (each is compiled on its first use
+    /// and logged then, `log` target `ggml_dawn::kernel`).
+    pub fn compile_time(&self) -> Duration {
+        self.kernels.compile_time()
+    }
+
     /// The kernel of `variant`, compiled on first use.
     pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
         self.env().kernel(variant, storage)

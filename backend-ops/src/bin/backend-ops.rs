@@ -265,8 +265,28 @@ fn env_tuning() -> Result<Tuning, String> {
     Tuning::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
 }
 
+/// Log lines of the library (a kernel's first compilation, with its time) on standard error:
+/// with `-v` the library's `info` lines, else warnings only; `RUST_LOG` overrides both.
+fn init_logging(command: &Command) {
+    let verbose = match command {
+        Command::Test { selection, .. } | Command::Perf { selection, .. } | Command::Support { selection } => {
+            selection.verbose
+        }
+        _ => false,
+    };
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| (if verbose { "ggml_dawn=info" } else { "warn" }).into());
+    env_logger::Builder::new()
+        .parse_filters(&filter)
+        .format(|buf, record| {
+            use std::io::Write;
+            writeln!(buf, "{}: {}", record.target(), record.args())
+        })
+        .init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(&cli.command);
     // Invalid knobs in the environment are malformed input, like a malformed case (`info`
     // runs no op, so it does not mind them).
     let tuning = match env_tuning() {
