@@ -41,13 +41,13 @@ pub enum SuiteError {
     Case {
         suite: &'static str,
         spec: &'static str,
-        source: CaseError,
+        source: Box<CaseError>,
     },
     #[error("suite {suite}: pattern `{pattern}`: {source}")]
     Pattern {
         suite: &'static str,
         pattern: &'static str,
-        source: regex::Error,
+        source: Box<regex::Error>,
     },
     #[error("suite {suite}: `{pattern}` matches no perf case of {op}")]
     Empty {
@@ -204,13 +204,13 @@ impl Suite {
                 Source::Case(spec) => vec![spec.parse::<Case>().map_err(|source| SuiteError::Case {
                     suite: self.name,
                     spec,
-                    source,
+                    source: Box::new(source),
                 })?],
                 Source::Perf { op, pattern } => {
                     let re = Regex::new(pattern).map_err(|source| SuiteError::Pattern {
                         suite: self.name,
                         pattern,
-                        source,
+                        source: Box::new(source),
                     })?;
                     let found: Vec<Case> = perf
                         .iter()

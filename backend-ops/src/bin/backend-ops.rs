@@ -134,7 +134,7 @@ enum Command {
     /// Compare with upstream's test-backend-ops: run both on the same cases, alternating case by
     /// case (MODE and --upstream-bin), or read both programs' saved output (--upstream and --ours);
     /// or two saved runs of ours, before and after (--base and --ours).
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// The named benchmark suites (`perf --suite NAME`); with a NAME, that suite's cases, one a
     /// line (as --cases-file reads them).
     Suites { name: Option<String> },
