@@ -21,7 +21,8 @@
 # UPSTREAM=DIR_OR_TARBALL through bench/run-upstream.sh.
 # before-after: ROUNDS (default 2) rounds, each running every suite with A then with B;
 # ALTERNATE=case instead runs A then B on each case in turn (one program start per case and side:
-# slower, but drift cannot favour either side).
+# slower, but drift cannot favour either side). FILTER=REGEX narrows the suites (perf's -p);
+# MIN_TIME=S overrides their time per case.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/gpu-out}
@@ -135,25 +136,28 @@ before-after)
     for name in "$@"; do
         suite_cases "$a" "$name" >/dev/null || exit 2
     done
+    narrow=()
+    [ -z "${FILTER:-}" ] || narrow+=(-p "$FILTER")
+    [ -z "${MIN_TIME:-}" ] || narrow+=(--min-time "$MIN_TIME")
     : >"$out/before.jsonl"
     : >"$out/after.jsonl"
     if [ "${ALTERNATE:-suite}" = case ]; then
         for name in "$@"; do
-            mapfile -t cases < <(suite_cases "$a" "$name")
+            mapfile -t cases < <(suite_cases "$a" "$name" | grep -E -- "${FILTER:-.}")
             for c in "${cases[@]}"; do
                 # This one case of the suite (so with the suite's time per case): its string as
                 # a regular expression that matches it alone.
                 only="^$(printf '%s' "$c" | sed 's/[][()*+?.^$|\\{}]/\\&/g')\$"
-                "$a/run" --output json perf --suite "$name" -p "$only" >>"$out/before.jsonl"
-                "$b/run" --output json perf --suite "$name" -p "$only" >>"$out/after.jsonl"
+                "$a/run" --output json perf --suite "$name" -p "$only" ${MIN_TIME:+--min-time "$MIN_TIME"} >>"$out/before.jsonl"
+                "$b/run" --output json perf --suite "$name" -p "$only" ${MIN_TIME:+--min-time "$MIN_TIME"} >>"$out/after.jsonl"
             done
         done
     else
         for round in $(seq "${ROUNDS:-2}"); do
             for name in "$@"; do
                 echo "round $round: $name" >&2
-                "$a/run" --output json perf --suite "$name" >>"$out/before.jsonl"
-                "$b/run" --output json perf --suite "$name" >>"$out/after.jsonl"
+                "$a/run" --output json perf --suite "$name" "${narrow[@]}" >>"$out/before.jsonl"
+                "$b/run" --output json perf --suite "$name" "${narrow[@]}" >>"$out/after.jsonl"
             done
         done
     fi
