@@ -164,7 +164,8 @@ before-after)
     "$b/run" compare --base "$out/before.jsonl" --ours "$out/after.jsonl" | tee "$out/before-after.md"
     ;;
 *)
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+    # The comment at the top, without its marks.
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
     [ -z "$mode" ] || [ "$mode" = help ] || exit 2
     ;;
 esac
