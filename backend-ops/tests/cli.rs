@@ -552,3 +552,121 @@ fn the_null_backend_is_never_taken_for_a_gpu() {
         assert!(err.contains("a CPU implementation of Vulkan, not a GPU"), "{err}");
     }
 }
+
+/// `suites` lists every suite; `suites NAME` prints its cases as `--cases-file` reads them; an
+/// unknown name is exit 2 naming the known ones, in `suites` and in `perf --suite`.
+#[test]
+fn suites_are_listed_and_unknown_ones_refused() {
+    let out = backend_ops(&["suites"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    for name in ["quick", "decode-targets", "decode", "prefill", "attention"] {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{name}: {text}"
+        );
+    }
+    let out = backend_ops(&["suites", "decode-targets"]);
+    let cases = stdout(&out);
+    assert!(out.status.success());
+    assert_eq!(cases.lines().count(), 14, "{cases}");
+    assert!(
+        cases
+            .lines()
+            .all(|l| l.starts_with("MUL_MAT(") || l.starts_with("FLASH_ATTN_EXT("))
+    );
+    for args in [&["suites", "nonesuch"][..], &["perf", "--suite", "nonesuch"]] {
+        let out = backend_ops(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("nonesuch") && err.contains("decode-targets"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `perf --suite` runs the suite's cases narrowed by `-p`; its JSON starts with a header line
+/// naming the adapter and the suite.
+#[test]
+fn perf_runs_a_suite_narrowed_by_a_pattern() {
+    let out = backend_ops(&[
+        "--output",
+        "json",
+        "perf",
+        "--suite",
+        "decode-fixed",
+        "-p",
+        r"^MUL_MAT\(type_a=f16,type_b=f32,m=64,",
+        "--min-time",
+        "0",
+        "--max-repeats",
+        "2",
+    ]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0]["mode"], "header");
+    assert_eq!(lines[0]["suite"], "decode-fixed");
+    assert!(lines[0]["adapter"].as_str().is_some_and(|a| !a.is_empty()), "{text}");
+    assert!(
+        lines[1]["case"]
+            .as_str()
+            .unwrap()
+            .starts_with("MUL_MAT(type_a=f16,type_b=f32,m=64,n=1,k=256,"),
+        "{text}"
+    );
+    assert!(lines[1]["us_per_run"].as_f64().is_some_and(|us| us > 0.0), "{text}");
+}
+
+/// `compare --base BEFORE --ours AFTER` reads two saved runs (no GPU needed): the table of
+/// after, before and their ratio, the geometric mean, exit 0; a file with no timing is exit 2.
+#[test]
+fn compare_base_and_ours_gives_before_after_ratios() {
+    let dir = std::env::temp_dir().join(format!("backend-ops-before-after-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let line = |case: &str, us: f64| {
+        format!(r#"{{"mode":"perf","op":"MUL_MAT","case":"{case}","runs":100,"us_per_run":{us},"path":"mat-vec"}}"#)
+    };
+    let (q4, f16) = (
+        "MUL_MAT(type_a=q4_0,type_b=f32,m=4096,n=1,k=14336)",
+        "MUL_MAT(type_a=f16,type_b=f32,m=4096,n=1,k=14336)",
+    );
+    let before = dir.join("before.jsonl");
+    let after = dir.join("after.jsonl");
+    let empty = dir.join("empty.jsonl");
+    std::fs::write(&before, format!("{}\n{}\n", line(q4, 30.0), line(f16, 40.0))).unwrap();
+    std::fs::write(&after, format!("{}\n{}\n", line(q4, 15.0), line(f16, 40.0))).unwrap();
+    std::fs::write(&empty, "{\"mode\":\"header\"}\n").unwrap();
+    let (b, a, e) = (
+        before.to_str().unwrap(),
+        after.to_str().unwrap(),
+        empty.to_str().unwrap(),
+    );
+    let out = backend_ops(&["compare", "--base", b, "--ours", a]);
+    let json = backend_ops(&["--output", "json", "compare", "--base", b, "--ours", a, "-p", "q4_0"]);
+    let bad = backend_ops(&["compare", "--base", e, "--ours", a]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("| case ") && text.contains("after us/run") && text.contains("before us/run"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("| {q4} |")) && text.contains("2.000 |") && text.contains("1.000 |"),
+        "{text}"
+    );
+    assert!(text.contains("geometric mean ratio 1.414"), "{text}");
+    assert!(json.status.success());
+    let rows: Vec<serde_json::Value> = stdout(&json)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["ratio"], 2.0);
+    assert_eq!(rows[0]["before"]["us_per_run"], 30.0);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no perf result"));
+}

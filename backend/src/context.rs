@@ -507,14 +507,33 @@ impl GpuContext {
         self.kernels.len()
     }
 
+    /// The time spent compiling this device's kernels so far (each is compiled on its first use
+    /// and logged then, `log` target `ggml_dawn::kernel`).
+    pub fn compile_time(&self) -> Duration {
+        self.kernels.compile_time()
+    }
+
     /// The kernel of `variant`, compiled on first use.
     pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
-        self.kernels.get(&self.device, variant, storage)
+        self.env().kernel(variant, storage)
+    }
+
+    /// What the ops need of this context ([`crate::ops::Env`]), borrowed from it.
+    pub fn env(&self) -> crate::ops::Env<'_> {
+        crate::ops::Env::new(
+            &self.device,
+            &self.capabilities.limits,
+            self.facts,
+            &self.options.tuning,
+            &self.kernels,
+            &self.scratch,
+            &self.plan_kernels,
+        )
     }
 
     /// The kernels of the ops' recent plans.
     pub(crate) fn plan_kernels(&self) -> &crate::ops::PlanKernelMemos {
-        &self.plan_kernels
+        self.env().plan_kernels()
     }
 
     /// Bytes of scratch memory the context holds now.
@@ -530,31 +549,17 @@ impl GpuContext {
 
     /// The context's scratch buffer for `label`, at least `bytes` long.
     pub(crate) fn scratch_buffer(&self, label: &'static str, bytes: u64) -> Result<Buffer> {
-        self.scratch.get(&self.device, label, bytes)
+        self.env().scratch_buffer(label, bytes)
     }
 
-    /// Refuses tensors whose buffer belongs to another device: a kernel of this device must
-    /// never bind another device's memory (nothing else would stop it without validation).
+    /// Refuses tensors whose buffer belongs to another device ([`crate::ops::Env`] says why).
     pub(crate) fn check_operands(&self, tensors: &[&DeviceTensor]) -> Result<()> {
-        for t in tensors {
-            if t.buffer().device().as_raw() != self.device.as_raw() {
-                return Err(BackendError::InvalidOperands(
-                    "a tensor's buffer belongs to another device than the context's".into(),
-                ));
-            }
-        }
-        Ok(())
+        self.env().check_operands(tensors)
     }
 
-    /// Refuses a stream of another device: its kernels, bind groups and commands would mix this
-    /// context's objects with another device's, which nothing checks without validation.
+    /// Refuses a stream of another device ([`crate::ops::Env`] says why).
     pub(crate) fn check_stream(&self, stream: &Stream) -> Result<()> {
-        if !stream.is_on(&self.device) {
-            return Err(BackendError::InvalidOperands(
-                "the stream records on another device than the context's".into(),
-            ));
-        }
-        Ok(())
+        self.env().check_stream(stream)
     }
 }
 

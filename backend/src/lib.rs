@@ -74,6 +74,7 @@
 //! `unsafe` [`GpuContext::device`].
 
 pub mod context;
+mod context_ops;
 pub mod error;
 pub mod exec;
 pub mod facts;

@@ -13,6 +13,7 @@ use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::Upstre
 use ggml_dawn_bench::golden::{self, Verdict};
 use ggml_dawn_bench::harness::{self, Status};
 use ggml_dawn_bench::progress::Progress;
+use ggml_dawn_bench::suites::{self, Suite};
 use ggml_dawn_bench::{case_lists, selfcheck};
 use regex::Regex;
 use serde_json::json;
@@ -109,6 +110,10 @@ struct Selection {
     /// Read cases from this file (one a line). Repeatable; replaces the default list.
     #[arg(long = "cases-file")]
     files: Vec<PathBuf>,
+    /// Run this named suite's cases (`backend-ops suites` lists them); -o and -p narrow it.
+    /// In perf, its time per case is the default of --min-time.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["cases", "files"])]
+    suite: Option<String>,
     /// Also print the path and tiles chosen for each case.
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -139,9 +144,10 @@ enum Command {
     Perf {
         #[command(flatten)]
         selection: Selection,
-        /// Keep repeating a case's graph for at least this many seconds (0 to 3600).
-        #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
-        min_time: f64,
+        /// Keep repeating a case's graph for at least this many seconds (0 to 3600; default: the
+        /// suite's, else 1).
+        #[arg(long, value_parser = parse_min_time)]
+        min_time: Option<f64>,
         /// Cap the repetitions of the op in one graph (1 to 8192; upstream: up to 8192).
         #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=8192))]
         max_repeats: u64,
@@ -157,8 +163,12 @@ enum Command {
         selection: Selection,
     },
     /// Compare with upstream's test-backend-ops: run both on the same cases, alternating case by
-    /// case (MODE and --upstream-bin), or read both programs' saved output (--upstream and --ours).
-    Compare(CompareArgs),
+    /// case (MODE and --upstream-bin), or read both programs' saved output (--upstream and --ours);
+    /// or two saved runs of ours, before and after (--base and --ours).
+    Compare(Box<CompareArgs>),
+    /// The named benchmark suites (`perf --suite NAME`); with a NAME, that suite's cases, one a
+    /// line (as --cases-file reads them).
+    Suites { name: Option<String> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -177,7 +187,7 @@ struct CompareArgs {
     #[command(flatten)]
     selection: Selection,
     /// Upstream's test-backend-ops (or a wrapper such as run-upstream), run once per case.
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["upstream", "ours"])]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["upstream", "ours", "base"])]
     upstream_bin: Option<PathBuf>,
     /// An argument for --upstream-bin before upstream's mode (repeatable), e.g. run-upstream's
     /// bundle folder.
@@ -192,18 +202,27 @@ struct CompareArgs {
     /// Upstream's saved console output (`test-backend-ops perf …` or `test …`).
     #[arg(long, value_name = "FILE", requires = "ours")]
     upstream: Option<PathBuf>,
-    /// Our saved `backend-ops --output json` output of the same mode.
-    #[arg(long, value_name = "FILE", requires = "upstream")]
+    /// Our saved `backend-ops --output json` output of the same mode (with --base: the run after).
+    #[arg(long, value_name = "FILE")]
     ours: Option<PathBuf>,
+    /// Our saved `backend-ops --output json perf` output of the run before, compared with --ours
+    /// (the run after): ratio = before's time / after's.
+    #[arg(long, value_name = "FILE", requires = "ours", conflicts_with_all = ["upstream", "plot"])]
+    base: Option<PathBuf>,
     /// Also draw the ratios per op and type into this SVG file (perf).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Also write the rows as JSON lines (as `--output json` prints them) into this file, so
+    /// that one run gives both the table and its data.
+    #[arg(long, value_name = "FILE.jsonl")]
+    save_json: Option<PathBuf>,
     /// The chart's title.
     #[arg(long, default_value = "upstream test-backend-ops time / backend-ops time")]
     title: String,
-    /// Ours: keep repeating a case's graph for at least this many seconds (perf; 0 to 3600).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
-    min_time: f64,
+    /// Ours: keep repeating a case's graph for at least this many seconds (perf; 0 to 3600;
+    /// default: the suite's, else 1).
+    #[arg(long, value_parser = parse_min_time)]
+    min_time: Option<f64>,
     /// Ours: cap the repetitions of the op in one graph (perf; 1 to 8192).
     #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=8192))]
     max_repeats: u64,
@@ -283,13 +302,40 @@ fn env_tuning() -> Result<Tuning, String> {
     Tuning::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
 }
 
+/// Log lines of the library (a kernel's first compilation, with its time) on standard error:
+/// with `-v` the library's `info` lines, else warnings only; `RUST_LOG` overrides both.
+fn init_logging(command: &Command) {
+    let verbose = match command {
+        Command::Test { selection, .. } | Command::Perf { selection, .. } | Command::Support { selection } => {
+            selection.verbose
+        }
+        _ => false,
+    };
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| (if verbose { "ggml_dawn=info" } else { "warn" }).into());
+    env_logger::Builder::new()
+        .parse_filters(&filter)
+        .format(|buf, record| {
+            use std::io::Write;
+            writeln!(buf, "{}: {}", record.target(), record.args())
+        })
+        .init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(&cli.command);
     // Invalid knobs in the environment are malformed input, like a malformed case (`info`
     // runs no op, so it does not mind them).
     let tuning = match env_tuning() {
         Ok(t) => t,
-        Err(_) if matches!(cli.command, Command::Info | Command::Shaders { .. }) => Tuning::default(),
+        Err(_)
+            if matches!(
+                cli.command,
+                Command::Info | Command::Shaders { .. } | Command::Suites { .. }
+            ) =>
+        {
+            Tuning::default()
+        }
         Err(e) => {
             eprintln!("backend-ops: {e}");
             return ExitCode::from(2);
@@ -322,15 +368,17 @@ fn main() -> ExitCode {
             max_repeats,
         } => {
             let verbose = selection.verbose;
-            let min_time = Duration::from_secs_f64(min_time);
-            select(&selection, Default::Perf)
-                .and_then(|cases| perf(options, &cases, min_time, max_repeats, verbose, cli.output))
+            min_time_of(min_time, &selection).and_then(|min_time| {
+                select(&selection, Default::Perf)
+                    .and_then(|cases| perf(options, &cases, min_time, max_repeats, verbose, cli.output))
+            })
         }
         Command::Golden { paths } => golden_files(options, &paths, cli.output).map(End::from),
         Command::Support { selection } => {
             select(&selection, Default::Everything).and_then(|cases| support(options, &cases, cli.output))
         }
         Command::Compare(args) => compare_cmd(options, &args, cli.output).map(End::from),
+        Command::Suites { name } => list_suites(name.as_deref(), cli.output).map(End::from),
     };
     match result {
         Ok(End::Clean) => ExitCode::SUCCESS,
@@ -364,6 +412,8 @@ impl From<bool> for End {
 /// The cases a mode runs, and the case strings given that did not parse.
 struct Selected {
     cases: Vec<Case>,
+    /// The suite the cases came from (`--suite`).
+    suite: Option<&'static str>,
     /// Whether the cases were given (`--case`, `--cases-file`) rather than a default list.
     given: bool,
     /// `(origin, spec, why)` of each given case string that did not parse.
@@ -501,7 +551,13 @@ fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
         }
     }
     let given = !(selection.cases.is_empty() && selection.files.is_empty());
-    if !given {
+    if let Some(name) = &selection.suite {
+        // A suite is this tool's own list, like the defaults: a case too large for the device
+        // is not supported there, not bad input.
+        cases = suites::find(name)
+            .and_then(Suite::cases)
+            .map_err(|e| format!("--suite: {e}"))?;
+    } else if !given {
         cases = match default {
             Default::Tests => case_lists::test_cases().map_err(|e| e.to_string())?,
             Default::Perf => case_lists::perf_cases(),
@@ -523,11 +579,72 @@ fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
         selection.op.as_deref().is_none_or(|op| c.op_name() == op)
             && pattern.as_ref().is_none_or(|p| p.is_match(&c.to_string()))
     });
+    let suite = match &selection.suite {
+        Some(name) => Some(suites::find(name).map_err(|e| format!("--suite: {e}"))?.name),
+        None => None,
+    };
     Ok(Selected {
         cases,
+        suite,
         given,
         malformed,
     })
+}
+
+/// `perf`'s time per case: `--min-time` when given, else the suite's, else 1 s.
+fn min_time_of(given: Option<f64>, selection: &Selection) -> Result<Duration, String> {
+    let seconds = match (given, &selection.suite) {
+        (Some(s), _) => s,
+        (None, Some(name)) => suites::find(name).map_err(|e| format!("--suite: {e}"))?.min_time,
+        (None, None) => 1.0,
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// `suites`: every suite (name, time per case, number of cases, what it measures), or with a
+/// name that suite's cases, one a line.
+fn list_suites(name: Option<&str>, output: Output) -> Result<bool, String> {
+    let chosen: Vec<&Suite> = match name {
+        Some(name) => vec![suites::find(name).map_err(|e| e.to_string())?],
+        None => suites::SUITES.iter().collect(),
+    };
+    for suite in chosen {
+        let cases = suite.cases().map_err(|e| e.to_string())?;
+        match (output, name) {
+            (Output::Json, _) => println!(
+                "{}",
+                json!({ "mode": "suites", "suite": suite.name, "description": suite.description,
+                        "min_time": suite.min_time,
+                        "cases": cases.iter().map(|c| c.to_string()).collect::<Vec<_>>() })
+            ),
+            (Output::Text, Some(_)) => {
+                for case in &cases {
+                    println!("{case}");
+                }
+            }
+            (Output::Text, None) => println!(
+                "{:<16} {:>3} cases, --min-time {:<4} {}",
+                suite.name,
+                cases.len(),
+                suite.min_time,
+                suite.description
+            ),
+        }
+    }
+    Ok(true)
+}
+
+/// The first line of `--output json perf`: what the figures below were measured on and with,
+/// so that saved runs can be checked for the same card and settings before they are compared.
+fn header_line(ctx: &GpuContext, selected: &Selected, min_time: Duration) -> serde_json::Value {
+    let info = &ctx.capabilities().info;
+    let env = |name: &str| std::env::var(name).ok();
+    json!({ "mode": "header", "command": "perf",
+            "adapter": info.device, "adapter_description": info.description,
+            "backend": format!("{:?}", info.backend), "adapter_type": format!("{:?}", info.adapter_type),
+            "suite": selected.suite,
+            "min_time": min_time.as_secs_f64(),
+            "tuning": { tuning::MUL_MAT_ENV: env(tuning::MUL_MAT_ENV), tuning::FLASH_ATTN_ENV: env(tuning::FLASH_ATTN_ENV) } })
 }
 
 /// The context of a mode that runs cases. Dawn's Null backend is an error unless named
@@ -712,6 +829,9 @@ fn perf(
         return Ok(finish(&refused, total, true));
     }
     let ctx = context(options)?;
+    if output == Output::Json {
+        println!("{}", header_line(&ctx, selected, min_time));
+    }
     let mut ok = true;
     let mut progress = Progress::new(cases.len(), output == Output::Text);
     let mut stopped = None;
@@ -963,6 +1083,9 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
     if let Some(plot) = &args.plot {
         compare::plot::check_target(plot).map_err(|e| format!("--plot {e}"))?;
     }
+    if let Some(base) = &args.base {
+        return before_after(args, base, output);
+    }
     let (rows, mode) = match (&args.upstream, &args.ours, &args.upstream_bin) {
         (Some(up), Some(ours), _) => {
             let up_path = up;
@@ -1041,7 +1164,7 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
         }
         _ => {
             return Err(
-                "compare needs --upstream-bin PATH (run both), or --upstream FILE and --ours FILE (saved output)"
+                "compare needs --upstream-bin PATH (run both), --upstream FILE and --ours FILE (saved output), or --base FILE and --ours FILE (two saved runs of ours)"
                     .into(),
             );
         }
@@ -1049,6 +1172,10 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
     match output {
         Output::Text => print!("{}", compare::render_table(&rows, mode)),
         Output::Json => print!("{}", compare::render_json(&rows)),
+    }
+    if let Some(file) = &args.save_json {
+        std::fs::write(file, compare::render_json(&rows))
+            .map_err(|e| format!("--save-json {}: {e}", file.display()))?;
     }
     if let Some(plot) = &args.plot {
         compare::plot::plot_svg(&rows, plot, &args.title).map_err(|e| e.to_string())?;
@@ -1059,16 +1186,67 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
         .any(|r| matches!(r.ours, Outcome::Fail(_) | Outcome::Crash(_))))
 }
 
-/// Keeps the rows the selection names (-o, -p, --case), for saved output.
+/// Keeps the rows the selection names (-o, -p, --case, --suite), for saved output.
 fn filter_rows(rows: &mut Vec<Row>, selection: &Selection) -> Result<(), String> {
-    let pattern = case_pattern(selection)?;
-    let cases: Vec<String> = selection.cases.iter().map(|c| compare::normalise_case(c)).collect();
-    rows.retain(|r| {
-        selection.op.as_deref().is_none_or(|op| r.op == op)
-            && pattern.as_ref().is_none_or(|p| p.is_match(&r.case))
-            && (cases.is_empty() || cases.contains(&r.case))
-    });
+    let keep = row_filter(selection)?;
+    rows.retain(|r| keep(&r.case));
     Ok(())
+}
+
+/// Whether a normalised case string is one the selection names (-o, -p, --case, --suite).
+fn row_filter(selection: &Selection) -> Result<impl Fn(&str) -> bool, String> {
+    let pattern = case_pattern(selection)?;
+    let mut cases: Vec<String> = selection.cases.iter().map(|c| compare::normalise_case(c)).collect();
+    if let Some(name) = &selection.suite {
+        let suite = suites::find(name)
+            .and_then(Suite::cases)
+            .map_err(|e| format!("--suite: {e}"))?;
+        cases.extend(suite.iter().map(|c| c.to_string()));
+    }
+    let op = selection.op.clone();
+    Ok(move |case: &str| {
+        op.as_deref().is_none_or(|op| compare::op_of(case) == op)
+            && pattern.as_ref().is_none_or(|p| p.is_match(case))
+            && (cases.is_empty() || cases.iter().any(|c| c == case))
+    })
+}
+
+/// `compare --base BEFORE --ours AFTER`: two saved `--output json perf` runs of ours, case by
+/// case. Ends with exit 0 whatever the figures; unreadable files or no timing in either are
+/// errors (exit 2).
+fn before_after(args: &CompareArgs, base: &std::path::Path, output: Output) -> Result<bool, String> {
+    use compare::before_after as ba;
+    let after_path = args.ours.as_deref().ok_or("--base needs --ours FILE (the run after)")?;
+    let before = ba::parse_run(&read_text("--base", base, MAX_SAVED_OUTPUT)?)
+        .map_err(|e| format!("--base {}: {e}", base.display()))?;
+    let after = ba::parse_run(&read_text("--ours", after_path, MAX_SAVED_OUTPUT)?)
+        .map_err(|e| format!("--ours {}: {e}", after_path.display()))?;
+    for (flag, path, run) in [("--base", base, &before), ("--ours", after_path, &after)] {
+        if !run.entries.iter().any(|e| e.outcome.us_per_run().is_some()) {
+            return Err(format!(
+                "{flag} {}: no perf result (expected `backend-ops --output json perf` output)",
+                path.display()
+            ));
+        }
+    }
+    if let (Some(b), Some(a)) = (&before.adapter, &after.adapter)
+        && a != b
+    {
+        eprintln!(
+            "backend-ops: the runs come from different adapters (before: {b}; after: {a}); their ratios compare cards, not builds"
+        );
+    }
+    let keep = row_filter(&args.selection)?;
+    let mut changes = ba::pair(&before.entries, &after.entries);
+    changes.retain(|c| keep(&c.case));
+    match output {
+        Output::Text => print!("{}", ba::render_table(&changes)),
+        Output::Json => print!("{}", ba::render_json(&changes)),
+    }
+    if let Some(file) = &args.save_json {
+        std::fs::write(file, ba::render_json(&changes)).map_err(|e| format!("--save-json {}: {e}", file.display()))?;
+    }
+    Ok(true)
 }
 
 /// Runs upstream, then ours, on each case in turn; reports each pair on stderr as it comes.
@@ -1079,8 +1257,8 @@ fn compare_live(
     cases: &[Case],
     upstream: &UpstreamCommand,
 ) -> Result<Vec<Row>, String> {
+    let min_time = min_time_of(args.min_time, &args.selection)?;
     let ctx = context(options)?;
-    let min_time = Duration::from_secs_f64(args.min_time);
     let mut rows = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let text = case.to_string();

@@ -10,6 +10,7 @@
 //! (every field, upstream's order and number format), so `--case` specs with fields left out match
 //! upstream's full strings.
 
+pub mod before_after;
 pub mod capture;
 pub mod plot;
 pub mod upstream;

@@ -6,27 +6,20 @@
 //! [`GpuContext::synchronize`] (or a read).
 
 pub mod dequantize;
+mod env;
 pub mod flash_attn;
 pub mod mul_mat;
-
-use std::sync::Arc;
 
 use crate::context::GpuContext;
 use crate::error::Result;
 use crate::ggml_type::GgmlType;
-use crate::kernel::PlanMemo;
 use crate::memory::DeviceTensor;
 use crate::tensor::Layout;
 
+pub use env::Env;
+pub(crate) use env::PlanKernelMemos;
 use flash_attn::{FlashAttnLayouts, FlashAttnOperands, FlashAttnParams};
 use mul_mat::MulMatPlan;
-
-/// The compiled kernels of the ops' recent plans, per device (see [`crate::kernel::PlanMemo`]).
-#[derive(Debug, Default)]
-pub(crate) struct PlanKernelMemos {
-    pub mul_mat: PlanMemo<MulMatPlan, Arc<mul_mat::encode::PlanKernels>>,
-    pub flash_attn: PlanMemo<flash_attn::Plan, Arc<flash_attn::PlanKernels>>,
-}
 
 impl GpuContext {
     /// `a × b` as ggml's `ggml_mul_mat`: `a` `[k, m, a2, a3]` of any supported type (rows

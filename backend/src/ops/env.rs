@@ -1,0 +1,114 @@
+//! What an op needs of the context that runs it, and nothing more: the device, its limits and
+//! facts, the tuning, the compiled kernels, the scratch memory and the kernels of recent plans.
+//! [`crate::GpuContext::env`] lends one; ops take it rather than the context, so that nothing
+//! below the context reaches back into it.
+
+use std::sync::Arc;
+
+use dawn::{Buffer, Device, Limits};
+
+use crate::error::{BackendError, Result};
+use crate::exec::Stream;
+use crate::facts::DeviceFacts;
+use crate::kernel::{Access, Kernel, KernelCache, PlanMemo};
+use crate::memory::DeviceTensor;
+use crate::scratch::Scratch;
+use crate::shader_lib::ShaderVariant;
+use crate::tuning::Tuning;
+
+use super::{flash_attn, mul_mat};
+
+/// The compiled kernels of the ops' recent plans, per device (see [`crate::kernel::PlanMemo`]).
+#[derive(Debug, Default)]
+pub(crate) struct PlanKernelMemos {
+    pub mul_mat: PlanMemo<mul_mat::MulMatPlan, Arc<mul_mat::encode::PlanKernels>>,
+    pub flash_attn: PlanMemo<flash_attn::Plan, Arc<flash_attn::PlanKernels>>,
+}
+
+/// The device and what runs on it, as the ops see it (borrowed from a context).
+#[derive(Debug, Clone, Copy)]
+pub struct Env<'a> {
+    pub(crate) device: &'a Device,
+    limits: &'a Limits,
+    facts: DeviceFacts,
+    tuning: &'a Tuning,
+    kernels: &'a KernelCache,
+    scratch: &'a Scratch,
+    plan_kernels: &'a PlanKernelMemos,
+}
+
+impl<'a> Env<'a> {
+    pub(crate) fn new(
+        device: &'a Device,
+        limits: &'a Limits,
+        facts: DeviceFacts,
+        tuning: &'a Tuning,
+        kernels: &'a KernelCache,
+        scratch: &'a Scratch,
+        plan_kernels: &'a PlanKernelMemos,
+    ) -> Env<'a> {
+        Env {
+            device,
+            limits,
+            facts,
+            tuning,
+            kernels,
+            scratch,
+            plan_kernels,
+        }
+    }
+
+    /// The device's limits.
+    pub fn limits(&self) -> &Limits {
+        self.limits
+    }
+
+    /// The device as the planners see it.
+    pub fn facts(&self) -> DeviceFacts {
+        self.facts
+    }
+
+    /// The planners' knobs.
+    pub fn tuning(&self) -> &Tuning {
+        self.tuning
+    }
+
+    /// The kernel of `variant`, compiled on first use.
+    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
+        self.kernels.get(self.device, variant, storage)
+    }
+
+    /// The kernels of the ops' recent plans.
+    pub(crate) fn plan_kernels(&self) -> &'a PlanKernelMemos {
+        self.plan_kernels
+    }
+
+    /// The scratch buffer for `label`, at least `bytes` long.
+    pub(crate) fn scratch_buffer(&self, label: &'static str, bytes: u64) -> Result<Buffer> {
+        self.scratch.get(self.device, label, bytes)
+    }
+
+    /// Refuses tensors whose buffer belongs to another device: a kernel of this device must
+    /// never bind another device's memory (nothing else would stop it without validation).
+    pub(crate) fn check_operands(&self, tensors: &[&DeviceTensor]) -> Result<()> {
+        for t in tensors {
+            if t.buffer().device().as_raw() != self.device.as_raw() {
+                return Err(BackendError::InvalidOperands(
+                    "a tensor's buffer belongs to another device than the context's".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a stream of another device: its kernels, bind groups and commands would mix this
+    /// device's objects with another device's, which nothing checks without validation.
+    pub(crate) fn check_stream(&self, stream: &Stream) -> Result<()> {
+        if !stream.is_on(self.device) {
+            return Err(BackendError::InvalidOperands(
+                "the stream records on another device than the context's".into(),
+            ));
+        }
+        Ok(())
+    }
+}
