@@ -104,7 +104,10 @@ fn env_f64(name: &str, default: f64) -> f64 {
 fn fuzz(target: &str, tokens: &[&[u8]], check: impl Fn(&[u8]) -> Result<(), String>) {
     let seeds = corpus(target);
     let budget = Duration::from_secs_f64(env_f64("DAWN_COMPUTE_FUZZ_SECS", DEFAULT_SECS).max(0.0) / 4.0);
-    let seed = env_f64("DAWN_COMPUTE_FUZZ_SEED", 0x5eed as f64) as u64;
+    let seed: u64 = std::env::var("DAWN_COMPUTE_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed);
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ target.len() as u64 | 1);
     let run = |input: &[u8], round: u64| {
         let start = Instant::now();
