@@ -81,6 +81,7 @@ pub mod facts;
 pub mod format;
 pub mod ggml_type;
 pub mod gguf;
+pub mod input_file;
 pub mod kernel;
 pub mod memory;
 pub mod ops;

@@ -1,5 +1,5 @@
-//! Reading the files a user names (golden files, cases files, saved output): regular files only,
-//! of bounded size, and never a wait.
+//! Reading the files a user names (GGUF models, golden files, cases files, saved output):
+//! regular files only, of bounded size, and never a wait.
 //!
 //! A FIFO, a character device or a socket at the path would make an ordinary `open` or `read`
 //! wait forever (a FIFO's `open` blocks until a writer comes) or never end (`/dev/zero`). The
