@@ -97,7 +97,7 @@ impl DawnBackend {
 
 #[derive(Debug, Args)]
 struct Selection {
-    /// Only this op (MUL_MAT or FLASH_ATTN_EXT).
+    /// Only this op (MUL_MAT, FLASH_ATTN_EXT, or a decoder op: GET_ROWS, RMS_NORM, ROPE, …).
     #[arg(short = 'o', long = "op")]
     op: Option<String>,
     /// Only cases whose string matches this regular expression.
@@ -531,8 +531,12 @@ fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
     let pattern = case_pattern(selection)?;
     if let Some(op) = &selection.op
         && !["MUL_MAT", "FLASH_ATTN_EXT"].contains(&op.as_str())
+        && !ggml_dawn_bench::cases::decoder::OPS.contains(&op.as_str())
     {
-        return Err(format!("-o {op}: unknown op (known: MUL_MAT, FLASH_ATTN_EXT)"));
+        return Err(format!(
+            "-o {op}: unknown op (known: MUL_MAT, FLASH_ATTN_EXT, {})",
+            ggml_dawn_bench::cases::decoder::OPS.join(", ")
+        ));
     }
     let mut cases: Vec<Case> = Vec::new();
     let mut malformed = Vec::new();
@@ -571,6 +575,7 @@ fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
                 ] {
                     all.extend(case_lists::parse_list(list).map_err(|e| e.to_string())?);
                 }
+                all.extend(case_lists::decoder_cases(true).map_err(|e| e.to_string())?);
                 all
             }
         };

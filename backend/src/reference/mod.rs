@@ -4,14 +4,50 @@
 //!
 //! - [`mul_mat()`]: `dst[m, n, i2, i3] = Σ_k a[k, m, i2/r2, i3/r3] · b[k, n, i2, i3]`.
 //! - [`flash_attn_ext()`]: softmax(q·kᵀ·scale (+ softcap, ALiBi mask, sinks)) · v.
+//!
+//! A decoder's other ops, each as ggml's CPU computes it:
+//!
+//! - [`get_rows()`]: rows gathered by id, dequantized;
+//! - [`rms_norm()`] and the fused [`rms_norm_mul_add()`];
+//! - [`binary()`]: ADD, SUB, MUL, DIV with `b` repeated over `a`;
+//! - [`rope()`]: rotary embedding, normal/NeoX/multi-section, YaRN, frequency factors;
+//! - [`glu()`]: REGLU, GEGLU, SWIGLU, SWIGLU_OAI, GEGLU_ERF, GEGLU_QUICK, fused or split;
+//! - [`set_rows()`]: rows scattered into any type (the KV cache), and [`cpy()`] between types
+//!   and views;
+//! - [`scale()`]: `x·s + b`;
+//! - [`soft_max()`]: with mask, sinks and ALiBi;
+//! - [`argmax()`]: the index of each row's maximum.
 
+pub mod argmax;
+pub mod binary;
+pub mod copy;
+mod cpu_quant;
+mod elements;
 pub mod flash_attn;
+pub mod get_rows;
+pub mod glu;
 pub mod metric;
 pub mod mul_mat;
+pub mod norm;
+pub mod rope;
+pub mod rows;
+pub mod scale;
+pub mod soft_max;
 
 pub use flash_attn::flash_attn_ext;
 pub use metric::{Mismatch, check, nmse};
 pub use mul_mat::mul_mat;
+
+pub use argmax::argmax;
+pub use binary::{BinaryOp, binary};
+pub use copy::cpy;
+pub use get_rows::get_rows;
+pub use glu::{GluOp, GluParams, glu};
+pub use norm::{RmsNormParams, rms_norm, rms_norm_mul_add};
+pub use rope::{RopeMode, RopeParams, rope};
+pub use rows::set_rows;
+pub use scale::{ScaleParams, scale};
+pub use soft_max::{SoftMaxParams, soft_max};
 
 use crate::format::FormatError;
 use crate::tensor::HostTensor;
@@ -105,6 +141,90 @@ mod tests {
         let a = [1e8f32, 1.0, -1e8, 1.0, 0.5];
         let b = [1.0f32; 5];
         assert_eq!(dot(&a, &b), 2.5);
+    }
+
+    mod props {
+        use super::super::*;
+        use crate::ggml_type::GgmlType;
+        use crate::tensor::Layout;
+        use proptest::prelude::*;
+
+        /// A tensor of a random type and extents, with random strides and offset over random
+        /// bytes: often a layout its data does not hold.
+        fn any_tensor() -> impl Strategy<Value = HostTensor> {
+            (
+                prop::sample::select(vec![
+                    GgmlType::F32,
+                    GgmlType::F16,
+                    GgmlType::I32,
+                    GgmlType::I64,
+                    GgmlType::Q4_0,
+                ]),
+                prop::array::uniform4(0usize..5),
+                prop::option::of(prop::array::uniform4(0usize..64)),
+                0usize..16,
+                0usize..300,
+            )
+                .prop_map(|(ty, mut ne, nb, offset, bytes)| {
+                    if ty == GgmlType::Q4_0 {
+                        ne[0] *= 32;
+                    }
+                    let mut layout = Layout::contiguous(ty, ne).unwrap();
+                    if let Some(nb) = nb {
+                        layout.nb = nb;
+                        layout.offset = offset;
+                    }
+                    HostTensor {
+                        layout,
+                        data: (0..bytes).map(|i| (i * 37 % 251) as u8).collect(),
+                    }
+                })
+        }
+
+        fn any_f32() -> impl Strategy<Value = f32> {
+            prop_oneof![-4.0f32..4.0, Just(f32::NAN), Just(f32::INFINITY), Just(0.0)]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Whatever the tensors and parameters, every reference answers a value or an error.
+            #[test]
+            fn references_never_panic(
+                a in any_tensor(),
+                b in any_tensor(),
+                c in any_tensor(),
+                x in any_f32(),
+                y in any_f32(),
+                n_dims in 0usize..8,
+                mode in prop::sample::select(vec![0, 2, 8, 24, 40]),
+                sections in prop::array::uniform4(0usize..3),
+                n_offs in 0usize..4,
+                swapped in any::<bool>(),
+            ) {
+                let _ = get_rows(&a, &b);
+                let _ = rms_norm(&a, RmsNormParams { eps: x });
+                let _ = rms_norm_mul_add(&a, Some(&b), Some(&c), RmsNormParams { eps: x });
+                for op in BinaryOp::ALL {
+                    let _ = binary(op, &a, &b);
+                }
+                let mut p = RopeParams::new(n_dims, RopeMode::from_ggml(mode).unwrap());
+                p.sections = sections;
+                p.n_offs = n_offs;
+                p.ext_factor = y;
+                let _ = rope(&a, &b, Some(&c), &p);
+                for op in GluOp::ALL {
+                    let g = GluParams { swapped, limit: y, ..GluParams::new(op) };
+                    let _ = glu(&a, None, &g);
+                    let _ = glu(&a, Some(&b), &g);
+                }
+                let _ = set_rows(&a, &b, &c);
+                let _ = cpy(&a, &b);
+                let _ = scale(&a, ScaleParams { scale: x, bias: y });
+                let _ = soft_max(&a, Some(&b), Some(&c), SoftMaxParams { scale: x, max_bias: y });
+                let _ = argmax(&a);
+            }
+        }
     }
 
     #[test]
