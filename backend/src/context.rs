@@ -46,6 +46,10 @@ pub struct ContextOptions {
     /// refuses Dawn's Null backend, which computes nothing ([`check_default_adapter`]); naming
     /// `BackendType::Null` here is the one way to get it.
     pub backend: Option<BackendType>,
+    /// [`GpuContext::new`]: the adapter to use, among those [`adapters`] lists (by its index
+    /// there, or by a part of its device name); `None` lets Dawn choose. A choice that matches
+    /// no adapter is [`ContextError::NoSuchAdapter`], naming those there are.
+    pub adapter: Option<AdapterChoice>,
     /// Bytes the ops' scratch buffers may hold together (b quantized for the integer mat-vec,
     /// f16 copies for prefill, attention's split partials); an op that needs more is an error.
     /// `None`: each purpose's buffer up to the device's largest binding.
@@ -64,6 +68,7 @@ impl Default for ContextOptions {
             tuning: Tuning::default(),
             timeout: DEFAULT_TIMEOUT,
             backend: None,
+            adapter: None,
             scratch_budget: None,
         }
     }
@@ -127,6 +132,9 @@ pub enum ContextError {
          install a Vulkan driver (lavapipe runs on the CPU), or ask for the Null backend by name"
     )]
     NullBackend { device: String },
+    /// [`ContextOptions::adapter`] matches none of the adapters [`adapters`] lists.
+    #[error("no adapter matches {choice}; the adapters are: {known}")]
+    NoSuchAdapter { choice: AdapterChoice, known: String },
     /// A request for the adapter or the device took longer than [`ContextOptions::timeout`].
     #[error("{what} timed out after {after:?}: the GPU driver does not answer")]
     Timeout { what: &'static str, after: Duration },
@@ -328,6 +336,72 @@ pub fn check_default_adapter(info: &AdapterInfo, requested: Option<BackendType>)
     Ok(())
 }
 
+/// Which adapter [`GpuContext::new`] takes ([`ContextOptions::adapter`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdapterChoice {
+    /// The adapter at this index of [`adapters`]' list.
+    Index(usize),
+    /// The first adapter of [`adapters`]' list whose device name contains this text (ASCII
+    /// case ignored).
+    Name(String),
+}
+
+impl std::fmt::Display for AdapterChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdapterChoice::Index(i) => write!(f, "adapter #{i}"),
+            AdapterChoice::Name(name) => write!(f, "an adapter named like `{name}`"),
+        }
+    }
+}
+
+impl std::str::FromStr for AdapterChoice {
+    type Err = std::convert::Infallible;
+
+    /// A number is an index, anything else a part of a name.
+    fn from_str(text: &str) -> Result<AdapterChoice, Self::Err> {
+        Ok(match text.trim().parse::<usize>() {
+            Ok(i) => AdapterChoice::Index(i),
+            Err(_) => AdapterChoice::Name(text.trim().to_owned()),
+        })
+    }
+}
+
+/// The adapters the backend can run on, in a stable order ([`AdapterChoice::Index`] counts in
+/// it): every backend and power preference Dawn offers, the fallback CPU adapter included, each
+/// once. No `unsafe` is needed: the instance's unsafe APIs are the backend's own promise.
+pub fn adapters() -> Result<Vec<AdapterInfo>, ContextError> {
+    Ok(enumerate(&backend_instance()?).iter().map(Adapter::info).collect())
+}
+
+fn enumerate(instance: &Instance) -> Vec<Adapter> {
+    instance.enumerate_adapters(&RequestAdapterOptions::compute().toggles)
+}
+
+/// The adapter `choice` names among `infos` (their index).
+pub fn choose_adapter(infos: &[AdapterInfo], choice: &AdapterChoice) -> Result<usize, ContextError> {
+    let found = match choice {
+        AdapterChoice::Index(i) => (*i < infos.len()).then_some(*i),
+        AdapterChoice::Name(name) => {
+            let name = name.to_ascii_lowercase();
+            infos.iter().position(|i| i.device.to_ascii_lowercase().contains(&name))
+        }
+    };
+    found.ok_or_else(|| ContextError::NoSuchAdapter {
+        choice: choice.clone(),
+        known: if infos.is_empty() {
+            "none".to_owned()
+        } else {
+            infos
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("#{i} {} ({:?}, {:?})", a.device, a.backend, a.adapter_type))
+                .collect::<Vec<_>>()
+                .join("; ")
+        },
+    })
+}
+
 impl GpuContext {
     /// Creates an instance, the default adapter and its device, set up as ggml's WebGPU backend
     /// sets up its own (see the module's documentation).
@@ -339,6 +413,12 @@ impl GpuContext {
     pub fn new(options: ContextOptions) -> Result<GpuContext, ContextError> {
         options.check_toggles()?;
         let instance = backend_instance()?;
+        if let Some(choice) = &options.adapter {
+            let found = enumerate(&instance);
+            let infos: Vec<AdapterInfo> = found.iter().map(Adapter::info).collect();
+            let index = choose_adapter(&infos, choice)?;
+            return GpuContext::with_adapter(&found[index], options);
+        }
         let request = instance.request_adapter(&RequestAdapterOptions {
             backend: options.backend,
             ..RequestAdapterOptions::compute()

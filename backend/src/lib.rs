@@ -94,7 +94,9 @@ pub mod tuning;
 pub mod variants;
 pub mod weights;
 
-pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};
+pub use context::{AdapterChoice, Capabilities, ContextError, ContextOptions, GpuContext, adapters};
+/// The safe Dawn API this crate is built on (`webgpu-dawn`), for what the backend does not wrap.
+pub use dawn;
 pub use facts::DeviceFacts;
 pub use ggml_type::GgmlType;
 pub use memory::DeviceTensor;

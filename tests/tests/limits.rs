@@ -680,3 +680,30 @@ fn mul_mat_writes_a_one_position_slot_of_a_larger_tensor() {
     let all = ctx.read_f32(&cache).unwrap();
     assert!(all[..16 * 5].iter().chain(&all[16 * 6..]).all(|v| v.is_nan()));
 }
+
+/// Adapters are listed and chosen without `unsafe`: by index or by a part of the device name; a
+/// choice that matches nothing names the adapters there are.
+#[test]
+fn adapters_are_listed_and_chosen_by_index_or_name() {
+    let all = ggml_dawn::adapters().unwrap();
+    assert!(!all.is_empty());
+    let first = &all[0].device;
+    for choice in [
+        ggml_dawn::AdapterChoice::Index(0),
+        first.to_uppercase().parse().unwrap(),
+    ] {
+        let ctx = GpuContext::new(ContextOptions {
+            adapter: Some(choice.clone()),
+            ..ContextOptions::default()
+        })
+        .unwrap();
+        assert_eq!(&ctx.capabilities().info.device, first, "{choice}");
+    }
+    let err = GpuContext::new(ContextOptions {
+        adapter: Some(ggml_dawn::AdapterChoice::Index(all.len())),
+        ..ContextOptions::default()
+    })
+    .unwrap_err();
+    assert!(matches!(err, ggml_dawn::ContextError::NoSuchAdapter { .. }), "{err}");
+    assert!(err.to_string().contains(first.as_str()), "{err}");
+}

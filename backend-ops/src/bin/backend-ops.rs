@@ -66,6 +66,10 @@ struct DeviceArgs {
     /// backend, computes nothing: it is used only when named here, never as a GPU found.
     #[arg(long, global = true, value_enum)]
     dawn_backend: Option<DawnBackend>,
+    /// The adapter to run on: its number in `info`'s list of adapters, or a part of its device
+    /// name (default: Dawn's choice).
+    #[arg(long, global = true)]
+    adapter: Option<ggml_dawn::AdapterChoice>,
 }
 
 /// The Dawn backends `--dawn-backend` names.
@@ -349,6 +353,7 @@ fn main() -> ExitCode {
         disable_toggles: cli.device.disable_toggles,
         tuning,
         backend: cli.device.dawn_backend.map(DawnBackend::backend_type),
+        adapter: cli.device.adapter.clone(),
         ..ContextOptions::default()
     };
     if let Err(e) = options.check_toggles() {
@@ -1045,6 +1050,17 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
             })
         );
         return check.map(|_| true);
+    }
+    if let Ok(all) = ggml_dawn::adapters() {
+        println!("adapters (--adapter N or a part of the name):");
+        for (i, a) in all.iter().enumerate() {
+            let mark = if a.device == info.device && a.backend == info.backend {
+                "  <- used"
+            } else {
+                ""
+            };
+            println!("  #{i} {} ({:?}, {:?}){mark}", a.device, a.backend, a.adapter_type);
+        }
     }
     println!("adapter:        {} ({})", info.device, info.description);
     println!(
