@@ -113,8 +113,8 @@ pub struct GpuContext {
     pub(crate) stream: Arc<Mutex<Stream>>,
 }
 
-/// Why the context could not be made.
-#[derive(Debug, thiserror::Error)]
+/// Why the context could not be made (converts into [`crate::Error`] with `?`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ContextError {
     #[error(transparent)]
     Dawn(#[from] dawn::Error),

@@ -97,6 +97,7 @@ pub mod weights;
 pub use context::{AdapterChoice, Capabilities, ContextError, ContextOptions, GpuContext, adapters};
 /// The safe Dawn API this crate is built on (`webgpu-dawn`), for what the backend does not wrap.
 pub use dawn;
+pub use error::{Error, ErrorKind, Result};
 pub use facts::DeviceFacts;
 pub use ggml_type::GgmlType;
 pub use memory::DeviceTensor;
