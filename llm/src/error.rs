@@ -25,6 +25,8 @@ pub enum LlmError {
     Tokenize(String),
     #[error("{0}")]
     Format(#[from] ggml_dawn::format::FormatError),
+    #[error("not yet implemented: {0}")]
+    NotYetImplemented(String),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }

@@ -145,7 +145,7 @@ struct BenchArgs {
 }
 
 /// What the commands that need the GPU decoder say for now.
-const NOT_YET: &str = "not yet implemented: needs the GPU decoder ops";
+const NOT_YET: &str = "needs the GPU decoder ops";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -176,15 +176,9 @@ fn run(cli: Cli) -> Result<(), LlmError> {
                 return Err(LlmError::InvalidArgument(format!("seed {}", args.sampling.seed)));
             }
             let model = Model::open(&args.model)?;
-            if args.ctx_size > model.config.n_ctx_train {
-                eprintln!(
-                    "warning: context {} is longer than the {} positions the model was trained on",
-                    args.ctx_size, model.config.n_ctx_train
-                );
-            }
             Tokenizer::from_metadata(model.metadata())?.encode(&args.prompt, true, true)?;
-            let _ = args.n_predict;
-            Err(LlmError::InvalidArgument(NOT_YET.into()))
+            let _ = (args.n_predict, args.ctx_size);
+            Err(LlmError::NotYetImplemented(NOT_YET.into()))
         }
         Command::Perplexity(args) => {
             if args.ctx_size < 2 {
@@ -196,7 +190,7 @@ fn run(cli: Cli) -> Result<(), LlmError> {
             let model = Model::open(&args.model)?;
             std::fs::metadata(&args.file).map_err(|e| io_error(&args.file, e))?;
             Tokenizer::from_metadata(model.metadata())?;
-            Err(LlmError::InvalidArgument(NOT_YET.into()))
+            Err(LlmError::NotYetImplemented(NOT_YET.into()))
         }
         Command::Bench(args) => {
             if args.repetitions == 0 || args.n_prompt + args.n_gen == 0 {
@@ -205,7 +199,7 @@ fn run(cli: Cli) -> Result<(), LlmError> {
                 ));
             }
             Model::open(&args.model)?;
-            Err(LlmError::InvalidArgument(NOT_YET.into()))
+            Err(LlmError::NotYetImplemented(NOT_YET.into()))
         }
     }
 }

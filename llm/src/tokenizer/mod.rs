@@ -478,13 +478,18 @@ impl Tokenizer {
         }
     }
 
-    /// The text of `ids` (invalid UTF-8 replaced); with SentencePiece, the space the encoder
-    /// put before the first word is removed, as llama.cpp's detokenizer does.
+    /// The text of `ids` (invalid UTF-8 replaced), as llama.cpp's detokenizer: without
+    /// `special`, a leading BOS is dropped and control tokens give nothing; where the encoder adds
+    /// a space prefix, the first piece loses one leading space.
     pub fn decode(&self, ids: &[TokenId], special: bool) -> String {
+        let ids = match ids.split_first() {
+            Some((&first, rest)) if !special && self.add_bos && Some(first) == self.special.bos => rest,
+            _ => ids,
+        };
         let mut bytes = Vec::new();
         for (i, &id) in ids.iter().enumerate() {
             let piece = self.token_to_piece(id, special);
-            let strip = i == 0 && self.add_space_prefix && !self.is_bpe() && piece.first() == Some(&b' ');
+            let strip = i == 0 && self.add_space_prefix && piece.first() == Some(&b' ');
             bytes.extend_from_slice(if strip { &piece[1..] } else { &piece });
         }
         String::from_utf8_lossy(&bytes).into_owned()

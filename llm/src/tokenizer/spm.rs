@@ -88,12 +88,14 @@ mod tests {
         let score = |s: &str| match s {
             "ab" => Some(-1.0),
             "bc" => Some(-0.5),
-            "abc" => Some(-2.0),
+            "bcd" => Some(-2.0),
             _ => None,
         };
         // "bc" scores higher than "ab", and "a"+"bc" is no token.
         assert_eq!(segment("abc", score), ["a", "bc"]);
         assert_eq!(segment("ab", score), ["ab"]);
+        // Merged symbols merge on: "bc" then "bcd".
+        assert_eq!(segment("abcd", score), ["a", "bcd"]);
         // A tie goes to the leftmost pair.
         let flat = |s: &str| (s == "aa").then_some(0.0);
         assert_eq!(segment("aaa", flat), ["aa", "a"]);
