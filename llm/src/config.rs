@@ -152,7 +152,7 @@ impl ModelConfig {
         let scaling_type = meta::get_str(meta, &key("rope.scaling.type"))?.unwrap_or("linear");
         let rope_scaling = match (scaling_type, factor) {
             ("none", _) | ("linear", None) => RopeScaling::None,
-            ("linear", Some(f)) if f == 1.0 => RopeScaling::None,
+            ("linear", Some(1.0)) => RopeScaling::None,
             ("linear", Some(factor)) => RopeScaling::Linear { factor },
             ("yarn", f) => RopeScaling::Yarn {
                 factor: f.unwrap_or(1.0),

@@ -33,7 +33,7 @@ impl PartialOrd for Bigram {
 
 /// Splits `text` into the symbols the merges leave, as slices; `score` gives the score of a
 /// token with that text, or `None` when there is no such token.
-pub fn segment<'a>(text: &'a str, score: impl Fn(&str) -> Option<f32>) -> Vec<&'a str> {
+pub fn segment(text: &str, score: impl Fn(&str) -> Option<f32>) -> Vec<&str> {
     let start: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
     let n = start.len();
     let mut len: Vec<usize> = (0..n)
