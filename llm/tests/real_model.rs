@@ -6,6 +6,7 @@
 mod common;
 
 use ggml_dawn::GgmlType;
+use ggml_dawn::gguf::Value;
 use ggml_dawn_llm::{Architecture, Model, Tokenizer};
 
 fn model() -> Option<Model> {
@@ -43,28 +44,27 @@ fn smollm2_configuration() {
 fn smollm2_tokenizes_as_llama_cpp() {
     let Some(model) = model() else { return };
     let tok = Tokenizer::from_metadata(model.metadata()).unwrap();
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let text = std::fs::read_to_string(data.join("tokenizer-text.txt")).unwrap();
-    let expected: Vec<u32> = std::fs::read_to_string(data.join("smollm2-tokenizer-ids.txt"))
-        .unwrap()
-        .trim()
-        .trim_matches(['[', ']'])
-        .split(", ")
-        .map(|s| s.parse().unwrap())
-        .collect();
+    let text = common::fixture_text();
     let got = tok.encode(&text, tok.adds_bos(), true).unwrap();
-    if let Some(i) = (0..got.len().min(expected.len())).find(|&i| got[i] != expected[i]) {
-        let piece = |ids: &[u32]| tok.decode(ids, true);
-        panic!(
-            "first difference at token {i}: got {:?} ({:?}), llama.cpp {:?} ({:?}); context {:?}",
-            &got[i..(i + 5).min(got.len())],
-            piece(&got[i..(i + 5).min(got.len())]),
-            &expected[i..(i + 5).min(expected.len())],
-            piece(&expected[i..(i + 5).min(expected.len())]),
-            piece(&got[i.saturating_sub(5)..i]),
+    common::assert_same_ids(&tok, &got, &common::read_ids("smollm2-tokenizer-ids.txt"), "smollm");
+    assert_eq!(tok.decode(&got, true), text);
+}
+
+/// SmolLM2's vocabulary under other pre-tokenizers, against llama-tokenize on the same files
+/// (`tests/data/smollm2-vocab-<pre>-ids.txt`, made by `make-vocab-fixtures.py`).
+#[test]
+fn other_pre_tokenizers_split_as_llama_cpp() {
+    let Some(model) = model() else { return };
+    for pre in ["llama-bpe", "qwen2", "gpt-2", "default", "falcon"] {
+        let mut meta = model.metadata().clone();
+        meta.insert("tokenizer.ggml.pre", Value::String(pre.into()));
+        let tok = Tokenizer::from_metadata(&meta).unwrap();
+        let got = tok.encode(&common::fixture_text(), tok.adds_bos(), true).unwrap();
+        common::assert_same_ids(
+            &tok,
+            &got,
+            &common::read_ids(&format!("smollm2-vocab-{pre}-ids.txt")),
+            pre,
         );
     }
-    assert_eq!(got.len(), expected.len());
-    // Decoding gives the text back.
-    assert_eq!(tok.decode(&got, true), text);
 }

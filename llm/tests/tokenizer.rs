@@ -172,3 +172,17 @@ fn vocabularies_this_crate_cannot_run_are_refused_by_name() {
     let err = Tokenizer::from_metadata(&m).unwrap_err().to_string();
     assert!(err.contains("tokenizer.ggml.tokens"), "{err}");
 }
+
+/// A SentencePiece vocabulary grown from the varied text (`tests/data/spm-vocab.gguf`), and the
+/// ids llama.cpp's `llama-tokenize` gives for that text with it (`make-vocab-fixtures.py`).
+#[test]
+fn spm_tokenizes_the_varied_text_as_llama_cpp() {
+    let tok = Tokenizer::from_gguf(common::data_dir().join("spm-vocab.gguf")).unwrap();
+    let got = tok.encode(&common::fixture_text(), tok.adds_bos(), true).unwrap();
+    common::assert_same_ids(&tok, &got, &common::read_ids("spm-vocab-ids.txt"), "spm");
+    // Decoding gives the text back (BOS left out, the control token kept), but for the space
+    // prefix SentencePiece puts before text that follows a special token.
+    assert_eq!(got[0], tok.special().bos.unwrap());
+    let expected = common::fixture_text().replace("<|im_start|>", "<|im_start|> ");
+    assert_eq!(tok.decode(&got[1..], true), expected);
+}

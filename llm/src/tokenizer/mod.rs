@@ -112,6 +112,20 @@ const EOT_TEXTS: &[&str] = &[
     "<end_of_utterance>",
 ];
 
+/// Texts llama.cpp takes for end-of-generation tokens (those of the architectures here).
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+];
+
 /// A tokenizer read from a GGUF vocabulary.
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
@@ -125,6 +139,8 @@ pub struct Tokenizer {
     /// Control, user-defined and unknown tokens, longest text first: cut out of the text before
     /// tokenizing it.
     cut_first: Vec<TokenId>,
+    /// Tokens that end generation.
+    end_of_generation: Vec<TokenId>,
 }
 
 /// One part of the text: plain text, or a special token found in it.
@@ -253,15 +269,18 @@ impl Tokenizer {
                 "EOS is to be added but the vocabulary has no EOS token".into(),
             ));
         }
-        if special.eot.is_none()
-            && let Some(id) = EOT_TEXTS.iter().find_map(|t| ids.get(*t).copied())
-        {
-            special.eot = Some(id);
-            // llama.cpp makes a control-looking end-of-turn token a control token.
-            if tokens[id as usize].ty != TokenType::Control {
-                tokens[id as usize].ty = TokenType::Control;
-            }
+        if special.eot.is_none() {
+            special.eot = EOT_TEXTS.iter().find_map(|t| ids.get(*t).copied());
         }
+        // The end-of-generation set, as llama.cpp builds it: tokens spelled like an end of turn
+        // (made control tokens when they are not), then EOS and EOT.
+        let mut end_of_generation: Vec<TokenId> = EOG_TEXTS.iter().filter_map(|t| ids.get(*t).copied()).collect();
+        for &id in &end_of_generation {
+            tokens[id as usize].ty = TokenType::Control;
+        }
+        end_of_generation.extend(special.eos.iter().chain(special.eot.iter()));
+        end_of_generation.sort_unstable();
+        end_of_generation.dedup();
 
         let mut cut_first: Vec<TokenId> = (0..n as TokenId)
             .filter(|&i| {
@@ -282,6 +301,7 @@ impl Tokenizer {
             add_eos,
             add_space_prefix,
             cut_first,
+            end_of_generation,
         })
     }
 
@@ -315,9 +335,10 @@ impl Tokenizer {
         self.add_eos
     }
 
-    /// Whether generation stops at `id` (EOS or end of turn).
+    /// Whether generation stops at `id`: EOS, EOT, or a token spelled like an end of turn
+    /// (llama.cpp's end-of-generation set).
     pub fn is_end_of_generation(&self, id: TokenId) -> bool {
-        Some(id) == self.special.eos || Some(id) == self.special.eot
+        self.end_of_generation.binary_search(&id).is_ok()
     }
 
     /// Whether this is a BPE (`gpt2`) vocabulary rather than a SentencePiece one.

@@ -206,3 +206,40 @@ pub fn real_model() -> Result<PathBuf, String> {
 
 /// The type of the synthetic weights most tests use.
 pub const WTYPE: WeightType = WeightType::Q8_0;
+
+/// The test data folder.
+pub fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+/// The varied text the tokenizer fixtures were made from.
+pub fn fixture_text() -> String {
+    std::fs::read_to_string(data_dir().join("tokenizer-text.txt")).unwrap()
+}
+
+/// Ids as llama-tokenize --ids prints them: `[1, 2, 3]`.
+pub fn read_ids(name: &str) -> Vec<u32> {
+    let text = std::fs::read_to_string(data_dir().join(name)).unwrap();
+    let inner = text.trim().trim_matches(['[', ']']);
+    if inner.is_empty() {
+        return Vec::new();
+    }
+    inner.split(", ").map(|s| s.parse().unwrap()).collect()
+}
+
+/// Panics at the first token where `got` and `expected` differ, showing both and the text
+/// around it.
+pub fn assert_same_ids(tok: &ggml_dawn_llm::Tokenizer, got: &[u32], expected: &[u32], what: &str) {
+    let window = |ids: &[u32], i: usize| ids[i.min(ids.len())..(i + 5).min(ids.len())].to_vec();
+    if let Some(i) = (0..got.len().min(expected.len())).find(|&i| got[i] != expected[i]) {
+        panic!(
+            "{what}: first difference at token {i}: got {:?} ({:?}), llama.cpp {:?} ({:?}), after {:?}",
+            window(got, i),
+            tok.decode(&window(got, i), true),
+            window(expected, i),
+            tok.decode(&window(expected, i), true),
+            tok.decode(&got[i.saturating_sub(5)..i], true),
+        );
+    }
+    assert_eq!(got.len(), expected.len(), "{what}: one list is a prefix of the other");
+}
