@@ -754,3 +754,18 @@ fn errors_have_kinds_to_match_on() -> ggml_dawn::Result<()> {
     assert_eq!(lost.unwrap_err().kind(), ErrorKind::DeviceLost);
     Ok(())
 }
+
+/// Forgetting to permute Q (heads second, as a projection gives them, instead of third) gets an
+/// error that says what to do.
+#[test]
+fn an_unpermuted_query_gets_a_hint() {
+    use ggml_dawn::ops::flash_attn::FlashAttnParams;
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    // 4 heads of 16 for 1 token, as a projection lays them out: [16, 4, 1, 1].
+    let q = tensor(&ctx, GgmlType::F32, [16, 4, 1, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [16, 8, 2, 1]);
+    let err = ctx
+        .flash_attn_ext(&q, &k, &k, None, None, FlashAttnParams::scaled(0.25))
+        .unwrap_err();
+    assert!(err.to_string().contains("permute([0, 2, 1, 3])"), "{err}");
+}
