@@ -1,33 +1,37 @@
 #!/usr/bin/env bash
 # A tuning sweep: the same perf cases under each setting of a tuning variable, one program run
-# per setting, so settings can be compared without rebuilding. Prints one line per case: the
-# case, then us/run under each setting (the first column is the defaults).
+# per setting, so settings can be compared without rebuilding. Each run's `--output json` goes to
+# $OUT/sweep-N.jsonl (0: the defaults); then, for each setting, `backend-ops compare` of the
+# defaults (before) and the setting (after): ratio = defaults' time / the setting's, above 1 the
+# setting is faster.
 #
 # Usage (on the GPU machine, from the repository root):
-#   KNOBS="vec_int_prefetch=1 vec_int_groups_k=4,vec_int_prefetch=1" \
-#     bash bench/knob-sweep.sh BUNDLE_DIR -o MUL_MAT -p 'type_a=q4_K,.*n=1,'
-# KNOBS: space-separated settings; VAR: the variable (GGML_DAWN_MUL_MAT, or GGML_DAWN_FA);
-# MIN_TIME: seconds per case (default 0.1); results also go to $OUT/sweep.txt when OUT is set.
+#   KNOBS="setting_a=1 setting_b=4,setting_c=1" bash bench/knob-sweep.sh BUNDLE_DIR --suite decode-targets
+#   KNOBS="…" bash bench/knob-sweep.sh BUNDLE_DIR -o MUL_MAT -p 'type_a=q4_K,.*n=1,'
+# KNOBS: space-separated settings (names in the library's plan files); VAR: the variable
+# (GGML_DAWN_MUL_MAT, or GGML_DAWN_FA); the other arguments are `perf`'s (a suite sets its own
+# --min-time; MIN_TIME overrides it); OUT: where the runs and tables go (default /tmp/knob-sweep).
 set -uo pipefail
 bundle=$1
 shift
 var=${VAR:-GGML_DAWN_MUL_MAT}
-min_time=${MIN_TIME:-0.1}
-times() { sed -E 's/\x1b\[[0-9;]*m//g' | grep -E 'us/run' | sed -E 's/^ *([A-Z_]+\([^)]*\)): +[0-9]+ runs - +([0-9.]+) us\/run.*/\1 \2/'; }
-raw=$(mktemp)
+out=${OUT:-/tmp/knob-sweep}
+mkdir -p "$out"
+perf_args=("$@")
+[ -z "${MIN_TIME:-}" ] || perf_args+=(--min-time "$MIN_TIME")
+i=0
 for knobs in defaults ${KNOBS:-}; do
     if [ "$knobs" = defaults ]; then
-        env -u "$var" "$bundle/run" perf --min-time "$min_time" "$@" 2>&1 | times | sed "s/^/$knobs /"
+        env -u "$var" "$bundle/run" --output json perf "${perf_args[@]}" >"$out/sweep-$i.jsonl"
     else
-        env "$var=$knobs" "$bundle/run" perf --min-time "$min_time" "$@" 2>&1 | times | sed "s/^/$knobs /"
+        env "$var=$knobs" "$bundle/run" --output json perf "${perf_args[@]}" >"$out/sweep-$i.jsonl"
     fi
-done >"$raw"
-{ printf 'case'; for knobs in defaults ${KNOBS:-}; do printf ' | %s' "$knobs"; done; echo; } | tee ${OUT:+"$OUT/sweep.txt"}
-awk '{ c = $2; gsub(/,bs=\[1,1\],nr=\[1,1\],per=\[0,1,2,3\],k_v=0,o=1,src_overlap=0/, "", c);
-       if (!(c in seen)) { seen[c] = 1; order[++n] = c }
-       if (!($1 in kseen)) { kseen[$1] = 1; korder[++nk] = $1 }
-       t[c, $1] = $3 }
-     END { for (i = 1; i <= n; i++) { line = order[i];
-             for (j = 1; j <= nk; j++) line = line " | " ((order[i], korder[j]) in t ? t[order[i], korder[j]] : "-");
-             print line } }' "$raw" | tee ${OUT:+-a "$OUT/sweep.txt"}
-rm -f "$raw"
+    i=$((i + 1))
+done
+i=0
+: >"$out/sweep.md"
+for knobs in ${KNOBS:-}; do
+    i=$((i + 1))
+    { echo "## $var=$knobs against the defaults"; echo; "$bundle/run" compare --base "$out/sweep-0.jsonl" --ours "$out/sweep-$i.jsonl"; echo; } |
+        tee -a "$out/sweep.md"
+done

@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use dawn::{
     BindGroupLayout, BindGroupLayoutEntry, BufferBindingType, ComputePipeline, ComputePipelineDescriptor, Device,
@@ -98,17 +99,30 @@ impl<P: PartialEq + Clone, V: Clone> PlanMemo<P, V> {
 #[derive(Debug, Default)]
 pub struct KernelCache {
     kernels: Mutex<HashMap<ShaderVariant, Arc<Kernel>>>,
+    /// Time spent compiling them, all together.
+    compiling: Mutex<Duration>,
 }
 
 impl KernelCache {
     /// The kernel for `variant`, compiling it on first use. Compilation errors name the variant.
+    /// A compilation is logged (`log` crate, target `ggml_dawn::kernel`, level info) with its
+    /// time: on a fresh driver cache the first use of a shape can take seconds.
     pub fn get(&self, device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
         if let Some(kernel) = self.kernels.lock().get(variant) {
             return Ok(Arc::clone(kernel));
         }
+        let started = Instant::now();
         let kernel = Arc::new(compile(device, variant, storage)?);
+        let took = started.elapsed();
+        *self.compiling.lock() += took;
+        log::info!("compiled kernel `{variant}` in {:.1} ms", took.as_secs_f64() * 1e3);
         self.kernels.lock().insert(variant.clone(), Arc::clone(&kernel));
         Ok(kernel)
+    }
+
+    /// The time spent compiling the kernels so far.
+    pub fn compile_time(&self) -> Duration {
+        *self.compiling.lock()
     }
 
     /// How many kernels are compiled.

@@ -13,6 +13,7 @@ use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::Upstre
 use ggml_dawn_bench::golden::{self, Verdict};
 use ggml_dawn_bench::harness::{self, Status};
 use ggml_dawn_bench::progress::Progress;
+use ggml_dawn_bench::suites::{self, Suite};
 use ggml_dawn_bench::{case_lists, selfcheck};
 use regex::Regex;
 use serde_json::json;
@@ -61,6 +62,41 @@ struct DeviceArgs {
     /// is accepted.
     #[arg(long = "no-toggle", global = true)]
     disable_toggles: Vec<String>,
+    /// Only an adapter of this Dawn backend (default: Dawn's choice). `null`, Dawn's Null
+    /// backend, computes nothing: it is used only when named here, never as a GPU found.
+    #[arg(long, global = true, value_enum)]
+    dawn_backend: Option<DawnBackend>,
+    /// The adapter to run on: its number in `info`'s list of adapters, or a part of its device
+    /// name (default: Dawn's choice).
+    #[arg(long, global = true)]
+    adapter: Option<ggml_dawn::AdapterChoice>,
+}
+
+/// The Dawn backends `--dawn-backend` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DawnBackend {
+    Vulkan,
+    Metal,
+    D3d12,
+    D3d11,
+    Opengl,
+    Opengles,
+    /// Dawn's Null backend: accepts every call, computes nothing (for testing the tool itself).
+    Null,
+}
+
+impl DawnBackend {
+    fn backend_type(self) -> dawn::BackendType {
+        match self {
+            DawnBackend::Vulkan => dawn::BackendType::Vulkan,
+            DawnBackend::Metal => dawn::BackendType::Metal,
+            DawnBackend::D3d12 => dawn::BackendType::D3D12,
+            DawnBackend::D3d11 => dawn::BackendType::D3D11,
+            DawnBackend::Opengl => dawn::BackendType::OpenGl,
+            DawnBackend::Opengles => dawn::BackendType::OpenGles,
+            DawnBackend::Null => dawn::BackendType::Null,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +114,10 @@ struct Selection {
     /// Read cases from this file (one a line). Repeatable; replaces the default list.
     #[arg(long = "cases-file")]
     files: Vec<PathBuf>,
+    /// Run this named suite's cases (`backend-ops suites` lists them); -o and -p narrow it.
+    /// In perf, its time per case is the default of --min-time.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["cases", "files"])]
+    suite: Option<String>,
     /// Also print the path and tiles chosen for each case.
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -108,9 +148,10 @@ enum Command {
     Perf {
         #[command(flatten)]
         selection: Selection,
-        /// Keep repeating a case's graph for at least this many seconds (0 to 3600).
-        #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
-        min_time: f64,
+        /// Keep repeating a case's graph for at least this many seconds (0 to 3600; default: the
+        /// suite's, else 1).
+        #[arg(long, value_parser = parse_min_time)]
+        min_time: Option<f64>,
         /// Cap the repetitions of the op in one graph (1 to 8192; upstream: up to 8192).
         #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=8192))]
         max_repeats: u64,
@@ -126,8 +167,12 @@ enum Command {
         selection: Selection,
     },
     /// Compare with upstream's test-backend-ops: run both on the same cases, alternating case by
-    /// case (MODE and --upstream-bin), or read both programs' saved output (--upstream and --ours).
-    Compare(CompareArgs),
+    /// case (MODE and --upstream-bin), or read both programs' saved output (--upstream and --ours);
+    /// or two saved runs of ours, before and after (--base and --ours).
+    Compare(Box<CompareArgs>),
+    /// The named benchmark suites (`perf --suite NAME`); with a NAME, that suite's cases, one a
+    /// line (as --cases-file reads them).
+    Suites { name: Option<String> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -146,7 +191,7 @@ struct CompareArgs {
     #[command(flatten)]
     selection: Selection,
     /// Upstream's test-backend-ops (or a wrapper such as run-upstream), run once per case.
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["upstream", "ours"])]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["upstream", "ours", "base"])]
     upstream_bin: Option<PathBuf>,
     /// An argument for --upstream-bin before upstream's mode (repeatable), e.g. run-upstream's
     /// bundle folder.
@@ -161,18 +206,27 @@ struct CompareArgs {
     /// Upstream's saved console output (`test-backend-ops perf …` or `test …`).
     #[arg(long, value_name = "FILE", requires = "ours")]
     upstream: Option<PathBuf>,
-    /// Our saved `backend-ops --output json` output of the same mode.
-    #[arg(long, value_name = "FILE", requires = "upstream")]
+    /// Our saved `backend-ops --output json` output of the same mode (with --base: the run after).
+    #[arg(long, value_name = "FILE")]
     ours: Option<PathBuf>,
+    /// Our saved `backend-ops --output json perf` output of the run before, compared with --ours
+    /// (the run after): ratio = before's time / after's.
+    #[arg(long, value_name = "FILE", requires = "ours", conflicts_with_all = ["upstream", "plot"])]
+    base: Option<PathBuf>,
     /// Also draw the ratios per op and type into this SVG file (perf).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Also write the rows as JSON lines (as `--output json` prints them) into this file, so
+    /// that one run gives both the table and its data.
+    #[arg(long, value_name = "FILE.jsonl")]
+    save_json: Option<PathBuf>,
     /// The chart's title.
     #[arg(long, default_value = "upstream test-backend-ops time / backend-ops time")]
     title: String,
-    /// Ours: keep repeating a case's graph for at least this many seconds (perf; 0 to 3600).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
-    min_time: f64,
+    /// Ours: keep repeating a case's graph for at least this many seconds (perf; 0 to 3600;
+    /// default: the suite's, else 1).
+    #[arg(long, value_parser = parse_min_time)]
+    min_time: Option<f64>,
     /// Ours: cap the repetitions of the op in one graph (perf; 1 to 8192).
     #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=8192))]
     max_repeats: u64,
@@ -208,24 +262,11 @@ const MAX_CASES_FILE: u64 = 16 << 20;
 /// The largest saved output `compare --upstream/--ours` reads.
 const MAX_SAVED_OUTPUT: u64 = 256 << 20;
 
-/// Reads a text file given as `flag`: a regular file (not a pipe or a device that never
-/// ends) of at most `max` bytes of UTF-8.
+/// Reads a text file given as `flag`: a regular file (not a FIFO or a device, which could block
+/// or never end; refused before anything waits on them) of at most `max` bytes of UTF-8.
 fn read_text(flag: &str, path: &std::path::Path, max: u64) -> Result<String, String> {
-    use std::io::Read;
-    let name = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("{flag} {name}: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("{flag} {name}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{flag} {name}: not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{flag} {name}: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(format!("{flag} {name}: larger than {max} bytes; split it"));
-    }
-    String::from_utf8(bytes).map_err(|_| format!("{flag} {name}: not UTF-8 text"))
+    let bytes = ggml_dawn_bench::input_file::read_bytes(path, max).map_err(|e| format!("{flag} {e}"))?;
+    String::from_utf8(bytes).map_err(|_| format!("{flag} {}: not UTF-8 text", path.display()))
 }
 
 /// Runs one case's work, turning a panic into a failure so that the rest of the list goes on.
@@ -265,13 +306,40 @@ fn env_tuning() -> Result<Tuning, String> {
     Tuning::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
 }
 
+/// Log lines of the library (a kernel's first compilation, with its time) on standard error:
+/// with `-v` the library's `info` lines, else warnings only; `RUST_LOG` overrides both.
+fn init_logging(command: &Command) {
+    let verbose = match command {
+        Command::Test { selection, .. } | Command::Perf { selection, .. } | Command::Support { selection } => {
+            selection.verbose
+        }
+        _ => false,
+    };
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| (if verbose { "ggml_dawn=info" } else { "warn" }).into());
+    env_logger::Builder::new()
+        .parse_filters(&filter)
+        .format(|buf, record| {
+            use std::io::Write;
+            writeln!(buf, "{}: {}", record.target(), record.args())
+        })
+        .init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(&cli.command);
     // Invalid knobs in the environment are malformed input, like a malformed case (`info`
     // runs no op, so it does not mind them).
     let tuning = match env_tuning() {
         Ok(t) => t,
-        Err(_) if matches!(cli.command, Command::Info | Command::Shaders { .. }) => Tuning::default(),
+        Err(_)
+            if matches!(
+                cli.command,
+                Command::Info | Command::Shaders { .. } | Command::Suites { .. }
+            ) =>
+        {
+            Tuning::default()
+        }
         Err(e) => {
             eprintln!("backend-ops: {e}");
             return ExitCode::from(2);
@@ -284,6 +352,8 @@ fn main() -> ExitCode {
         enable_toggles: cli.device.enable_toggles,
         disable_toggles: cli.device.disable_toggles,
         tuning,
+        backend: cli.device.dawn_backend.map(DawnBackend::backend_type),
+        adapter: cli.device.adapter.clone(),
         ..ContextOptions::default()
     };
     if let Err(e) = options.check_toggles() {
@@ -303,15 +373,17 @@ fn main() -> ExitCode {
             max_repeats,
         } => {
             let verbose = selection.verbose;
-            let min_time = Duration::from_secs_f64(min_time);
-            select(&selection, Default::Perf)
-                .and_then(|cases| perf(options, &cases, min_time, max_repeats, verbose, cli.output))
+            min_time_of(min_time, &selection).and_then(|min_time| {
+                select(&selection, Default::Perf)
+                    .and_then(|cases| perf(options, &cases, min_time, max_repeats, verbose, cli.output))
+            })
         }
         Command::Golden { paths } => golden_files(options, &paths, cli.output).map(End::from),
         Command::Support { selection } => {
             select(&selection, Default::Everything).and_then(|cases| support(options, &cases, cli.output))
         }
         Command::Compare(args) => compare_cmd(options, &args, cli.output).map(End::from),
+        Command::Suites { name } => list_suites(name.as_deref(), cli.output).map(End::from),
     };
     match result {
         Ok(End::Clean) => ExitCode::SUCCESS,
@@ -345,6 +417,8 @@ impl From<bool> for End {
 /// The cases a mode runs, and the case strings given that did not parse.
 struct Selected {
     cases: Vec<Case>,
+    /// The suite the cases came from (`--suite`).
+    suite: Option<&'static str>,
     /// Whether the cases were given (`--case`, `--cases-file`) rather than a default list.
     given: bool,
     /// `(origin, spec, why)` of each given case string that did not parse.
@@ -486,7 +560,13 @@ fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
         }
     }
     let given = !(selection.cases.is_empty() && selection.files.is_empty());
-    if !given {
+    if let Some(name) = &selection.suite {
+        // A suite is this tool's own list, like the defaults: a case too large for the device
+        // is not supported there, not bad input.
+        cases = suites::find(name)
+            .and_then(Suite::cases)
+            .map_err(|e| format!("--suite: {e}"))?;
+    } else if !given {
         cases = match default {
             Default::Tests => case_lists::test_cases().map_err(|e| e.to_string())?,
             Default::Perf => case_lists::perf_cases(),
@@ -509,15 +589,92 @@ fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
         selection.op.as_deref().is_none_or(|op| c.op_name() == op)
             && pattern.as_ref().is_none_or(|p| p.is_match(&c.to_string()))
     });
+    let suite = match &selection.suite {
+        Some(name) => Some(suites::find(name).map_err(|e| format!("--suite: {e}"))?.name),
+        None => None,
+    };
     Ok(Selected {
         cases,
+        suite,
         given,
         malformed,
     })
 }
 
+/// `perf`'s time per case: `--min-time` when given, else the suite's, else 1 s.
+fn min_time_of(given: Option<f64>, selection: &Selection) -> Result<Duration, String> {
+    let seconds = match (given, &selection.suite) {
+        (Some(s), _) => s,
+        (None, Some(name)) => suites::find(name).map_err(|e| format!("--suite: {e}"))?.min_time,
+        (None, None) => 1.0,
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// `suites`: every suite (name, time per case, number of cases, what it measures), or with a
+/// name that suite's cases, one a line.
+fn list_suites(name: Option<&str>, output: Output) -> Result<bool, String> {
+    let chosen: Vec<&Suite> = match name {
+        Some(name) => vec![suites::find(name).map_err(|e| e.to_string())?],
+        None => suites::SUITES.iter().collect(),
+    };
+    for suite in chosen {
+        let cases = suite.cases().map_err(|e| e.to_string())?;
+        match (output, name) {
+            (Output::Json, _) => println!(
+                "{}",
+                json!({ "mode": "suites", "suite": suite.name, "description": suite.description,
+                        "min_time": suite.min_time,
+                        "cases": cases.iter().map(|c| c.to_string()).collect::<Vec<_>>() })
+            ),
+            (Output::Text, Some(_)) => {
+                for case in &cases {
+                    println!("{case}");
+                }
+            }
+            (Output::Text, None) => println!(
+                "{:<16} {:>3} cases, --min-time {:<4} {}",
+                suite.name,
+                cases.len(),
+                suite.min_time,
+                suite.description
+            ),
+        }
+    }
+    Ok(true)
+}
+
+/// The first line of `--output json perf`: what the figures below were measured on and with,
+/// so that saved runs can be checked for the same card and settings before they are compared.
+fn header_line(ctx: &GpuContext, selected: &Selected, min_time: Duration) -> serde_json::Value {
+    let info = &ctx.capabilities().info;
+    let env = |name: &str| std::env::var(name).ok();
+    json!({ "mode": "header", "command": "perf",
+            "adapter": info.device, "adapter_description": info.description,
+            "backend": format!("{:?}", info.backend), "adapter_type": format!("{:?}", info.adapter_type),
+            "suite": selected.suite,
+            "min_time": min_time.as_secs_f64(),
+            "tuning": { tuning::MUL_MAT_ENV: env(tuning::MUL_MAT_ENV), tuning::FLASH_ATTN_ENV: env(tuning::FLASH_ATTN_ENV) } })
+}
+
+/// The context of a mode that runs cases. Dawn's Null backend is an error unless named
+/// (`ContextError::NullBackend`, exit 2); a software adapter such as lavapipe is used, and
+/// said to be the CPU, so that its timings are not read as a GPU's.
 fn context(options: ContextOptions) -> Result<GpuContext, String> {
-    GpuContext::new(options).map_err(|e| e.to_string())
+    let ctx = GpuContext::new(options).map_err(|e| match e {
+        ggml_dawn::ContextError::NullBackend { .. } => format!("{e} (--dawn-backend null)"),
+        e => e.to_string(),
+    })?;
+    let info = &ctx.capabilities().info;
+    if info.is_software() {
+        let what = if info.is_null_backend() {
+            "Dawn's Null backend (named by --dawn-backend): it computes nothing".to_owned()
+        } else {
+            format!("a CPU implementation of {:?}, not a GPU", info.backend)
+        };
+        eprintln!("backend-ops: the adapter, {}, is {what}", info.device);
+    }
+    Ok(ctx)
 }
 
 fn test(options: ContextOptions, selected: &Selected, seed: u64, verbose: bool, output: Output) -> Result<End, String> {
@@ -696,6 +853,9 @@ fn perf(
         return Ok(finish(&refused, total, true));
     }
     let ctx = context(options)?;
+    if output == Output::Json {
+        println!("{}", header_line(&ctx, selected, min_time));
+    }
     let mut ok = true;
     let mut progress = Progress::new(cases.len(), output == Output::Text);
     let mut stopped = None;
@@ -905,6 +1065,17 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
         );
         return check.map(|_| true);
     }
+    if let Ok(all) = ggml_dawn::adapters() {
+        println!("adapters (--adapter N or a part of the name):");
+        for (i, a) in all.iter().enumerate() {
+            let mark = if a.device == info.device && a.backend == info.backend {
+                "  <- used"
+            } else {
+                ""
+            };
+            println!("  #{i} {} ({:?}, {:?}){mark}", a.device, a.backend, a.adapter_type);
+        }
+    }
     println!("adapter:        {} ({})", info.device, info.description);
     println!(
         "vendor:         {} / {} (vendor {:#06x}, device {:#06x})",
@@ -947,16 +1118,36 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
     if let Some(plot) = &args.plot {
         compare::plot::check_target(plot).map_err(|e| format!("--plot {e}"))?;
     }
+    if let Some(base) = &args.base {
+        return before_after(args, base, output);
+    }
     let (rows, mode) = match (&args.upstream, &args.ours, &args.upstream_bin) {
         (Some(up), Some(ours), _) => {
-            let report = compare::upstream::parse(&read_text("--upstream", up, MAX_SAVED_OUTPUT)?);
+            let up_path = up;
+            let report = compare::upstream::parse(&read_text("--upstream", up, MAX_SAVED_OUTPUT)?)
+                .map_err(|e| format!("--upstream {}: {e}", up.display()))?;
             for line in &report.unrecognised {
                 eprintln!(
                     "backend-ops: {}: a result this tool does not read: {line}",
                     up.display()
                 );
             }
-            let ours = compare::parse_ours(&read_text("--ours", ours, MAX_SAVED_OUTPUT)?);
+            let ours_path = ours;
+            let ours = compare::parse_ours(&read_text("--ours", ours, MAX_SAVED_OUTPUT)?)
+                .map_err(|e| format!("--ours {}: {e}", ours_path.display()))?;
+            // A file with no result in it is the wrong file, not a comparison of nothing.
+            if report.entries.is_empty() {
+                return Err(format!(
+                    "no cases in --upstream {} (no `OP(…): result` line of test-backend-ops)",
+                    up.display()
+                ));
+            }
+            if ours.is_empty() {
+                return Err(format!(
+                    "no cases in --ours {} (no perf or test line of `backend-ops --output json`)",
+                    ours_path.display()
+                ));
+            }
             // Output of several backends (no -b): keep the one -b names, when it is there.
             let mut up = report.entries;
             if up.iter().any(|e| e.backend.as_deref() == Some(args.backend.as_str())) {
@@ -964,6 +1155,13 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
             }
             let mut rows = compare::match_entries(&ours, &up);
             filter_rows(&mut rows, &args.selection)?;
+            if rows.is_empty() {
+                return Err(format!(
+                    "no cases in --upstream {} or --ours {} match the selection (-o, -p, --case)",
+                    up_path.display(),
+                    ours_path.display()
+                ));
+            }
             let mode = match args.mode {
                 Some(CompareMode::Perf) => Mode::Perf,
                 Some(CompareMode::Test) => Mode::Test,
@@ -987,6 +1185,9 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
                 return Err(format!("{origin} `{spec}`: {reason}"));
             }
             let cases = selected.cases;
+            if cases.is_empty() {
+                return Err("no cases to compare: the selection (-o, -p, --case, --cases-file) leaves none".into());
+            }
             let upstream = UpstreamCommand {
                 program: bin.clone(),
                 pre_args: args.upstream_args.clone(),
@@ -998,7 +1199,7 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
         }
         _ => {
             return Err(
-                "compare needs --upstream-bin PATH (run both), or --upstream FILE and --ours FILE (saved output)"
+                "compare needs --upstream-bin PATH (run both), --upstream FILE and --ours FILE (saved output), or --base FILE and --ours FILE (two saved runs of ours)"
                     .into(),
             );
         }
@@ -1006,6 +1207,10 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
     match output {
         Output::Text => print!("{}", compare::render_table(&rows, mode)),
         Output::Json => print!("{}", compare::render_json(&rows)),
+    }
+    if let Some(file) = &args.save_json {
+        std::fs::write(file, compare::render_json(&rows))
+            .map_err(|e| format!("--save-json {}: {e}", file.display()))?;
     }
     if let Some(plot) = &args.plot {
         compare::plot::plot_svg(&rows, plot, &args.title).map_err(|e| e.to_string())?;
@@ -1016,16 +1221,67 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
         .any(|r| matches!(r.ours, Outcome::Fail(_) | Outcome::Crash(_))))
 }
 
-/// Keeps the rows the selection names (-o, -p, --case), for saved output.
+/// Keeps the rows the selection names (-o, -p, --case, --suite), for saved output.
 fn filter_rows(rows: &mut Vec<Row>, selection: &Selection) -> Result<(), String> {
-    let pattern = case_pattern(selection)?;
-    let cases: Vec<String> = selection.cases.iter().map(|c| compare::normalise_case(c)).collect();
-    rows.retain(|r| {
-        selection.op.as_deref().is_none_or(|op| r.op == op)
-            && pattern.as_ref().is_none_or(|p| p.is_match(&r.case))
-            && (cases.is_empty() || cases.contains(&r.case))
-    });
+    let keep = row_filter(selection)?;
+    rows.retain(|r| keep(&r.case));
     Ok(())
+}
+
+/// Whether a normalised case string is one the selection names (-o, -p, --case, --suite).
+fn row_filter(selection: &Selection) -> Result<impl Fn(&str) -> bool, String> {
+    let pattern = case_pattern(selection)?;
+    let mut cases: Vec<String> = selection.cases.iter().map(|c| compare::normalise_case(c)).collect();
+    if let Some(name) = &selection.suite {
+        let suite = suites::find(name)
+            .and_then(Suite::cases)
+            .map_err(|e| format!("--suite: {e}"))?;
+        cases.extend(suite.iter().map(|c| c.to_string()));
+    }
+    let op = selection.op.clone();
+    Ok(move |case: &str| {
+        op.as_deref().is_none_or(|op| compare::op_of(case) == op)
+            && pattern.as_ref().is_none_or(|p| p.is_match(case))
+            && (cases.is_empty() || cases.iter().any(|c| c == case))
+    })
+}
+
+/// `compare --base BEFORE --ours AFTER`: two saved `--output json perf` runs of ours, case by
+/// case. Ends with exit 0 whatever the figures; unreadable files or no timing in either are
+/// errors (exit 2).
+fn before_after(args: &CompareArgs, base: &std::path::Path, output: Output) -> Result<bool, String> {
+    use compare::before_after as ba;
+    let after_path = args.ours.as_deref().ok_or("--base needs --ours FILE (the run after)")?;
+    let before = ba::parse_run(&read_text("--base", base, MAX_SAVED_OUTPUT)?)
+        .map_err(|e| format!("--base {}: {e}", base.display()))?;
+    let after = ba::parse_run(&read_text("--ours", after_path, MAX_SAVED_OUTPUT)?)
+        .map_err(|e| format!("--ours {}: {e}", after_path.display()))?;
+    for (flag, path, run) in [("--base", base, &before), ("--ours", after_path, &after)] {
+        if !run.entries.iter().any(|e| e.outcome.us_per_run().is_some()) {
+            return Err(format!(
+                "{flag} {}: no perf result (expected `backend-ops --output json perf` output)",
+                path.display()
+            ));
+        }
+    }
+    if let (Some(b), Some(a)) = (&before.adapter, &after.adapter)
+        && a != b
+    {
+        eprintln!(
+            "backend-ops: the runs come from different adapters (before: {b}; after: {a}); their ratios compare cards, not builds"
+        );
+    }
+    let keep = row_filter(&args.selection)?;
+    let mut changes = ba::pair(&before.entries, &after.entries);
+    changes.retain(|c| keep(&c.case));
+    match output {
+        Output::Text => print!("{}", ba::render_table(&changes)),
+        Output::Json => print!("{}", ba::render_json(&changes)),
+    }
+    if let Some(file) = &args.save_json {
+        std::fs::write(file, ba::render_json(&changes)).map_err(|e| format!("--save-json {}: {e}", file.display()))?;
+    }
+    Ok(true)
 }
 
 /// Runs upstream, then ours, on each case in turn; reports each pair on stderr as it comes.
@@ -1036,8 +1292,8 @@ fn compare_live(
     cases: &[Case],
     upstream: &UpstreamCommand,
 ) -> Result<Vec<Row>, String> {
+    let min_time = min_time_of(args.min_time, &args.selection)?;
     let ctx = context(options)?;
-    let min_time = Duration::from_secs_f64(args.min_time);
     let mut rows = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let text = case.to_string();

@@ -122,8 +122,14 @@ pub fn check(ops: &FlashAttnLayouts) -> Result<()> {
         return bad(format!("shapes do not fit: q {:?}, k {:?}, v {:?}", q.ne, k.ne, v.ne));
     }
     if k.ne[2] == 0 || q.ne[2] % k.ne[2] != 0 {
+        let hint = if q.ne[1] % k.ne[2] == 0 {
+            " (Q's heads must be its third dimension: a projection's [head_dim, heads, tokens] \
+             needs permute([0, 2, 1, 3]) first, see the `shapes` page)"
+        } else {
+            ""
+        };
         return bad(format!(
-            "{} query heads are not a multiple of {} KV heads",
+            "{} query heads are not a multiple of {} KV heads{hint}",
             q.ne[2], k.ne[2]
         ));
     }
