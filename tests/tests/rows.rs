@@ -1,6 +1,6 @@
 //! GET_ROWS, SET_ROWS and CPY on the adapter (lavapipe in CI) against the CPU references: a
 //! representative part of upstream's lists (every type and kernel form once; all of them with
-//! `DAWN_COMPUTE_FULL_TESTS=1`), quantization bit for bit against `ggml_dawn::format`, ids out of
+//! `DAWN_COMPUTE_FULL_TESTS=1`), quantization bit for bit against ggml's CPU (the references), ids out of
 //! range, and each check's error.
 
 use dawn_compute_tests::full;
@@ -150,7 +150,7 @@ fn quantization_is_bit_exact() {
             // CPY of the whole source into a contiguous tensor of the type.
             let out = ctx.empty(ty, [n, 3, 1, 1]).unwrap();
             ctx.cpy(&src, &out).unwrap();
-            let exact = format::quantize(ty, &src_host.to_f32().unwrap()).unwrap();
+            let exact = reference::cpy(&src_host, &ctx.read(&out).unwrap()).unwrap().data;
             assert_eq!(ctx.read(&out).unwrap().data, exact, "CPY {src_ty} -> {ty}");
         }
     }

@@ -1,7 +1,7 @@
 // Writing ggml's element formats bit for bit as ggml's CPU writes them: f16 and bf16 rounded to
 // nearest even in integer arithmetic (WGSL leaves the rounding of f32 -> f16 to the
-// implementation), and the quantizers of q4_0, q4_1, q5_0, q5_1, q8_0 and iq4_nl operation for
-// operation as `ggml_dawn::format` (ggml's `quantize_row_*_ref`): divisions correctly rounded
+// implementation), and the quantizers of q4_0, q4_1, q5_0, q5_1, q8_0, q1_0 and iq4_nl operation for
+// operation as ggml's CPU from_float (`quantize_row_*_ref`; the references' `cpu_quant`): divisions correctly rounded
 // (WGSL's `/` may be off by 2.5 ulp), products never contracted into an fma with the sum that
 // follows (`opaque`), C's truncating casts and `roundf` (ties away from zero).
 //
@@ -280,20 +280,8 @@ fn iq4_index(x: f32) -> u32 {
     return idx;
 }
 
-// Σ w·q·v and Σ w·q·q over the block for the inverse scale `id` (w = v²), in ggml's order.
-fn iq4_sums(x: ptr<function, array<f32, ENC_QK>>, id: f32) -> vec2<f32> {
-    var sumqx = 0.0;
-    var sumq2 = 0.0;
-    for (var j = 0u; j < 32u; j++) {
-        let v = (*x)[j];
-        let q = f32(IQ4NL_LEVELS[iq4_index(opaque(id * v))]);
-        let w = opaque(v * v);
-        sumqx = sumqx + opaque(opaque(w * q) * v);
-        sumq2 = sumq2 + opaque(opaque(w * q) * q);
-    }
-    return vec2<f32>(sumqx, sumq2);
-}
-
+// One pass, as ggml's CPU from_float (quantize_row_iq4_nl_ref): levels from the scale
+// max/−127, then the least-squares scale Σw·q·x / Σw·q² (w = x²) for those levels.
 fn quantize_block(x: ptr<function, array<f32, ENC_QK>>) -> Block {
     var b: Block;
     var amax = 0.0;
@@ -305,28 +293,26 @@ fn quantize_block(x: ptr<function, array<f32, ENC_QK>>) -> Block {
             vmax = v;
         }
     }
-    var scale = 0.0;
+    var levels: array<u32, 32>;
+    var d = 0.0;
     if (amax >= 1e-15) {
-        let d0 = div_rn(-vmax, -127.0);
-        var s = iq4_sums(x, div_rn(1.0, d0));
-        var d = select(0.0, div_rn(s.x, s.y), s.y > 0.0);
-        var best = opaque(d * s.x);
-        for (var itry = -7; itry <= 7; itry++) {
-            let id = div_rn(f32(itry - 127), vmax);
-            s = iq4_sums(x, id);
-            if (s.y > 0.0 && opaque(s.x * s.x) > opaque(best * s.y)) {
-                d = div_rn(s.x, s.y);
-                best = opaque(d * s.x);
-            }
+        let id = div_rn(1.0, div_rn(vmax, -127.0));
+        var sumqx = 0.0;
+        var sumq2 = 0.0;
+        for (var j = 0u; j < 32u; j++) {
+            let v = (*x)[j];
+            let i = iq4_index(opaque(id * v));
+            levels[j] = i;
+            let q = f32(IQ4NL_LEVELS[i]);
+            let w = opaque(v * v);
+            sumqx = sumqx + opaque(opaque(w * q) * v);
+            sumq2 = sumq2 + opaque(opaque(w * q) * q);
         }
-        scale = d;
+        d = select(0.0, div_rn(sumqx, sumq2), sumq2 > 0.0);
     }
-    put_u16(&b, 0u, f16_bits(scale));
-    let id = select(0.0, div_rn(1.0, scale), scale != 0.0);
+    put_u16(&b, 0u, f16_bits(d));
     for (var j = 0u; j < 16u; j++) {
-        let l0 = iq4_index(opaque(id * (*x)[j]));
-        let l1 = iq4_index(opaque(id * (*x)[j + 16u]));
-        put_byte(&b, 2u + j, l0 | (l1 << 4u));
+        put_byte(&b, 2u + j, levels[j] | (levels[j + 16u] << 4u));
     }
     return b;
 }
