@@ -90,13 +90,13 @@ pub fn check(x: &Layout, pos: &Layout, ff: Option<&Layout>, dst: &Layout, params
             pos.ne
         )));
     }
-    if let Some(f) = ff {
-        if f.ty != GgmlType::F32 || f.ne[0] < pairs || f.nb[0] != 4 {
-            return Err(invalid(format!(
-                "freq_factors must be packed f32 with at least {pairs} values, is {:?} {:?}",
-                f.ty, f.ne
-            )));
-        }
+    if let Some(f) = ff
+        && (f.ty != GgmlType::F32 || f.ne[0] < pairs || f.nb[0] != 4)
+    {
+        return Err(invalid(format!(
+            "freq_factors must be packed f32 with at least {pairs} values, is {:?} {:?}",
+            f.ty, f.ne
+        )));
     }
     if x.checked_elements().is_none_or(|n| n > u32::MAX as usize) {
         return Err(BackendError::Unsupported("ROPE: more than 2^32 elements".into()));

@@ -97,7 +97,10 @@ pub fn plan(p: &Problem, device: &DeviceFacts) -> RowsPlan {
         [4u64, 2]
             .into_iter()
             .find(|&u| {
-                p.dst_packed && p.ne0 % u == 0 && (p.op != RowsOp::Cpy || p.src_ne0 % u == 0) && (!raw || p.src_packed)
+                p.dst_packed
+                    && p.ne0.is_multiple_of(u)
+                    && (p.op != RowsOp::Cpy || p.src_ne0.is_multiple_of(u))
+                    && (!raw || p.src_packed)
             })
             .unwrap_or(1)
     };
