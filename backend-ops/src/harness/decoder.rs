@@ -436,7 +436,12 @@ mod tests {
                 *v = -*v + 1.0;
             }
             assert!(matches!(run.check(&wrong), Status::Fail { .. }), "{spec}");
-            assert!(gpu_support(&case).is_err());
+            // The GPU runs the ops of issue #38 whose kernels exist.
+            let on_gpu = matches!(
+                case,
+                DecoderCase::GetRows(_) | DecoderCase::SetRows(_) | DecoderCase::Cpy(_) | DecoderCase::Rope(_)
+            );
+            assert_eq!(gpu_support(&case).is_ok(), on_gpu, "{spec}");
         }
     }
 
