@@ -34,7 +34,6 @@ const SOURCES: &[(&str, &str)] = sources!(
         "mul_mat_tiled.wgsl",
         "mul_mat_subgroup_matrix.wgsl",
         "mul_mat_vec.wgsl",
-        "mul_mat_vec_mma.wgsl",
         "mul_mat_vec_q8.wgsl",
         "mul_mat_vec_kq.wgsl",
         "mul_mat_quantize_b.wgsl",

@@ -12,7 +12,7 @@ use crate::error::{BackendError, Result};
 use crate::facts::DeviceFacts;
 
 pub use crate::ops::flash_attn::Knobs as FlashAttnKnobs;
-pub use crate::ops::mul_mat::Tuning as MulMatTuning;
+pub use crate::ops::mul_mat::MulMatTuning;
 
 /// The environment variable `backend-ops` reads MUL_MAT's overrides from (`name=value,…`).
 pub const MUL_MAT_ENV: &str = "GGML_DAWN_MUL_MAT";
@@ -121,9 +121,9 @@ mod tests {
 
     #[test]
     fn overrides_parse_apply_and_errors_name_their_variable() {
-        let o = Overrides::parse("vec_rows=8", "path=tile,split=4").unwrap();
+        let o = Overrides::parse("vec_rows=8/16", "path=tile,split=4").unwrap();
         let t = Tuning::with_overrides(&presets::h100(), &o).unwrap();
-        assert_eq!(t.mul_mat.vec_rows, 8);
+        assert_eq!(t.mul_mat.vec_rows, values::Pair(8, 16));
         assert_eq!(t.flash_attn.split, Some(4));
         let base = Tuning::for_device(&presets::h100());
         assert_eq!(

@@ -9,7 +9,7 @@ use crate::kernel::{Access, Kernel};
 use crate::memory::{Binding, DeviceTensor};
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 
-use super::plan::{MulMatPlan, Path, SIMPLE_WG};
+use super::plan::{Choice, MulMatPlan, SIMPLE_WG};
 
 /// The three storage bindings (a, b, dst).
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +33,7 @@ impl Bindings {
 }
 
 fn word(v: u64) -> Result<u32> {
-    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("MUL_MAT: a size or stride of {v}")))
+    crate::ops::arith::word("MUL_MAT", v)
 }
 
 /// The compiled kernels of one plan (see `variants::mul_mat`).
@@ -76,7 +76,7 @@ pub fn encode(
     bound: &Bindings,
     plan: &MulMatPlan,
 ) -> Result<()> {
-    if matches!(plan.path, Path::Simple { .. }) {
+    if matches!(plan.choice, Choice::Simple(_)) {
         return simple(ctx, stream, a, b, dst, bound, plan);
     }
     let kernels = plan_kernels(ctx, plan)?;
@@ -140,7 +140,7 @@ pub fn encode(
     }
     if let Some(q) = &plan.quantize_b {
         // The quantize pass and the kernel share the context's scratch: one submit.
-        stream.reserve(if q.twice { 3 } else { 2 })?;
+        stream.reserve(if q.twice() { 3 } else { 2 })?;
         // b's 8-bit blocks go to scratch first; the mat-vec reads them in b's place.
         let scratch = ctx.scratch_buffer("MUL_MAT 8-bit b", q.scratch_bytes)?;
         let quantize = kernels.quantize_b.as_ref().ok_or_else(|| {
@@ -154,7 +154,7 @@ pub fn encode(
         let quantize_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
         let quantize_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
         stream.dispatch(quantize, &quantize_buffers, &quantize_params, q.grid)?;
-        if q.twice {
+        if q.twice() {
             stream.dispatch(quantize, &quantize_buffers, &quantize_params, q.grid)?;
         }
         buffers[1] = scratch;
