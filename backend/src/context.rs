@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use crate::error::{BackendError, Result};
 use crate::exec::{DEFAULT_TIMEOUT, Stream};
 use crate::facts::{DeviceFacts, MatrixConfig};
-use crate::kernel::{Access, Kernel, KernelCache};
+use crate::kernel::{Access, Pipeline, PipelineCache};
 use crate::memory::DeviceTensor;
 use crate::scratch::Scratch;
 use crate::shader_lib::ShaderVariant;
@@ -91,7 +91,7 @@ pub struct GpuContext {
     /// The device's profile with `options.tuning` applied.
     tuning: Tuning,
     /// Compiled kernels of this device.
-    kernels: Arc<KernelCache>,
+    kernels: Arc<PipelineCache>,
     /// The kernels of the ops' recent plans (an index into `kernels`).
     plan_kernels: Arc<crate::ops::PlanKernelMemos>,
     /// Scratch buffers the ops use between their own dispatches.
@@ -477,7 +477,7 @@ impl GpuContext {
     }
 
     /// The kernel of `variant`, compiled on first use.
-    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
+    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Pipeline>> {
         self.kernels.get(&self.device, variant, storage)
     }
 

@@ -31,7 +31,7 @@ pub enum Access {
 
 /// A compiled shader variant.
 #[derive(Debug)]
-pub struct Kernel {
+pub struct Pipeline {
     pub variant: ShaderVariant,
     pub pipeline: ComputePipeline,
     pub layout: BindGroupLayout,
@@ -96,13 +96,13 @@ impl<P: PartialEq + Clone, V: Clone> PlanMemo<P, V> {
 
 /// The kernels of one device, by variant.
 #[derive(Debug, Default)]
-pub struct KernelCache {
-    kernels: Mutex<HashMap<ShaderVariant, Arc<Kernel>>>,
+pub struct PipelineCache {
+    kernels: Mutex<HashMap<ShaderVariant, Arc<Pipeline>>>,
 }
 
-impl KernelCache {
+impl PipelineCache {
     /// The kernel for `variant`, compiling it on first use. Compilation errors name the variant.
-    pub fn get(&self, device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
+    pub fn get(&self, device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Pipeline>> {
         if let Some(kernel) = self.kernels.lock().get(variant) {
             return Ok(Arc::clone(kernel));
         }
@@ -122,7 +122,7 @@ impl KernelCache {
     }
 }
 
-fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Kernel> {
+fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Pipeline> {
     let key = variant.to_string();
     let shader_error = |message: String| BackendError::Shader {
         variant: key.clone(),
@@ -171,7 +171,7 @@ fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Resu
             constants: &[],
         })
         .map_err(|e| shader_error(e.to_string()))?;
-    Ok(Kernel {
+    Ok(Pipeline {
         variant: variant.clone(),
         pipeline,
         layout,

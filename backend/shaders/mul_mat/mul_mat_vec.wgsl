@@ -108,39 +108,48 @@ fn vu_words4(byte: u32) -> vec4<u32> {
     return vu_fun4(w, a[i + 4u], (byte & 2u) != 0u);
 }
 
-#if A_TYPE == TYPE_Q4_0
-// A unit is two blocks, 36 bytes: d0, qs0[16], d1, qs1[16]; nine words, aligned when the row is.
+#if A_TYPE == TYPE_Q4_0 || A_TYPE == TYPE_Q8_0
+// A unit is two blocks: d0, qs0, d1, qs1, with VU_QW words of quants a block (q4_0: 36 bytes,
+// nine words; q8_0: 68 bytes, 17 words), aligned when the row is.
 #define VU_SCALE 1
+#if A_TYPE == TYPE_Q4_0
+#define VU_QW 4
+#else
+#define VU_QW 8
+#endif
 
 struct VuRaw {
-    q: array<u32, 8>,
+    q: array<u32, 2 * VU_QW>,
     d: vec2<f32>,
 }
 
 fn vu_load(row: u32, u: u32) -> VuRaw {
-    let byte = row + u * 36u;
+    let byte = row + u * (8u * VU_QW + 4u);
     let i = byte >> 2u;
-    var w: array<u32, 9>;
-#for C in 0..9
+    var w: array<u32, 2 * VU_QW + 1>;
+#for C in 0..2 * VU_QW + 1
     w[C##u] = a[i + C##u];
 #endfor
 #ifndef A_ALIGN4
     let odd = (byte & 2u) != 0u;
-    let next = a[min(i + 9u, a_last())];
-#for C in 0..8
+    let next = a[min(i + 2u * VU_QW + 1u, a_last())];
+#for C in 0..2 * VU_QW
     w[C##u] = vu_fun(w[C##u], w[C##u + 1u], odd);
 #endfor
-    w[8] = vu_fun(w[8], next, odd);
+    w[2 * VU_QW] = vu_fun(w[2 * VU_QW], next, odd);
 #endif
     var r: VuRaw;
-    r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[4]).y);
-#for C in 0..4
+    r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[VU_QW]).y);
+    // Block 0's quants start 2 bytes into word 0; block 1's are whole words from VU_QW + 1.
+#for C in 0..VU_QW
     r.q[C##u] = (w[C##u] >> 16u) | (w[C##u + 1u] << 16u);
-    r.q[C##u + 4u] = w[C##u + 5u];
+    r.q[C##u + VU_QW] = w[C##u + VU_QW + 1u];
 #endfor
     return r;
 }
+#endif
 
+#if A_TYPE == TYPE_Q4_0
 // Word s % 4 of block s / 4: low nibbles are elements 4(s % 4).., high ones 16 further.
 fn vu_pos(u: u32, s: u32) -> vec2<u32> {
     let e = u * 64u + (s / 4u) * 32u + (s % 4u) * 4u;
@@ -153,38 +162,6 @@ fn vu_sub(r: VuRaw, s: u32) -> VuSub {
     return VuSub(u8x4_f32(q & 0x0f0f0f0fu, 8.0), u8x4_f32((q >> 4u) & 0x0f0f0f0fu, 8.0), d, d);
 }
 #elif A_TYPE == TYPE_Q8_0
-// A unit is two blocks, 68 bytes: d0, qs0[32], d1, qs1[32]; 17 words, aligned when the row is.
-#define VU_SCALE 1
-
-struct VuRaw {
-    q: array<u32, 16>,
-    d: vec2<f32>,
-}
-
-fn vu_load(row: u32, u: u32) -> VuRaw {
-    let byte = row + u * 68u;
-    let i = byte >> 2u;
-    var w: array<u32, 17>;
-#for C in 0..17
-    w[C##u] = a[i + C##u];
-#endfor
-#ifndef A_ALIGN4
-    let odd = (byte & 2u) != 0u;
-    let next = a[min(i + 17u, a_last())];
-#for C in 0..16
-    w[C##u] = vu_fun(w[C##u], w[C##u + 1u], odd);
-#endfor
-    w[16] = vu_fun(w[16], next, odd);
-#endif
-    var r: VuRaw;
-    r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[8]).y);
-#for C in 0..8
-    r.q[C##u] = (w[C##u] >> 16u) | (w[C##u + 1u] << 16u);
-    r.q[C##u + 8u] = w[C##u + 9u];
-#endfor
-    return r;
-}
-
 fn vu_pos(u: u32, s: u32) -> vec2<u32> {
     let e = u * 64u + s * 8u;
     return vec2<u32>(e, e + 4u);

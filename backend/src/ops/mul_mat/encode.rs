@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream};
-use crate::kernel::{Access, Kernel};
+use crate::kernel::{Access, Pipeline};
 use crate::memory::{Binding, DeviceTensor};
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 
@@ -39,10 +39,10 @@ fn word(v: u64) -> Result<u32> {
 /// The compiled kernels of one plan (see `variants::mul_mat`).
 #[derive(Debug)]
 pub struct PlanKernels {
-    pub kernel: Arc<Kernel>,
-    pub quantize_b: Option<Arc<Kernel>>,
-    pub dequantize_a: Option<Arc<Kernel>>,
-    pub convert_b: Option<Arc<Kernel>>,
+    pub kernel: Arc<Pipeline>,
+    pub quantize_b: Option<Arc<Pipeline>>,
+    pub dequantize_a: Option<Arc<Pipeline>>,
+    pub convert_b: Option<Arc<Pipeline>>,
 }
 
 /// `plan`'s kernels, from the context's memo of recent plans or compiled now.
@@ -169,7 +169,7 @@ fn copy_pass(
     ctx: &GpuContext,
     stream: &mut Stream,
     originals: &[BufferRange; 2],
-    kernel: Option<&Arc<Kernel>>,
+    kernel: Option<&Arc<Pipeline>>,
     label: &'static str,
     bytes: u64,
     params: &MulMatUniforms,
