@@ -881,6 +881,8 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
                 "limits": limits,
                 "subgroup_matrix_configs": configs,
                 "subgroup_matrix_used": caps.subgroup_matrix.map(|c| c.to_string()),
+                "device_class": format!("{:?}", ctx.facts().class),
+                "mul_mat_tuning": ctx.tuning().mul_mat.to_string(),
                 "compute_check": match &check { Ok(n) => json!({ "ok": true, "elements": n }), Err(e) => json!({ "ok": false, "error": e }) },
             })
         );
@@ -918,6 +920,8 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
         };
         println!("  {config}{mark}");
     }
+    println!("device class:   {:?} (its tuning profile)", ctx.facts().class);
+    println!("MUL_MAT tuning: {}", ctx.tuning().mul_mat);
     let n = 1 << 20;
     let checked = selfcheck::on_context(&ctx, n).map_err(|e| format!("the compute check failed: {e}"))?;
     println!("compute check:  y = 3x + y over {checked} elements, every element matches the CPU: OK");
