@@ -5,6 +5,7 @@
 //! [`GpuContext`]'s methods run them on the context's own stream, batched until
 //! [`GpuContext::synchronize`] (or a read).
 
+pub mod arith;
 pub mod dequantize;
 mod env;
 pub mod flash_attn;

@@ -9,7 +9,7 @@ use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
-use crate::kernel::{Access, Kernel as Compiled};
+use crate::kernel::{Access, Pipeline};
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::dequantize;
 use crate::params::{FlashAttnReduceUniforms, FlashAttnSimpleUniforms, FlashAttnUniforms, alibi_slopes};
@@ -18,9 +18,9 @@ use crate::tensor::Layout;
 /// The compiled kernels of a fast plan (see `variants::flash_attn`).
 #[derive(Debug)]
 pub struct PlanKernels {
-    pub kernel: Arc<Compiled>,
+    pub kernel: Arc<Pipeline>,
     /// The pass that combines the KV splits.
-    pub reduce: Option<Arc<Compiled>>,
+    pub reduce: Option<Arc<Pipeline>>,
 }
 
 /// `plan`'s kernels, from the context's memo of recent plans or compiled now.

@@ -317,7 +317,7 @@ mod tests {
             max_workgroup_size_x: 256,
             max_workgroups_per_dim: 65535,
             max_storage_binding: 1 << 27,
-            cpu: false,
+            class: crate::facts::DeviceClass::NvidiaHopper,
         };
         for end in [0, 1] {
             let mut text = Vec::new();

@@ -478,9 +478,11 @@ pub fn plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Plan {
     let mma_min = knobs
         .mma_min_rows
         .unwrap_or_else(|| device.subgroup_matrix.map_or(u32::MAX, |c| c.m));
-    let mma_max_head = knobs
-        .mma_max_head
-        .unwrap_or(if device.cpu { DEFAULT_MMA_MAX_HEAD_CPU } else { u32::MAX });
+    let mma_max_head = knobs.mma_max_head.unwrap_or(if device.cpu() {
+        DEFAULT_MMA_MAX_HEAD_CPU
+    } else {
+        u32::MAX
+    });
     let want_mma = match knobs.force {
         Some(Force::Mma) => true,
         Some(Force::Tile | Force::Vec) => false,
@@ -571,7 +573,7 @@ fn splits(
     let kv = shape.kv as u32;
     let tiles = kv.div_ceil(kv_tile);
     let base = row_blocks as u64 * shape.kv_heads as u64 * shape.n_seq as u64;
-    let target = knobs.target_workgroups.unwrap_or(if device.cpu {
+    let target = knobs.target_workgroups.unwrap_or(if device.cpu() {
         DEFAULT_TARGET_WG_CPU
     } else if mma {
         DEFAULT_TARGET_WG_MMA
@@ -644,7 +646,7 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         // against 27.7, q4_0 unchanged. So by default up to 4 rows, on GPUs: lavapipe's packed
         // dot products are slower than its conversions (4 rows, kv=4096: q4_0 8.0-8.3 ms
         // against 3.8-5.0, q8_0 8.2-10.0 against 5.8-7.7).
-        qint: knobs.vec_qint.unwrap_or(!device.cpu && rows <= 4)
+        qint: knobs.vec_qint.unwrap_or(!device.cpu() && rows <= 4)
             && matches!(shape.k_type, GgmlType::Q8_0 | GgmlType::Q4_0),
         shared_bytes,
     })
@@ -777,7 +779,7 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     let (m, n, k) = (cfg.m, cfg.n, cfg.k);
     let sg_min = device.subgroup_min().max(1);
     let sg_max = device.subgroup_max().max(1);
-    let default_subgroups = if !device.cpu && shape.hsk.max(shape.hsv) <= SMALL_HEAD {
+    let default_subgroups = if !device.cpu() && shape.hsk.max(shape.hsv) <= SMALL_HEAD {
         SMALL_HEAD_MMA_SUBGROUPS
     } else {
         DEFAULT_MMA_SUBGROUPS
@@ -795,7 +797,7 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     let o_per_block = (m * n).div_ceil(sg_min);
     let rh = knobs.mma_rh.unwrap_or(1).clamp(1, 4);
     let q_words = rh * (hskp / k) * (m * k / 2).div_ceil(sg_min);
-    let o_budget = knobs.mma_o_budget.unwrap_or(if device.cpu {
+    let o_budget = knobs.mma_o_budget.unwrap_or(if device.cpu() {
         DEFAULT_O_BUDGET_CPU
     } else {
         DEFAULT_O_BUDGET
@@ -980,7 +982,7 @@ mod tests {
             max_workgroup_size_x: 1024,
             max_workgroups_per_dim: 65535,
             max_storage_binding: 2_147_483_644,
-            cpu: false,
+            class: crate::facts::DeviceClass::NvidiaHopper,
         }
     }
 
@@ -1002,7 +1004,7 @@ mod tests {
             max_workgroup_size_x: 1024,
             max_workgroups_per_dim: 65535,
             max_storage_binding: 134_217_728,
-            cpu: true,
+            class: crate::facts::DeviceClass::Cpu,
         }
     }
 
@@ -1166,7 +1168,10 @@ mod tests {
             assert!(matches!(kernel(hsk, hsv, &raised), Kernel::Mma(_)), "{hsk}/{hsv}");
         }
         // GPUs take it at every head size.
-        let gpu = DeviceFacts { cpu: false, ..d };
+        let gpu = DeviceFacts {
+            class: crate::facts::DeviceClass::NvidiaHopper,
+            ..d
+        };
         let s = shape(576, 512, 8, 2, 512, 32, GgmlType::F16);
         assert!(matches!(plan(&s, &gpu, &defaults).kernel, Kernel::Mma(_)));
     }
