@@ -81,19 +81,7 @@ mod tests {
 
     #[test]
     fn pairs_and_copies_make_a_row() {
-        let facts = DeviceFacts {
-            shader_f16: true,
-            subgroups: true,
-            subgroup_min_size: 32,
-            subgroup_max_size: 32,
-            subgroup_matrix: None,
-            max_workgroup_storage: 49152,
-            max_invocations: 1024,
-            max_workgroup_size_x: 1024,
-            max_workgroups_per_dim: 65535,
-            max_storage_binding: 1 << 31,
-            cpu: false,
-        };
+        let facts = crate::facts::presets::h100();
         let p = Problem {
             src_type: GgmlType::F32,
             dst_type: GgmlType::F32,

@@ -146,19 +146,7 @@ mod tests {
     use super::*;
 
     fn facts() -> DeviceFacts {
-        DeviceFacts {
-            shader_f16: true,
-            subgroups: true,
-            subgroup_min_size: 32,
-            subgroup_max_size: 32,
-            subgroup_matrix: None,
-            max_workgroup_storage: 49152,
-            max_invocations: 1024,
-            max_workgroup_size_x: 1024,
-            max_workgroups_per_dim: 65535,
-            max_storage_binding: 1 << 31,
-            cpu: false,
-        }
+        crate::facts::presets::h100()
     }
 
     fn problem(op: RowsOp, src: GgmlType, dst: GgmlType, ne0: u64) -> Problem {
