@@ -116,6 +116,7 @@ fn row_id(i: u32, j: u32, k: u32) -> u32 {
 
 // `len` bytes packed in `w` into dst from byte `at`: whole words stored, the words
 // shared with bytes outside the unit merged (atomically where units share words).
+#if DST_ATOMIC
 fn put_bytes(at: u32, w: ptr<function, Block>, len: u32) {
     let shift = (at & 3u) * 8u;
     let first = at >> 2u;
@@ -132,7 +133,6 @@ fn put_bytes(at: u32, w: ptr<function, Block>, len: u32) {
         if (hi - lo < 32u) {
             mask = ((0xffffffffu >> (32u - (hi - lo))) << lo);
         }
-#if DST_ATOMIC
         if (mask == 0xffffffffu) {
             atomicStore(&dst[first + j], v);
         } else {
@@ -145,12 +145,18 @@ fn put_bytes(at: u32, w: ptr<function, Block>, len: u32) {
                 old = r.old_value;
             }
         }
-#else
-        // The plan takes this form only where every unit is whole aligned words.
-        dst[first + j] = v;
-#endif
     }
 }
+#else
+// The plan takes this form only where every unit is whole aligned words: plain stores, a loop
+// the compiler unrolls where `len` is a constant.
+fn put_bytes(at: u32, w: ptr<function, Block>, len: u32) {
+    let first = at >> 2u;
+    for (var j = 0u; j < len / 4u; j++) {
+        dst[first + j] = (*w).w[j];
+    }
+}
+#endif
 
 @compute @workgroup_size(WG_SIZE)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
