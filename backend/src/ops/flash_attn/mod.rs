@@ -26,8 +26,9 @@ use crate::ops::dequantize;
 use crate::tensor::Layout;
 
 pub(crate) use encode::PlanKernels;
+pub use knobs::{Force, Knobs};
 pub use knobs::{parse_knobs, validate_knobs};
-pub use plan::{Force, Kernel, Knobs, Placement, Plan};
+pub use plan::{Kernel, Placement, Plan};
 
 /// The scalar parameters of FLASH_ATTN_EXT.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,6 +66,10 @@ pub struct FlashAttnOperands<'a> {
 /// Workgroup size of the simple kernel and the value dimensions each thread holds.
 pub(crate) const SIMPLE_WG: usize = 64;
 pub(crate) const SIMPLE_DV_PER_THREAD: usize = 16;
+
+/// Most KV splits (partials beyond this cost more to write and reduce than they gain): the
+/// planner's limit and the `split` knob's range.
+pub const MAX_SPLIT: u32 = 512;
 
 /// The layouts of FLASH_ATTN_EXT's operands, for checking them without device memory.
 #[derive(Debug, Clone, Copy)]

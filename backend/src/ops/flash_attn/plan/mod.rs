@@ -1,0 +1,335 @@
+//! How FLASH_ATTN_EXT runs for given shapes, types and device: a pure function from
+//! [`Shape`], [`DeviceFacts`] and [`Knobs`] to a [`Plan`] (kernel, tiles, split count, workgroup
+//! sizes), checked against the workgroup-memory limit. Nothing here touches a GPU. One module
+//! per kernel (its layout, how it is sized, its description), and [`split`] for the split-KV
+//! scheme both fast kernels share.
+//!
+//! Kernels:
+//! - **mma** (`flash_attn_mma.wgsl`): subgroup matrices for Q·Kᵀ and P·V. A workgroup holds
+//!   `rows = rh · rb · M` query rows (the query heads of one KV head times the queries,
+//!   head-minor) and walks the KV sequence in tiles of `kv_tile` keys staged as f16 in
+//!   workgroup memory; `subgroups = rb · cg` subgroups, each owning `rh` blocks of M rows and
+//!   every `cg`-th block of N keys / N output columns. O stays in f32 result matrices; the softmax rescales it only when a row's
+//!   maximum grows by more than `tau` (lazily).
+//! - **vec** (`flash_attn_vec.wgsl`): decode (few query rows per KV head, all in one
+//!   workgroup). Groups of lanes own keys and read K/V rows straight into registers, each group
+//!   with its own online softmax, merged once per workgroup: no barrier per KV tile.
+//! - **tile** (`flash_attn_tile.wgsl`): the same walk as mma without subgroup matrices:
+//!   register-tiled dot products from workgroup memory (decode too when vec does not fit, or
+//!   when forced: the previous decode kernel).
+//! - **simple** (`flash_attn_simple.wgsl`): the last resort (head sizes that are not multiples
+//!   of 8, devices without subgroups).
+//!
+//! Both fast kernels split the KV sequence over `n_split` workgroups when the grid is too small
+//! for the device, then `flash_attn_reduce.wgsl` combines the splits (and the sinks).
+
+mod mma;
+mod simple;
+mod split;
+mod tile;
+mod vec;
+
+use std::fmt;
+
+use crate::ggml_type::GgmlType;
+
+use super::knobs::{Force, Knobs};
+pub use crate::facts::{DeviceFacts, MatrixConfig};
+pub use mma::{MmaPlan, mma_plan};
+pub use simple::simple;
+pub use tile::{TilePlan, tile_plan};
+pub use vec::{VecPlan, vec_plan};
+
+/// The sizes and types of one FLASH_ATTN_EXT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// K's (and Q's) head size.
+    pub hsk: usize,
+    /// V's head size.
+    pub hsv: usize,
+    /// Query rows per head and sequence.
+    pub n_q: usize,
+    /// Query heads.
+    pub n_heads: usize,
+    /// K/V heads (`n_heads` is a multiple).
+    pub kv_heads: usize,
+    /// KV length.
+    pub kv: usize,
+    /// Sequences (dimension 3).
+    pub n_seq: usize,
+    pub k_type: GgmlType,
+    pub v_type: GgmlType,
+    pub has_mask: bool,
+}
+
+impl Shape {
+    /// Query rows sharing one KV head (per sequence): `n_heads / kv_heads · n_q`.
+    pub fn rows_per_kv_head(&self) -> usize {
+        self.n_heads / self.kv_heads.max(1) * self.n_q
+    }
+
+    /// Output rows: `n_q · n_heads · n_seq`.
+    pub fn out_rows(&self) -> usize {
+        self.n_q * self.n_heads * self.n_seq
+    }
+}
+
+/// The kernel a plan uses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kernel {
+    /// The simple kernel, and why.
+    Simple(String),
+    Tile(TilePlan),
+    Mma(MmaPlan),
+    Vec(VecPlan),
+}
+
+/// How one FLASH_ATTN_EXT runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The sizes and types it was made for.
+    pub shape: Shape,
+    pub kernel: Kernel,
+    /// Query rows per workgroup (0 for simple).
+    pub rows: u32,
+    /// Row blocks per KV head and sequence.
+    pub row_blocks: u32,
+    /// Splits of the KV sequence (1: no reduce pass).
+    pub n_split: u32,
+    /// Keys per split (a multiple of the kernel's KV tile).
+    pub split_len: u32,
+    /// Keys per tile.
+    pub kv_tile: u32,
+    /// Lazy-rescale threshold (mma).
+    pub tau: f32,
+    /// Fully masked tiles are skipped (a scan of the next tile's mask per tile).
+    pub mask_skip: bool,
+    /// The fast kernels read K, and V, as 16-byte vectors (see [`Placement`]).
+    pub k_vec: bool,
+    pub v_vec: bool,
+}
+
+/// Where the operands lie in their bindings, as far as the kernels care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// Q, dst and sinks start on a 4-byte boundary of their bindings, K and V on a 2-byte one
+    /// (the fast kernels' element addressing); else only the simple kernel runs.
+    pub aligned: bool,
+    /// K (and V) can be bound as 16-byte vectors: a float type, every row and the start
+    /// 16-byte aligned, and the binding rounded up to whole vectors still inside the buffer.
+    pub k_vec: bool,
+    pub v_vec: bool,
+}
+
+impl Placement {
+    /// Operands at element-aligned starts that cannot be read as vectors.
+    pub const PLAIN: Placement = Placement {
+        aligned: true,
+        k_vec: false,
+        v_vec: false,
+    };
+}
+
+/// The plan for operands placed as `placement` says: [`plan`]'s, with the vector widths it
+/// allows; the simple kernel when the starts are misaligned.
+pub fn plan_placed(shape: &Shape, device: &DeviceFacts, knobs: &Knobs, placement: Placement) -> Plan {
+    if !placement.aligned {
+        return simple(
+            shape,
+            "an operand starts off its element alignment in its binding".into(),
+        );
+    }
+    let mut plan = plan(shape, device, knobs);
+    if !matches!(plan.kernel, Kernel::Simple(_)) {
+        plan.k_vec = placement.k_vec;
+        plan.v_vec = placement.v_vec;
+    }
+    plan
+}
+
+impl Plan {
+    /// Bytes of the split scratch: partial outputs, then (at a 256-byte boundary) the
+    /// (max, sum) pairs; 0 without splits.
+    pub fn scratch_bytes(&self, shape: &Shape) -> u64 {
+        if self.n_split <= 1 {
+            return 0;
+        }
+        self.stats_offset(shape) + self.n_split as u64 * shape.out_rows() as u64 * 8
+    }
+
+    /// Byte offset of the (max, sum) pairs in the scratch.
+    pub fn stats_offset(&self, shape: &Shape) -> u64 {
+        (self.n_split as u64 * shape.out_rows() as u64 * shape.hsv as u64 * 4).next_multiple_of(256)
+    }
+
+    /// Whether a reduce pass follows the main kernel: where it splits the KV sequence, unless
+    /// the decode kernel's probe leaves it out.
+    pub fn reduces(&self) -> bool {
+        let probe = match &self.kernel {
+            Kernel::Vec(v) => v.probe,
+            _ => 0,
+        };
+        self.n_split > 1 && probe != 3
+    }
+
+    /// Workgroups of the main kernel.
+    pub fn workgroups(&self, shape: &Shape) -> u64 {
+        self.row_blocks as u64 * self.n_split as u64 * shape.kv_heads as u64 * shape.n_seq as u64
+    }
+}
+
+/// The parts of a plan's description every fast kernel ends with.
+struct Tail {
+    /// The KV split, if any.
+    split: String,
+    /// Which operands are read as vectors.
+    vectors: &'static str,
+    mask_skip: &'static str,
+    /// The grid.
+    grid: String,
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.shape;
+        let split = if self.n_split > 1 {
+            format!(
+                ", KV split {} x {} keys{} ({} KiB scratch)",
+                self.n_split,
+                self.split_len,
+                if self.reduces() { " + reduce" } else { "" },
+                self.scratch_bytes(s).div_ceil(1024)
+            )
+        } else {
+            String::new()
+        };
+        let grid = format!(
+            "{} workgroups ({} row blocks x {} KV heads x {} seq x {} splits)",
+            self.workgroups(s),
+            self.row_blocks,
+            s.kv_heads,
+            s.n_seq,
+            self.n_split
+        );
+        let vectors = match (self.k_vec, self.v_vec) {
+            (true, true) => ", K and V as vec4",
+            (true, false) => ", K as vec4",
+            (false, true) => ", V as vec4",
+            (false, false) => "",
+        };
+        let mask_skip = if self.mask_skip { ", masked tiles skipped" } else { "" };
+        let tail = Tail {
+            split,
+            vectors,
+            mask_skip,
+            grid,
+        };
+        match &self.kernel {
+            Kernel::Simple(why) => write!(f, "simple (f32 copies of K and V; {why})"),
+            Kernel::Tile(t) => t.describe(f, &tail),
+            Kernel::Vec(v) => v.describe(f, &tail),
+            Kernel::Mma(m) => m.describe(f, s, self.tau, &tail),
+        }
+    }
+}
+
+const DEFAULT_TAU: f32 = 8.0;
+/// Largest head size the mma kernel is preferred for on CPU adapters, which emulate subgroup
+/// matrices: on lavapipe it ran slower than the tile kernel at every head size measured (time
+/// per run, mma against tile: hs 64 nb 32 kv 512 2.9 against 2.5 ms, hs 128 nb 32 kv 1024 10.4
+/// against 6.6 ms, hs 256 nb 16 kv 512 5.6 against 3.6 ms, hs 576/512 nb 4 kv 256 15.0 against
+/// 2.9 ms), and its Q·K, unrolled over the head, compiles in seconds that grow with it (first
+/// run with compilation 5.8, 9.4, 24.8 and 141.6 s, against under a second for tile). Up to
+/// 128 it stays the CPU default all the same: lavapipe is where CI checks the kernel before
+/// any GPU does.
+const DEFAULT_MMA_MAX_HEAD_CPU: u32 = 128;
+
+/// Plans one FLASH_ATTN_EXT.
+pub fn plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Plan {
+    let simple = |why: String| simple(shape, why);
+    if let Some(why) = fast_path_obstacle(shape, device) {
+        return simple(why);
+    }
+    if knobs.force == Some(Force::Simple) {
+        return simple("forced".into());
+    }
+    let rows_total = shape.rows_per_kv_head() as u32;
+    let mma_min = knobs
+        .mma_min_rows
+        .unwrap_or_else(|| device.subgroup_matrix.map_or(u32::MAX, |c| c.m));
+    let mma_max_head = knobs
+        .mma_max_head
+        .unwrap_or(if device.cpu { DEFAULT_MMA_MAX_HEAD_CPU } else { u32::MAX });
+    let want_mma = match knobs.force {
+        Some(Force::Mma) => true,
+        Some(Force::Tile | Force::Vec) => false,
+        _ => rows_total >= mma_min && shape.hsk.max(shape.hsv) <= mma_max_head as usize,
+    };
+    let mut kernel = None;
+    if want_mma {
+        kernel = mma_plan(shape, device, knobs).map(Kernel::Mma);
+    }
+    if kernel.is_none() && knobs.force != Some(Force::Tile) {
+        kernel = vec_plan(shape, device, knobs).map(Kernel::Vec);
+    }
+    if kernel.is_none() {
+        kernel = tile_plan(shape, device, knobs).map(Kernel::Tile);
+    }
+    let Some(kernel) = kernel else {
+        return simple(format!(
+            "no tile of head sizes {}/{} fits {} bytes of workgroup memory",
+            shape.hsk, shape.hsv, device.max_workgroup_storage
+        ));
+    };
+    let (rows, kv_tile) = match &kernel {
+        Kernel::Tile(t) => (t.rows, t.kv_tile),
+        Kernel::Mma(m) => (m.rows, m.kv_tile),
+        Kernel::Vec(v) => (v.rows, v.kv_tile()),
+        Kernel::Simple(_) => unreachable!(),
+    };
+    let row_blocks = rows_total.div_ceil(rows).max(1);
+    let mma = matches!(kernel, Kernel::Mma(_));
+    let (n_split, split_len) = split::splits(shape, device, knobs, mma, rows.min(rows_total), row_blocks, kv_tile);
+    Plan {
+        shape: *shape,
+        kernel,
+        rows,
+        row_blocks,
+        n_split,
+        split_len,
+        kv_tile,
+        tau: knobs.tau.unwrap_or(DEFAULT_TAU).max(0.0),
+        mask_skip: shape.has_mask && knobs.mask_skip.unwrap_or(true),
+        k_vec: false,
+        v_vec: false,
+    }
+}
+
+/// Why neither fast kernel can run these shapes on this device, if so.
+fn fast_path_obstacle(shape: &Shape, device: &DeviceFacts) -> Option<String> {
+    if !device.subgroups {
+        return Some("the device has no subgroups".into());
+    }
+    if !shape.hsk.is_multiple_of(8) || !shape.hsv.is_multiple_of(8) {
+        return Some(format!("head sizes {}/{} are not multiples of 8", shape.hsk, shape.hsv));
+    }
+    if shape.kv == 0 || shape.n_q == 0 || shape.kv_heads == 0 || !shape.n_heads.is_multiple_of(shape.kv_heads) {
+        return Some("empty or inconsistent shapes".into());
+    }
+    if shape.kv > u32::MAX as usize / 2 || shape.out_rows() > u32::MAX as usize / 2 {
+        return Some("sizes beyond 32-bit indexing".into());
+    }
+    None
+}
+
+fn pow2_floor(x: u32) -> u32 {
+    if x == 0 { 0 } else { 1 << x.ilog2() }
+}
+
+/// An odd number of chunks not below `x` (a row stride that spreads rows over memory banks).
+fn odd(x: u32) -> u32 {
+    if x.is_multiple_of(2) { x + 1 } else { x }
+}
+
+#[cfg(test)]
+mod tests;
