@@ -16,5 +16,5 @@ echo "== GEMM: the probes (1: staging alone, 2: the multiplies alone) and the f1
 KNOBS="sg_probe=1 sg_probe=2 sg_a_f16_min_n=1048576 sg_b_f16_min_n=1048576" \
     timeout 200 bash "$here/knob-sweep.sh" "$bundle" -o MUL_MAT -p 'type_a=(f16|q4_0|q8_0|q4_K|q6_K),type_b=f32,m=4096,n=512,k=14336,'
 echo "== attention mma kernel: probes, subgroups, keys per tile, row blocks, prefetch"
-VAR=GGML_DAWN_FA KNOBS="mma_probe=1 mma_probe=2 mma_sg=8 mma_sg=16 mma_kv=32 mma_kv=128 mma_rh=2 prefetch=1 mma_o_budget=64" \
+VAR=GGML_DAWN_FA KNOBS="mma_probe=1 mma_probe=2 mma_sg=8 mma_sg=16 mma_kv=32 mma_kv=128 prefetch=1 mma_o_budget=64" \
     timeout 200 bash "$here/knob-sweep.sh" "$bundle" -o FLASH_ATTN_EXT -p 'nb=(512|5776),'

@@ -271,7 +271,6 @@ fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
         .define("VEC_CK", v.ck)
         .define("VEC_CV", v.cv)
         .define("VEC_ONE_Q", flag(shape.n_q == 1))
-        .define("VEC_PREFETCH", flag(v.prefetch))
         .define("VEC_PROBE", v.probe)
         // Probes 1 and 2 replace the scoring; probe 3 runs the kernel as it is.
         .define("VEC_QINT", flag(v.qint && !matches!(v.probe, 1 | 2)))
@@ -284,7 +283,6 @@ fn mma_variant(m: &MmaPlan) -> ShaderVariant {
         .define("SG_K", m.k)
         .define("NSG", m.subgroups)
         .define("RB", m.rb)
-        .define("RH", m.rh)
         .define("CG", m.cg)
         .define("NT", m.threads)
         .define("ROWS", m.rows)

@@ -234,7 +234,7 @@ fn every_mma_variant_passes() {
         "path=mma,split=2,mma_q_regs=0,tau=0",
         "path=mma,mma_kv=8,mma_sg=2,prefetch=0",
         "path=mma,mma_o_budget=8,mask_skip=0",
-        "path=mma,mma_rh=2,split=2",
+        "path=mma,split=2,prefetch=1",
         // GPUs' defaults for head size 64: 16 subgroups, 128 O accumulators a lane.
         "path=mma,mma_sg=16,mma_o_budget=128",
     ];
@@ -247,9 +247,9 @@ fn every_mma_variant_passes() {
     }
 }
 
-/// The vec kernel's variants and the simple kernel. The prefetching one walks 2 keys per lane
-/// group by default (its default 4, a 256-key step with one lane per key, took lavapipe 38 s
-/// to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`. Then q8_0 / q4_0 K decode (1 and 3 query
+/// The vec kernel's variants and the simple kernel. The one with a lane per key walks 2 keys
+/// per lane group by default (its default 4, a 256-key step with one lane per key, took
+/// lavapipe 38 s to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`. Then q8_0 / q4_0 K decode (1 and 3 query
 /// rows, with and without ALiBi, GQA) scored by 8-bit dot products at every row count, and
 /// never.
 #[test]
@@ -265,13 +265,13 @@ fn every_vec_and_simple_variant_passes() {
     });
     assert!(quantized_k.len() >= 8, "{} cases", quantized_k.len());
     run_variants(&["path=vec,vec_qint=1", "path=vec,vec_qint=0,split=2"], &quantized_k);
-    let prefetch = if full() {
-        "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1"
+    let narrow = if full() {
+        "path=vec,vec_threads=64,vec_lanes=1"
     } else {
-        "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1,vec_keys=2"
+        "path=vec,vec_threads=64,vec_lanes=1,vec_keys=2"
     };
     run_variants(
-        &["path=vec,split=3,vec_lanes=4,vec_keys=3", prefetch, "path=simple"],
+        &["path=vec,split=3,vec_lanes=4,vec_keys=3", narrow, "path=simple"],
         &cases,
     );
 }

@@ -51,9 +51,6 @@ pub struct Knobs {
     pub vec_keys: Option<u32>,
     /// Vec kernel: most query rows (per KV head) it takes (default 8).
     pub vec_rows: Option<u32>,
-    /// Vec kernel: issue the next step's loads before this step's math (default off: more
-    /// registers, and occupancy hides the latency).
-    pub vec_prefetch: Option<bool>,
     /// Vec kernel, measuring only (the results are wrong): 1 loads K and V chunks as usual but
     /// decodes them as if they were f16, so a quantized cache's time without its
     /// dequantization; 2 folds the loaded K, V and mask words into the output without scores,
@@ -67,9 +64,6 @@ pub struct Knobs {
     pub vec_qint: Option<bool>,
     /// mma kernel: subgroups per workgroup (default 8; 16 on GPUs for heads of at most 64).
     pub mma_subgroups: Option<u32>,
-    /// mma kernel: row blocks of M rows per subgroup (default 1; 2 halves the K/V matrix
-    /// loads from workgroup memory, for twice the O registers).
-    pub mma_rh: Option<u32>,
     /// mma kernel: keys per tile (default 64).
     pub mma_kv: Option<u32>,
     /// mma kernel: fewest query rows per KV head to prefer it over the tile kernel (default M).
@@ -107,7 +101,6 @@ pub fn validate_knobs(k: &Knobs) -> std::result::Result<(), String> {
         ("vec_keys", k.vec_keys),
         ("vec_rows", k.vec_rows),
         ("mma_sg", k.mma_subgroups),
-        ("mma_rh", k.mma_rh),
         ("mma_kv", k.mma_kv),
         ("mma_min_rows", k.mma_min_rows),
         ("mma_max_hs", k.mma_max_head),
@@ -156,7 +149,6 @@ pub(crate) fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
         "vec_keys" => (1, 16, false),
         "vec_rows" => (1, 64, false),
         "mma_sg" => (1, 32, false),
-        "mma_rh" => (1, 4, false),
         "mma_kv" => (8, 1024, true),
         "mma_min_rows" => (0, 1 << 16, false),
         "mma_max_hs" => (0, 1 << 16, false),
@@ -169,7 +161,7 @@ pub(crate) fn knob_range(key: &str) -> Option<(u32, u32, bool)> {
 
 /// Parses `key=value,...`. Keys: `path` (simple, tile, mma, vec), `split`, `target_wg`,
 /// `min_split_tiles`, `tile_threads`, `tile_rows`, `tile_kv`, `tile_rq`, `tile_ro`, `vec_threads`, `vec_lanes`,
-/// `vec_keys`, `vec_rows`, `vec_prefetch` (0/1), `vec_probe` (0-3), `vec_qint` (0/1), `mma_sg`, `mma_rh`, `mma_kv`,
+/// `vec_keys`, `vec_rows`, `vec_probe` (0-3), `vec_qint` (0/1), `mma_sg`, `mma_kv`,
 /// `mma_min_rows`, `mma_max_hs`, `mma_q_regs` (0/1), `mma_o_budget`, `mma_probe` (0-2), `prefetch` (0/1),
 /// `mask_skip` (0/1), `tau`
 /// (finite, at least 0). A value out of its key's range is an error naming the key.
@@ -219,12 +211,10 @@ pub fn parse_knobs(text: &str) -> std::result::Result<Knobs, String> {
             "vec_lanes" => k.vec_lanes = Some(int()?),
             "vec_keys" => k.vec_keys = Some(int()?),
             "vec_rows" => k.vec_rows = Some(int()?),
-            "vec_prefetch" => k.vec_prefetch = Some(flag()?),
             "vec_probe" => k.vec_probe = Some(int()?),
             "vec_qint" => k.vec_qint = Some(flag()?),
             "mma_sg" => k.mma_subgroups = Some(int()?),
             "mma_kv" => k.mma_kv = Some(int()?),
-            "mma_rh" => k.mma_rh = Some(int()?),
             "mma_min_rows" => k.mma_min_rows = Some(int()?),
             "mma_max_hs" => k.mma_max_head = Some(int()?),
             "mma_q_regs" => k.mma_q_regs = Some(flag()?),

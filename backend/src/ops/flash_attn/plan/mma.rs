@@ -28,8 +28,6 @@ pub struct MmaPlan {
     pub m: u32,
     pub n: u32,
     pub k: u32,
-    /// Row blocks per subgroup (each K/V matrix loaded serves `rh` products).
-    pub rh: u32,
     /// Subgroups doing matrix work (`rb · cg`).
     pub subgroups: u32,
     /// Threads per workgroup (`subgroups · subgroup_max`).
@@ -38,7 +36,7 @@ pub struct MmaPlan {
     pub rb: u32,
     /// Subgroups sharing a row block (they split its key blocks and output columns).
     pub cg: u32,
-    /// Query rows per workgroup (`rh · rb · m`).
+    /// Query rows per workgroup (`rb · m`).
     pub rows: u32,
     /// Keys per tile.
     pub kv_tile: u32,
@@ -86,13 +84,12 @@ impl MmaPlan {
         } = tail;
         write!(
             f,
-            "mma {}x{}x{} f16->f32: {} rows ({} row blocks x {} a subgroup x {} col groups) x {} keys a tile, {} threads, heads {}/{} padded to {}/{}, Q in {}, {} B shared{}{}{}, tau {}{}{}{vectors}{mask_skip}; {grid}",
+            "mma {}x{}x{} f16->f32: {} rows ({} row blocks x {} col groups) x {} keys a tile, {} threads, heads {}/{} padded to {}/{}, Q in {}, {} B shared{}{}{}, tau {}{}{}{vectors}{mask_skip}; {grid}",
             m.m,
             m.n,
             m.k,
             m.rows,
             m.rb,
-            m.rh,
             m.cg,
             m.kv_tile,
             m.threads,
@@ -145,8 +142,7 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     let hsvp = (shape.hsv as u32).next_multiple_of(n.max(8));
     // Registers per lane: f32 values of an M×N result, u32 words of an M×K f16 left matrix.
     let o_per_block = (m * n).div_ceil(sg_min);
-    let rh = knobs.mma_rh.unwrap_or(1).clamp(1, 4);
-    let q_words = rh * (hskp / k) * (m * k / 2).div_ceil(sg_min);
+    let q_words = (hskp / k) * (m * k / 2).div_ceil(sg_min);
     let o_budget = knobs.mma_o_budget.unwrap_or(if device.cpu {
         DEFAULT_O_BUDGET_CPU
     } else {
@@ -154,12 +150,12 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     });
     let obt = hsvp / n;
     let mut cg = 1;
-    while cg < subgroups && rh * obt.div_ceil(cg) * o_per_block > o_budget {
+    while cg < subgroups && obt.div_ceil(cg) * o_per_block > o_budget {
         cg *= 2;
     }
     let total = shape.rows_per_kv_head().max(1) as u32;
     let mut rb = subgroups / cg;
-    while rb > 1 && (rb / 2) * m * rh >= total {
+    while rb > 1 && (rb / 2) * m >= total {
         rb /= 2;
         cg *= 2;
     }
@@ -170,7 +166,7 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     let mut q_regs = q_regs;
     loop {
         let p = mma_layout(
-            shape, device, knobs, m, n, k, subgroups, threads, rb, rh, cg, kv_tile, hskp, hsvp, q_regs, kv_alias,
+            shape, device, knobs, m, n, k, subgroups, threads, rb, cg, kv_tile, hskp, hsvp, q_regs, kv_alias,
         );
         if p.shared_bytes <= device.max_workgroup_storage {
             return Some(p);
@@ -210,7 +206,6 @@ fn mma_layout(
     subgroups: u32,
     threads: u32,
     rb: u32,
-    rh: u32,
     cg: u32,
     kv_tile: u32,
     hskp: u32,
@@ -219,7 +214,7 @@ fn mma_layout(
     kv_alias: bool,
 ) -> MmaPlan {
     let _ = shape;
-    let rows = rh * rb * m;
+    let rows = rb * m;
     let qstr = odd(hskp / 8);
     let kstr = odd(hskp / 8);
     let vstr = odd(hsvp / 8);
@@ -255,7 +250,7 @@ fn mma_layout(
     // The f32 buffer: scores, later one O block per subgroup per round at least.
     let block = m * n / 4;
     let sf = (rows * sstr).max(subgroups * block);
-    let obs = rh * (hsvp / n).div_ceil(cg);
+    let obs = (hsvp / n).div_ceil(cg);
     let sb = (sf / (subgroups * block)).clamp(1, obs.max(1));
     let tpr = pow2_floor(threads / rows).clamp(1, device.subgroup_min().max(1).min(kv_tile / 8));
     let shared_bytes = smem * 16 + sf * 16 + 5 * rows * 4 + 16;
@@ -267,7 +262,6 @@ fn mma_layout(
         subgroups,
         threads,
         rb,
-        rh,
         cg,
         rows,
         kv_tile,

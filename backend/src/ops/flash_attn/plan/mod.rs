@@ -6,9 +6,9 @@
 //!
 //! Kernels:
 //! - **mma** (`flash_attn_mma.wgsl`): subgroup matrices for Q·Kᵀ and P·V. A workgroup holds
-//!   `rows = rh · rb · M` query rows (the query heads of one KV head times the queries,
+//!   `rows = rb · M` query rows (the query heads of one KV head times the queries,
 //!   head-minor) and walks the KV sequence in tiles of `kv_tile` keys staged as f16 in
-//!   workgroup memory; `subgroups = rb · cg` subgroups, each owning `rh` blocks of M rows and
+//!   workgroup memory; `subgroups = rb · cg` subgroups, each owning a block of M rows and
 //!   every `cg`-th block of N keys / N output columns. O stays in f32 result matrices; the softmax rescales it only when a row's
 //!   maximum grows by more than `tau` (lazily).
 //! - **vec** (`flash_attn_vec.wgsl`): decode (few query rows per KV head, all in one

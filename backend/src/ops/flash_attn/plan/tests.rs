@@ -83,14 +83,14 @@ fn check(s: &Shape, d: &DeviceFacts, p: &Plan) {
             assert!(m.shared_bytes <= d.max_workgroup_storage, "{m:?}");
             assert_eq!(m.threads % d.subgroup_max(), 0);
             assert_eq!(m.rb * m.cg, m.subgroups);
-            assert_eq!(m.rows, m.rh * m.rb * m.m);
+            assert_eq!(m.rows, m.rb * m.m);
             assert_eq!(m.kv_tile % m.n, 0);
             assert_eq!(m.kv_tile % m.k, 0);
             assert_eq!(m.hskp % m.k, 0);
             assert_eq!(m.hsvp % m.n, 0);
             assert!(m.sf >= m.subgroups * m.sb * m.m * m.n / 4);
             assert!(m.sf >= m.rows * m.sstr && m.sstr >= m.kv_tile / 4);
-            assert!(m.sb <= m.rh * (m.hsvp / m.n).div_ceil(m.cg));
+            assert!(m.sb <= (m.hsvp / m.n).div_ceil(m.cg));
             assert!(m.kstr >= m.hskp / 8 && m.vstr >= m.hsvp / 8 && m.pstr >= m.kv_tile / 8);
             if m.p_alias {
                 assert!(m.rows * m.pstr <= m.kv_tile * m.kstr);
@@ -329,15 +329,6 @@ fn knobs_force_kernels_and_splits() {
     assert!(matches!(plan(&s, &d, &force(Force::Tile)).kernel, Kernel::Tile(_)));
     assert!(matches!(plan(&s, &d, &force(Force::Mma)).kernel, Kernel::Mma(_)));
     assert!(matches!(plan(&s, &d, &force(Force::Simple)).kernel, Kernel::Simple(_)));
-    // Two row blocks per subgroup: twice the rows, the same subgroups.
-    let rh2 = Knobs {
-        mma_rh: Some(2),
-        ..force(Force::Mma)
-    };
-    let p = plan(&s, &d, &rh2);
-    check(&s, &d, &p);
-    let Kernel::Mma(m) = &p.kernel else { panic!("{p:?}") };
-    assert_eq!((m.rh, m.rows), (2, 2 * m.rb * m.m));
     // Vec takes only what fits it, else tile; tile keeps decode on the previous kernel.
     assert!(matches!(plan(&s, &d, &force(Force::Vec)).kernel, Kernel::Tile(_)));
     let dec = shape(64, 64, 2, 4, 300, 1, GgmlType::F16);
@@ -417,7 +408,6 @@ fn knobs_at_the_ends_of_their_ranges_plan() {
             "vec_keys",
             "vec_rows",
             "mma_sg",
-            "mma_rh",
             "mma_kv",
             "mma_min_rows",
             "mma_max_hs",

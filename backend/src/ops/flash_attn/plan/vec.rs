@@ -30,8 +30,6 @@ pub struct VecPlan {
     /// 16-byte chunks of a K / V row per lane.
     pub ck: u32,
     pub cv: u32,
-    /// The next step's loads are issued before this step's math.
-    pub prefetch: bool,
     /// Measuring only ([`Knobs::vec_probe`]): 0 the kernel, 1 K/V decoded as f16 whatever their
     /// type, 2 the K/V and mask loads alone, 3 the kernel without the split's reduce pass.
     pub probe: u32,
@@ -59,14 +57,13 @@ impl VecPlan {
         } = tail;
         write!(
             f,
-            "vec: {} rows, {} threads, {} lanes a key ({} / {} K/V chunks a lane), {} keys a group in flight{}, {} keys a step, merged over teams of {}, {} B shared{}{}{vectors}{mask_skip}; {grid}",
+            "vec: {} rows, {} threads, {} lanes a key ({} / {} K/V chunks a lane), {} keys a group in flight, {} keys a step, merged over teams of {}, {} B shared{}{}{vectors}{mask_skip}; {grid}",
             v.rows,
             v.threads,
             v.lanes,
             v.ck,
             v.cv,
             v.keys,
-            if v.prefetch { " (next step's prefetched)" } else { "" },
             v.kv_tile(),
             v.team,
             v.shared_bytes,
@@ -120,7 +117,6 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         rows,
         ck,
         cv,
-        prefetch: knobs.vec_prefetch.unwrap_or(false),
         probe: knobs.vec_probe.unwrap_or(0),
         // H100 (bench/results/2026-12-06-h100-defaults.md): 4 rows, hsk=128, kv=16384: q8_0
         // 34.2 us against 38.0, q4_0 33.7 against 36.8; 8 rows, hsk=64, kv=7680: q8_0 35.1
