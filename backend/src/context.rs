@@ -22,7 +22,7 @@ use crate::kernel::{Access, Kernel, KernelCache};
 use crate::memory::DeviceTensor;
 use crate::scratch::Scratch;
 use crate::shader_lib::ShaderVariant;
-use crate::tuning::Tuning;
+use crate::tuning::{Overrides, Tuning};
 
 /// How to set up the device, and how the context runs.
 #[derive(Debug, Clone)]
@@ -37,8 +37,9 @@ pub struct ContextOptions {
     pub enable_toggles: Vec<String>,
     /// Device toggles to force off (by Dawn name), overriding the mode's.
     pub disable_toggles: Vec<String>,
-    /// The planners' knobs (checked when the context is made).
-    pub tuning: Tuning,
+    /// Changes to the planners' knobs, applied on top of the device's profile when the context
+    /// is made ([`crate::tuning::profiles`]).
+    pub tuning: Overrides,
     /// How long a wait for the device may take (synchronize, reads, a full queue) before the
     /// context's stream stops with an error.
     pub timeout: Duration,
@@ -52,7 +53,7 @@ impl Default for ContextOptions {
             force_config: None,
             enable_toggles: Vec::new(),
             disable_toggles: Vec::new(),
-            tuning: Tuning::default(),
+            tuning: Overrides::none(),
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -87,6 +88,8 @@ pub struct GpuContext {
     capabilities: Capabilities,
     facts: DeviceFacts,
     options: ContextOptions,
+    /// The device's profile with `options.tuning` applied.
+    tuning: Tuning,
     /// Compiled kernels of this device.
     kernels: Arc<KernelCache>,
     /// The kernels of the ops' recent plans (an index into `kernels`).
@@ -369,7 +372,6 @@ impl GpuContext {
         subgroup_matrix: Option<SubgroupMatrixConfig>,
         options: ContextOptions,
     ) -> Result<GpuContext, ContextError> {
-        options.tuning.validate()?;
         let capabilities = Capabilities {
             limits: *device.limits(),
             features: device.features().to_vec(),
@@ -380,10 +382,13 @@ impl GpuContext {
             subgroup_matrix,
             info,
         };
+        let facts = DeviceFacts::of(&capabilities);
+        let tuning = Tuning::with_overrides(&facts, &options.tuning)?;
         let stream = Stream::with_timeout(&device, options.timeout)?;
         Ok(GpuContext {
             adapter,
-            facts: DeviceFacts::of(&capabilities),
+            facts,
+            tuning,
             device,
             capabilities,
             options,
@@ -394,11 +399,12 @@ impl GpuContext {
         })
     }
 
-    /// The same device, kernels, scratch and stream, planned with other knobs (checked).
-    pub fn with_tuning(&self, tuning: Tuning) -> Result<GpuContext> {
-        tuning.validate()?;
+    /// The same device, kernels, scratch and stream, planned with the device's profile and
+    /// `overrides` (instead of the context's own).
+    pub fn with_tuning(&self, overrides: Overrides) -> Result<GpuContext> {
         let mut ctx = self.clone();
-        ctx.options.tuning = tuning;
+        ctx.tuning = Tuning::with_overrides(&self.facts, &overrides)?;
+        ctx.options.tuning = overrides;
         Ok(ctx)
     }
 
@@ -454,9 +460,9 @@ impl GpuContext {
         &self.options
     }
 
-    /// The planners' knobs.
+    /// The planners' knobs: the device's profile with the context's overrides.
     pub fn tuning(&self) -> &Tuning {
-        &self.options.tuning
+        &self.tuning
     }
 
     /// A new stream on this device, whose waits take at most the context's timeout, for

@@ -576,19 +576,7 @@ pub const APPLE_MATRIX_CONFIGS: [SubgroupMatrixConfig; 2] = [
 /// context would pick among [`APPLE_MATRIX_CONFIGS`] (the same functions as on a real adapter),
 /// and without subgroup matrices (the feature off, or an older GPU).
 pub fn apple_devices() -> Vec<(&'static str, DeviceFacts)> {
-    let base = DeviceFacts {
-        shader_f16: true,
-        subgroups: true,
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        subgroup_matrix: None,
-        max_workgroup_storage: 32768,
-        max_invocations: 1024,
-        max_workgroup_size_x: 1024,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        cpu: false,
-    };
+    let base = crate::facts::presets::without_subgroup_matrix(crate::facts::presets::apple());
     let picked =
         MatrixConfig::default_choice(&APPLE_MATRIX_CONFIGS).map(|c| MatrixConfig::of(c, &APPLE_MATRIX_CONFIGS));
     vec![

@@ -2,8 +2,9 @@
 //! part of upstream's lists, every kernel the plan can pick (forced through the knobs), and
 //! seeded random cases, with and without subgroup matrices.
 
-use ggml_dawn::ops::flash_attn::{self, Knobs};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, Tuning};
+use ggml_dawn::ops::flash_attn;
+use ggml_dawn::tuning::Overrides;
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext};
 use ggml_dawn_bench::case_lists;
 use ggml_dawn_bench::cases::{Case, FlashAttnCase};
 use ggml_dawn_bench::harness::{self, Rng, Status};
@@ -195,12 +196,8 @@ fn variant_cases() -> (Vec<Case>, Vec<Case>) {
 fn run_variants(variants: &[&str], cases: &[Case]) {
     let ctx = GpuContext::new(ContextOptions::default()).expect("an adapter");
     for v in variants {
-        let knobs: Knobs = flash_attn::parse_knobs(v).expect("knobs parse");
         let tuned = ctx
-            .with_tuning(Tuning {
-                flash_attn: knobs,
-                ..Tuning::default()
-            })
+            .with_tuning(Overrides::parse("", v).expect("knobs parse"))
             .expect("valid knobs");
         assert_none(v, &run(&tuned, cases, 3));
     }

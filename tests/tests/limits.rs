@@ -2,7 +2,8 @@
 
 use ggml_dawn::error::BackendError;
 use ggml_dawn::memory::{self, DeviceTensor};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, Layout, Tuning};
+use ggml_dawn::tuning::{Overrides, Tuning};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, Layout};
 
 fn tensor(ctx: &GpuContext, ty: GgmlType, ne: [usize; 4]) -> DeviceTensor {
     ctx.empty(ty, ne).unwrap()
@@ -171,12 +172,7 @@ fn repeated_attention_reuses_its_buffers() {
         dst: &dst,
     };
     let params = FlashAttnParams::scaled(0.125);
-    let ctx = ctx
-        .with_tuning(Tuning {
-            flash_attn: flash_attn::parse_knobs("path=simple").unwrap(),
-            ..Tuning::default()
-        })
-        .unwrap();
+    let ctx = ctx.with_tuning(Overrides::parse("", "path=simple").unwrap()).unwrap();
     let mut stream = ctx.stream().unwrap();
     let mut counts = Vec::new();
     for _ in 0..6 {
@@ -198,12 +194,7 @@ fn an_ops_scratch_is_not_overwritten_by_another_stream() {
     use ggml_dawn::ops::dequantize;
     use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
-    let ctx = ctx
-        .with_tuning(Tuning {
-            flash_attn: flash_attn::parse_knobs("path=simple").unwrap(),
-            ..Tuning::default()
-        })
-        .unwrap();
+    let ctx = ctx.with_tuning(Overrides::parse("", "path=simple").unwrap()).unwrap();
     let values =
         |n: usize, seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7 + seed) % 23) as f32 / 11.0 - 1.0).collect() };
     let kv = |seed| {
@@ -358,7 +349,7 @@ fn facts_beyond_the_device_are_refused() {
         dst: &out,
     };
     let params = FlashAttnParams::scaled(0.125);
-    let mul_mat_tuning = Tuning::default().mul_mat;
+    let mul_mat_tuning = Tuning::for_device(&ctx.facts()).mul_mat;
     let mut stream = ctx.stream().unwrap();
     let huge_matrices = MatrixConfig {
         m: 64,
@@ -454,16 +445,28 @@ fn plans_for_huge_views_do_not_overflow() {
     assert_eq!(plan.problem.m, m as u64);
 }
 
-/// Knobs out of range are refused where a context takes them.
+/// Knobs out of range are refused before a context can take them, naming the knob.
 #[test]
-fn contexts_refuse_invalid_knobs() {
-    let mut tuning = Tuning::default();
-    tuning.mul_mat.vec_wg = 100;
-    let options = ContextOptions {
-        tuning,
+fn invalid_knobs_are_refused_before_a_context_takes_them() {
+    for (mul_mat, flash_attn, knob) in [
+        ("vec_wg=100", "", "vec_wg"),
+        ("", "tile_kv=7", "tile_kv"),
+        ("nope=1", "", "nope"),
+    ] {
+        let err = Overrides::parse(mul_mat, flash_attn).unwrap_err();
+        assert!(
+            matches!(err, BackendError::Config { .. }) && err.to_string().contains(knob),
+            "{err}"
+        );
+    }
+    let ctx = GpuContext::new(ContextOptions {
+        tuning: Overrides::parse("vec_wg=64", "").unwrap(),
         ..ContextOptions::default()
-    };
-    assert!(GpuContext::new(options).is_err());
-    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
-    assert!(ctx.with_tuning(tuning).is_err());
+    })
+    .unwrap();
+    assert_eq!(ctx.tuning().mul_mat.vec_wg, 64);
+    assert_eq!(
+        ctx.with_tuning(Overrides::none()).unwrap().tuning(),
+        &Tuning::for_device(&ctx.facts())
+    );
 }

@@ -7,7 +7,8 @@ use ggml_dawn::exec::{Stream, grid_2d};
 use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams, Kernel};
 use ggml_dawn::ops::mul_mat::{self, MulMatPlan, Path};
 use ggml_dawn::shader_lib::ShaderVariant;
-use ggml_dawn::{ContextOptions, DeviceTensor, GgmlType, GpuContext, Tuning};
+use ggml_dawn::tuning::Overrides;
+use ggml_dawn::{ContextOptions, DeviceTensor, GgmlType, GpuContext};
 
 fn contexts() -> Vec<GpuContext> {
     [false, true]
@@ -179,12 +180,12 @@ fn mul_mat_encoders_follow_their_plans() {
     for base in contexts() {
         // The defaults, and knobs that move problems onto the other kernels.
         let tunings = [
-            Tuning::default(),
-            Tuning::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
-            Tuning::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
-            Tuning::parse("vec_mma=1,vec_mma_split=2,vec_mma_unroll=3,vec_mma_depth=1", "").unwrap(),
-            Tuning::parse("vec_float_vec4=1,vec_b_f16_min_n=2", "").unwrap(),
-            Tuning::parse(
+            Overrides::none(),
+            Overrides::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
+            Overrides::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
+            Overrides::parse("vec_mma=1,vec_mma_split=2,vec_mma_unroll=3,vec_mma_depth=1", "").unwrap(),
+            Overrides::parse("vec_float_vec4=1,vec_b_f16_min_n=2", "").unwrap(),
+            Overrides::parse(
                 "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2",
                 "",
             )
@@ -325,7 +326,7 @@ fn flash_attn_encoders_follow_their_plans() {
     let mut kernels = std::collections::BTreeSet::new();
     for base in contexts() {
         for knobs in ["", "path=tile,split=3", "path=vec,split=2", "path=mma", "path=simple"] {
-            let ctx = base.with_tuning(Tuning::parse("", knobs).unwrap()).unwrap();
+            let ctx = base.with_tuning(Overrides::parse("", knobs).unwrap()).unwrap();
             for (hsk, hsv, n_q, kv, ty) in [
                 (64, 64, 1, 300, GgmlType::F16),
                 (128, 128, 7, 256, GgmlType::Q8_0),
@@ -361,7 +362,7 @@ fn flash_attn_probes_run_and_name_themselves() {
     let ctx = GpuContext::new(ContextOptions::default()).expect("an adapter");
     for (probe, words) in [(1, "K/V staging only"), (2, "math only")] {
         let ctx = ctx
-            .with_tuning(Tuning::parse("", &format!("path=mma,mma_probe={probe},split=2")).unwrap())
+            .with_tuning(Overrides::parse("", &format!("path=mma,mma_probe={probe},split=2")).unwrap())
             .unwrap();
         let (hs, n_q, kv, heads) = (64, 20, 200, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, n_q, heads, 1]).unwrap();
@@ -389,7 +390,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         (3, GgmlType::Q8_0, "no reduce pass"),
     ] {
         let ctx = ctx
-            .with_tuning(Tuning::parse("", &format!("path=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
+            .with_tuning(Overrides::parse("", &format!("path=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
             .unwrap();
         let (hs, kv, heads) = (128, 256, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, 1, heads, 1]).unwrap();

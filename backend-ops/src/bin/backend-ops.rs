@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ggml_dawn::tuning::{self, Tuning};
+use ggml_dawn::tuning::{self, Overrides};
 use ggml_dawn::{ContextOptions, GpuContext};
 use ggml_dawn_bench::cases::Case;
 use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
@@ -255,14 +255,14 @@ fn parse_config(text: &str) -> Result<(u32, u32, u32), String> {
 }
 
 /// The knobs of `GGML_DAWN_MUL_MAT` and `GGML_DAWN_FA` (unset: the defaults). The tool is the
-/// one place that reads them; the library takes a [`Tuning`] per context.
-fn env_tuning() -> Result<Tuning, String> {
+/// one place that reads them; the library takes [`Overrides`] of its profiles per context.
+fn env_tuning() -> Result<Overrides, String> {
     let var = |name: &str| match std::env::var(name) {
         Ok(text) => Ok(text),
         Err(std::env::VarError::NotPresent) => Ok(String::new()),
         Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name}: the value is not UTF-8")),
     };
-    Tuning::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
+    Overrides::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -271,7 +271,7 @@ fn main() -> ExitCode {
     // runs no op, so it does not mind them).
     let tuning = match env_tuning() {
         Ok(t) => t,
-        Err(_) if matches!(cli.command, Command::Info | Command::Shaders { .. }) => Tuning::default(),
+        Err(_) if matches!(cli.command, Command::Info | Command::Shaders { .. }) => Overrides::none(),
         Err(e) => {
             eprintln!("backend-ops: {e}");
             return ExitCode::from(2);

@@ -215,7 +215,8 @@ fn main(
             }
 #endif
             workgroupBarrier();
-#if KV_ALIAS && PROBE != 2
+#if KV_ALIAS
+#if PROBE != 2
 #if !PREFETCH
             load_v(&vreg, w, tid, j0, nk);
 #endif
@@ -224,6 +225,7 @@ fn main(
             if (has_next) {
                 load_v(&vreg, w, tid, n0, nk_next);
             }
+#endif
 #endif
 #endif
 

@@ -504,10 +504,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             // Measurement only: the loaded words folded, no dot products.
             let fold_##J = w.v ^ xq_##J ^ bitcast<vec4<u32>>(w.f * xd_##J);
             acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y ^ fold_##J.z ^ fold_##J.w) & 0x3fffffffu);
-#elif defined(KQ_MINS)
+#else
+#ifdef KQ_MINS
             acc_##R##_##J += kq_dot(w, xq_##J, xd_##J, xs_##J);
 #else
             acc_##R##_##J += kq_dot(w, xq_##J, xd_##J);
+#endif
 #endif
 #endfor
         }
@@ -641,10 +643,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let fold_##J = w ^ bitcast<vec4<u32>>(b0_##J);
 #endif
             acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y ^ fold_##J.z ^ fold_##J.w) & 0x3fffffffu);
-#elif A_TYPE != TYPE_F32
+#else
+#if A_TYPE != TYPE_F32
             acc_##R##_##J += dot(a0, b0_##J) + dot(a1, b1_##J);
 #else
             acc_##R##_##J += dot(a0, b0_##J);
+#endif
 #endif
 #endfor
         }

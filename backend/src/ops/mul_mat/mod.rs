@@ -9,6 +9,8 @@
 
 pub mod encode;
 pub mod plan;
+#[cfg(test)]
+mod plan_grid;
 
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};

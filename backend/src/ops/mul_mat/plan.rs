@@ -469,27 +469,24 @@ impl Tuning {
     /// workgroup) are refused, naming the knob.
     pub fn parse(text: &str) -> Result<Tuning, String> {
         let mut t = Tuning::default();
-        let mut seen: Vec<&str> = Vec::new();
-        for item in text.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()) {
-            let (name, value) = item
-                .split_once('=')
-                .ok_or_else(|| format!("`{item}` is not name=value"))?;
-            let value: u32 = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{item}`: the value is not a non-negative 32-bit integer"))?;
-            let name = name.trim();
-            if seen.contains(&name) {
-                return Err(format!("`{name}` is given twice"));
-            }
-            seen.push(name);
+        t.apply(text)?;
+        Ok(t)
+    }
+
+    /// Applies `name=value` overrides (comma- or space-separated) on top of these values, then
+    /// validates the whole; on an error `self` is unchanged.
+    pub fn apply(&mut self, text: &str) -> Result<(), String> {
+        let mut t = *self;
+        for (name, value) in crate::tuning::knob::items(text)? {
+            let value = <u32 as crate::tuning::knob::Knob>::parse_knob(value).map_err(|e| format!("{name}: {e}"))?;
             let slot = t
                 .knob(name)
                 .ok_or_else(|| format!("unknown knob `{name}` (known: {})", Tuning::NAMES.join(", ")))?;
             *slot = value;
         }
         t.validate()?;
-        Ok(t)
+        *self = t;
+        Ok(())
     }
 
     /// The range each knob must lie in: what keeps the planner's u32 arithmetic from
@@ -777,7 +774,7 @@ pub fn a_vec4(p: &Problem) -> bool {
 pub fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
     match knob {
         1 => true,
-        2 => !d.cpu,
+        2 => !d.cpu(),
         _ => false,
     }
 }
@@ -787,7 +784,7 @@ pub fn knob_on(knob: u32, d: &DeviceFacts) -> bool {
 pub fn int_prefetch_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
     match knob {
         1 => true,
-        2 if !d.cpu => match p.a_type {
+        2 if !d.cpu() => match p.a_type {
             GgmlType::Q4_0 => matches!(p.n, 2 | 4),
             GgmlType::Q4_1 => p.n == 4,
             GgmlType::Q5_0 => matches!(p.n, 1 | 2 | 4 | 5),
@@ -802,7 +799,7 @@ pub fn int_prefetch_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
 fn int_fp4_on(t: &Tuning, d: &DeviceFacts, p: &Problem) -> bool {
     match t.vec_int_fp4 {
         1 => true,
-        2 => !d.cpu && (p.a_type == GgmlType::MXFP4 || p.n >= 2 || knob_on(t.vec_int_lut, d)),
+        2 => !d.cpu() && (p.a_type == GgmlType::MXFP4 || p.n >= 2 || knob_on(t.vec_int_lut, d)),
         _ => false,
     }
 }
@@ -811,7 +808,7 @@ fn int_fp4_on(t: &Tuning, d: &DeviceFacts, p: &Problem) -> bool {
 fn int_a_vec4_on(knob: u32, d: &DeviceFacts, p: &Problem) -> bool {
     match knob {
         1 => true,
-        2 => !d.cpu && matches!(p.a_type, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K),
+        2 => !d.cpu() && matches!(p.a_type, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K),
         _ => false,
     }
 }
@@ -1210,7 +1207,7 @@ pub const SG_COPY_MIN_N: u32 = 9;
 /// The n from which a copy knob makes its copy (`u64::MAX`: never).
 fn copy_min_n(knob: u32, d: &DeviceFacts) -> u64 {
     match knob {
-        0 if d.cpu => u64::MAX,
+        0 if d.cpu() => u64::MAX,
         0 => u64::from(SG_COPY_MIN_N),
         n => u64::from(n),
     }
@@ -1307,7 +1304,7 @@ pub fn int_scratch_bytes(p: &Problem) -> u64 {
 fn vec_mma_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choice> {
     let wanted = match t.vec_mma {
         1 => true,
-        2 => !d.cpu && p.n >= u64::from(t.vec_mma_min_n),
+        2 => !d.cpu() && p.n >= u64::from(t.vec_mma_min_n),
         _ => false,
     };
     let c = d.subgroup_matrix?;
@@ -1363,7 +1360,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         && p.k.is_multiple_of(32)
         && int_scratch_bytes(p) <= d.max_storage_binding;
     let slots_min_n = match t.vec_int_slots_min_n {
-        0 if d.cpu => 4,
+        0 if d.cpu() => 4,
         0 => 2,
         n => n,
     };
@@ -1394,7 +1391,7 @@ fn vec_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Choice {
         (true, _) if int_slots && signed_k && cols >= 8 => t.vec_int_slot_groups_q36,
         (true, _) if int_slots => t.vec_int_slot_groups,
         (true, _) if p.a_type == GgmlType::Q6_K => match t.vec_int_groups_q6k {
-            0 if d.cpu => t.vec_int_groups_k,
+            0 if d.cpu() => t.vec_int_groups_k,
             0 => 8,
             g => g,
         },
@@ -1628,14 +1625,14 @@ fn subgroup_matrix_path(p: &Problem, d: &DeviceFacts, t: &Tuning) -> Option<Choi
     // K step: a multiple of the config's K and of 8 (the dequantization unit).
     let unit = lcm(c.k, 8);
     let sg_tk = match t.sg_tk {
-        0 if d.cpu => SG_TK_CPU,
+        0 if d.cpu() => SG_TK_CPU,
         0 => SG_TK,
         k => k,
     };
     let mut tk = sg_tk.max(unit).next_multiple_of(unit);
     let pad = t.sg_pad;
     let sg_stages = match t.sg_stages {
-        0 if d.cpu => SG_STAGES_CPU,
+        0 if d.cpu() => SG_STAGES_CPU,
         0 => SG_STAGES,
         s => s,
     };
@@ -1723,43 +1720,11 @@ fn lcm(a: u32, b: u32) -> u32 {
 mod tests {
     use super::*;
 
-    fn nvidia(config: (u32, u32, u32)) -> DeviceFacts {
-        DeviceFacts {
-            shader_f16: true,
-            subgroups: true,
-            subgroup_min_size: 32,
-            subgroup_max_size: 32,
-            subgroup_matrix: Some(MatrixConfig {
-                m: config.0,
-                n: config.1,
-                k: config.2,
-                f32_result: true,
-                f16_result: true,
-            }),
-            max_workgroup_storage: 49152,
-            max_invocations: 1024,
-            max_workgroup_size_x: 1024,
-            max_workgroups_per_dim: 65535,
-            max_storage_binding: 2147483644,
-            cpu: false,
-        }
-    }
+    use crate::facts::DeviceClass;
+    use crate::facts::presets::{self, lavapipe};
 
-    fn lavapipe() -> DeviceFacts {
-        DeviceFacts {
-            subgroup_min_size: 8,
-            subgroup_max_size: 8,
-            subgroup_matrix: Some(MatrixConfig {
-                m: 8,
-                n: 8,
-                k: 8,
-                f32_result: true,
-                f16_result: true,
-            }),
-            max_workgroup_storage: 32768,
-            cpu: true,
-            ..nvidia((8, 8, 8))
-        }
+    fn nvidia(config: (u32, u32, u32)) -> DeviceFacts {
+        presets::with_config(presets::h100(), config)
     }
 
     fn problem(a_type: GgmlType, m: u64, n: u64, k: u64) -> Problem {
@@ -2006,7 +1971,7 @@ mod tests {
         assert!(plan.workgroup_bytes <= 32768);
         // A GPU with lavapipe's limits takes the GPU's one 64-element stage.
         let gpu = DeviceFacts {
-            cpu: false,
+            class: DeviceClass::NvidiaHopper,
             ..lavapipe()
         };
         let plan = super::plan(&problem(GgmlType::Q4_K, 300, 100, 512), &gpu, &Tuning::default());

@@ -126,7 +126,7 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     let (m, n, k) = (cfg.m, cfg.n, cfg.k);
     let sg_min = device.subgroup_min().max(1);
     let sg_max = device.subgroup_max().max(1);
-    let default_subgroups = if !device.cpu && shape.hsk.max(shape.hsv) <= SMALL_HEAD {
+    let default_subgroups = if !device.cpu() && shape.hsk.max(shape.hsv) <= SMALL_HEAD {
         SMALL_HEAD_MMA_SUBGROUPS
     } else {
         DEFAULT_MMA_SUBGROUPS
@@ -143,7 +143,7 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     // Registers per lane: f32 values of an M×N result, u32 words of an M×K f16 left matrix.
     let o_per_block = (m * n).div_ceil(sg_min);
     let q_words = (hskp / k) * (m * k / 2).div_ceil(sg_min);
-    let o_budget = knobs.mma_o_budget.unwrap_or(if device.cpu {
+    let o_budget = knobs.mma_o_budget.unwrap_or(if device.cpu() {
         DEFAULT_O_BUDGET_CPU
     } else {
         DEFAULT_O_BUDGET

@@ -259,7 +259,7 @@ pub fn plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Plan {
         .unwrap_or_else(|| device.subgroup_matrix.map_or(u32::MAX, |c| c.m));
     let mma_max_head = knobs
         .mma_max_head
-        .unwrap_or(if device.cpu { DEFAULT_MMA_MAX_HEAD_CPU } else { u32::MAX });
+        .unwrap_or(if device.cpu() { DEFAULT_MMA_MAX_HEAD_CPU } else { u32::MAX });
     let want_mma = match knobs.force {
         Some(Force::Mma) => true,
         Some(Force::Tile | Force::Vec) => false,

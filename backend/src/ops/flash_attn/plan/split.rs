@@ -35,7 +35,7 @@ pub(super) fn splits(
     let kv = shape.kv as u32;
     let tiles = kv.div_ceil(kv_tile);
     let base = row_blocks as u64 * shape.kv_heads as u64 * shape.n_seq as u64;
-    let target = knobs.target_workgroups.unwrap_or(if device.cpu {
+    let target = knobs.target_workgroups.unwrap_or(if device.cpu() {
         DEFAULT_TARGET_WG_CPU
     } else if mma {
         DEFAULT_TARGET_WG_MMA

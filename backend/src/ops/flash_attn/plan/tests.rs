@@ -36,7 +36,7 @@ fn h200(m: u32, n: u32, k: u32) -> DeviceFacts {
         max_workgroup_size_x: 1024,
         max_workgroups_per_dim: 65535,
         max_storage_binding: 2_147_483_644,
-        cpu: false,
+        class: crate::facts::DeviceClass::NvidiaHopper,
     }
 }
 
@@ -58,7 +58,7 @@ fn lavapipe() -> DeviceFacts {
         max_workgroup_size_x: 1024,
         max_workgroups_per_dim: 65535,
         max_storage_binding: 134_217_728,
-        cpu: true,
+        class: crate::facts::DeviceClass::Cpu,
     }
 }
 
@@ -222,7 +222,10 @@ fn cpu_adapters_take_the_tile_kernel_for_large_heads() {
         assert!(matches!(kernel(hsk, hsv, &raised), Kernel::Mma(_)), "{hsk}/{hsv}");
     }
     // GPUs take it at every head size.
-    let gpu = DeviceFacts { cpu: false, ..d };
+    let gpu = DeviceFacts {
+        class: crate::facts::DeviceClass::NvidiaHopper,
+        ..d
+    };
     let s = shape(576, 512, 8, 2, 512, 32, GgmlType::F16);
     assert!(matches!(plan(&s, &gpu, &defaults).kernel, Kernel::Mma(_)));
 }
@@ -390,7 +393,7 @@ fn knobs_at_the_ends_of_their_ranges_plan() {
         max_workgroup_size_x: 256,
         max_workgroups_per_dim: 65535,
         max_storage_binding: 1 << 27,
-        cpu: false,
+        class: crate::facts::DeviceClass::NvidiaHopper,
     };
     for end in [0, 1] {
         let mut text = Vec::new();

@@ -123,7 +123,7 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         // against 27.7, q4_0 unchanged. So by default up to 4 rows, on GPUs: lavapipe's packed
         // dot products are slower than its conversions (4 rows, kv=4096: q4_0 8.0-8.3 ms
         // against 3.8-5.0, q8_0 8.2-10.0 against 5.8-7.7).
-        qint: knobs.vec_qint.unwrap_or(!device.cpu && rows <= 4)
+        qint: knobs.vec_qint.unwrap_or(!device.cpu() && rows <= 4)
             && matches!(shape.k_type, GgmlType::Q8_0 | GgmlType::Q4_0),
         shared_bytes,
     })
