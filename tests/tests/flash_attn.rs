@@ -213,9 +213,9 @@ fn every_tile_variant_passes() {
     let cases: Vec<Case> = small.into_iter().chain(other).collect();
     run_variants(
         &[
-            "path=tile",
-            "path=tile,split=3,prefetch=0,tile_kv=8,tile_rq=1",
-            "path=tile,mask_skip=0,tile_threads=32,tile_rows=3",
+            "kernel=tile",
+            "kernel=tile,split=3,tile_prefetch=0,tile_kv=8,tile_rq=1",
+            "kernel=tile,mask_skip=0,tile_threads=32,tile_rows=3",
         ],
         &cases,
     );
@@ -228,19 +228,19 @@ fn every_tile_variant_passes() {
 fn every_mma_variant_passes() {
     let (small, other) = variant_cases();
     let variants = [
-        "path=mma,split=2,mma_q_regs=0,tau=0",
-        "path=mma,mma_kv=8,mma_sg=2,prefetch=0",
-        "path=mma,mma_o_budget=8,mask_skip=0",
-        "path=mma,split=2,prefetch=1",
+        "kernel=mma,split=2,mma_q_regs=0,tau=0",
+        "kernel=mma,mma_kv=8,mma_subgroups=2,mma_small_head=0,mma_prefetch=0",
+        "kernel=mma,mma_o_budget=8,mask_skip=0",
+        "kernel=mma,split=2,mma_prefetch=1",
         // GPUs' defaults for head size 64: 16 subgroups, 128 O accumulators a lane.
-        "path=mma,mma_sg=16,mma_o_budget=128",
+        "kernel=mma,mma_small_head=64,mma_small_head_subgroups=16,mma_o_budget=128",
     ];
     if full() {
         let cases: Vec<Case> = small.into_iter().chain(other).collect();
         run_variants(&variants, &cases);
     } else {
         run_variants(&variants, &small);
-        run_variants(&["path=mma"], &other);
+        run_variants(&["kernel=mma"], &other);
     }
 }
 
@@ -261,14 +261,17 @@ fn every_vec_and_simple_variant_passes() {
             && (s.contains("type_K=q8_0") || s.contains("type_K=q4_0"))
     });
     assert!(quantized_k.len() >= 8, "{} cases", quantized_k.len());
-    run_variants(&["path=vec,vec_qint=1", "path=vec,vec_qint=0,split=2"], &quantized_k);
+    run_variants(
+        &["kernel=vec,vec_qint=1", "kernel=vec,vec_qint=0,split=2"],
+        &quantized_k,
+    );
     let narrow = if full() {
-        "path=vec,vec_threads=64,vec_lanes=1"
+        "kernel=vec,vec_threads=64,vec_lanes=1"
     } else {
-        "path=vec,vec_threads=64,vec_lanes=1,vec_keys=2"
+        "kernel=vec,vec_threads=64,vec_lanes=1,vec_keys=2"
     };
     run_variants(
-        &["path=vec,split=3,vec_lanes=4,vec_keys=3", narrow, "path=simple"],
+        &["kernel=vec,split=3,vec_lanes=4,vec_keys=3", narrow, "kernel=simple"],
         &cases,
     );
 }

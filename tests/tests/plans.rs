@@ -325,7 +325,13 @@ fn record_flash_attn(
 fn flash_attn_encoders_follow_their_plans() {
     let mut kernels = std::collections::BTreeSet::new();
     for base in contexts() {
-        for knobs in ["", "path=tile,split=3", "path=vec,split=2", "path=mma", "path=simple"] {
+        for knobs in [
+            "",
+            "kernel=tile,split=3",
+            "kernel=vec,split=2",
+            "kernel=mma",
+            "kernel=simple",
+        ] {
             let ctx = base.with_tuning(Overrides::parse("", knobs).unwrap()).unwrap();
             for (hsk, hsv, n_q, kv, ty) in [
                 (64, 64, 1, 300, GgmlType::F16),
@@ -362,7 +368,7 @@ fn flash_attn_probes_run_and_name_themselves() {
     let ctx = GpuContext::new(ContextOptions::default()).expect("an adapter");
     for (probe, words) in [(1, "K/V staging only"), (2, "math only")] {
         let ctx = ctx
-            .with_tuning(Overrides::parse("", &format!("path=mma,mma_probe={probe},split=2")).unwrap())
+            .with_tuning(Overrides::parse("", &format!("kernel=mma,mma_probe={probe},split=2")).unwrap())
             .unwrap();
         let (hs, n_q, kv, heads) = (64, 20, 200, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, n_q, heads, 1]).unwrap();
@@ -390,7 +396,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         (3, GgmlType::Q8_0, "no reduce pass"),
     ] {
         let ctx = ctx
-            .with_tuning(Overrides::parse("", &format!("path=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
+            .with_tuning(Overrides::parse("", &format!("kernel=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
             .unwrap();
         let (hs, kv, heads) = (128, 256, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, 1, heads, 1]).unwrap();

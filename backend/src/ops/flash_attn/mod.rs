@@ -9,12 +9,12 @@
 //!   results), or the tile kernel without them;
 //! - `flash_attn_simple.wgsl` over f32 copies of K and V, the last resort.
 //!
-//! The plan decides everything, the fallback included; its knobs ([`Knobs`], text form in
-//! [`knobs`]) are held by the context.
+//! The plan decides everything, the fallback included; its knobs ([`FlashAttnTuning`], from
+//! the device's profile with any overrides) are held by the context.
 
 mod encode;
-pub mod knobs;
 pub mod plan;
+pub mod tuning;
 
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
@@ -26,9 +26,8 @@ use crate::ops::dequantize;
 use crate::tensor::Layout;
 
 pub(crate) use encode::PlanKernels;
-pub use knobs::{Force, Knobs};
-pub use knobs::{parse_knobs, validate_knobs};
 pub use plan::{Kernel, Placement, Plan};
+pub use tuning::{FlashAttnTuning, Force};
 
 /// The scalar parameters of FLASH_ATTN_EXT.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -167,7 +166,7 @@ pub fn flash_attn_ext(
     record(ctx, stream, ops, p, &ctx.facts(), &ctx.tuning().flash_attn)
 }
 
-/// [`flash_attn_ext`] planned for other device facts or knobs than `ctx`'s own. Facts that claim
+/// [`flash_attn_ext`] planned for other device facts or tuning than `ctx`'s own. Facts that claim
 /// more than the device has are refused ([`DeviceFacts::check_within`]); the knobs are checked.
 pub fn flash_attn_ext_with(
     ctx: &GpuContext,
@@ -175,9 +174,9 @@ pub fn flash_attn_ext_with(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     facts: &DeviceFacts,
-    knobs: &Knobs,
+    tuning: &FlashAttnTuning,
 ) -> Result<Plan> {
-    validate_knobs(knobs).map_err(|message| BackendError::Config {
+    tuning.validate().map_err(|message| BackendError::Config {
         name: "FLASH_ATTN_EXT knobs",
         message,
     })?;
@@ -187,7 +186,7 @@ pub fn flash_attn_ext_with(
             name: "FLASH_ATTN_EXT device facts",
             message,
         })?;
-    record(ctx, stream, ops, p, facts, knobs)
+    record(ctx, stream, ops, p, facts, tuning)
 }
 
 /// Checks the operands, plans and records, with knobs and facts already checked.
@@ -197,7 +196,7 @@ fn record(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     facts: &DeviceFacts,
-    knobs: &Knobs,
+    tuning: &FlashAttnTuning,
 ) -> Result<Plan> {
     let layouts = ops.layouts();
     check(&layouts)?;
@@ -207,7 +206,7 @@ fn record(
     ctx.check_operands(&tensors)?;
     ctx.check_stream(stream)?;
     let bound = encode::Bound::new(ctx, ops)?;
-    let plan = plan::plan_placed(&shape(&layouts), facts, knobs, bound.placement());
+    let plan = plan::plan_placed(&shape(&layouts), facts, tuning, bound.placement());
     encode::record(ctx, stream, ops, p, &bound, &plan)?;
     Ok(plan)
 }

@@ -3,25 +3,10 @@
 
 use std::fmt;
 
-use super::{DeviceFacts, Knobs, Shape, Tail, odd, pow2_floor};
+use super::{DeviceFacts, FlashAttnTuning, Shape, Tail, odd, pow2_floor};
 
-const DEFAULT_MMA_SUBGROUPS: u32 = 8;
-/// On GPUs, heads of at most [`SMALL_HEAD`] take twice the subgroups: on the H100 (2026-12-05,
-/// hsk=hsv=64, nb=512, kv=7680) 16 subgroups ran f16 / q4_0 / q8_0 K and V in 1355 / 1519 / 1516
-/// us against 1629 / 1666 / 1690 with 8; at head size 72 within noise, at 256 much slower (kv=10000:
-/// 5887 against 3602 us).
-const SMALL_HEAD_MMA_SUBGROUPS: u32 = 16;
-const SMALL_HEAD: usize = 64;
-const DEFAULT_MMA_KV: u32 = 64;
-const DEFAULT_O_BUDGET_CPU: u32 = 64;
-/// On GPUs a lane may hold 128 f32 O accumulators before the columns are split over subgroups
-/// (which repeats Q·Kᵀ in each). At head size 256 that also changes where fitting 48 KiB of
-/// workgroup memory ends: 4 row blocks with a 32-key tile, instead of 16 keys with K and V
-/// sharing a buffer. On the H100 (2026-12-05, nb=512) head size 256 ran in 3602 -> 2044 us
-/// (kv=10000) and 6230 -> 3799 us (kv=20000) against a budget of 64, q8_0 K and V 8112 -> 5687
-/// us; head sizes 64 and 72 within noise.
-const DEFAULT_O_BUDGET: u32 = 128;
-const DEFAULT_Q_BUDGET: u32 = 32;
+/// u32 words a lane may hold for Q's left matrices when `mma_q_regs` is auto.
+const Q_REG_BUDGET: u32 = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MmaPlan {
@@ -67,8 +52,9 @@ pub struct MmaPlan {
     /// Softmax: lanes per row.
     pub tpr: u32,
     pub shared_bytes: u32,
-    /// Measuring only ([`Knobs::mma_probe`]): 0 the kernel, 1 the K/V staging alone, 2 the
-    /// math alone.
+    /// Measuring only ([`FlashAttnTuning::mma_probe`]): 0 the kernel, 1 the K/V staging
+    /// alone, 2 the math alone.
+    #[cfg(feature = "probes")]
     pub probe: u32,
 }
 
@@ -107,18 +93,27 @@ impl MmaPlan {
                 ""
             },
             tau,
-            match m.probe {
-                0 => "",
-                1 => " (probe: K/V staging only, results wrong)",
-                _ => " (probe: math only, results wrong)",
-            },
+            m.probe_note(),
             split
         )
     }
 }
 
+impl MmaPlan {
+    /// What the plan's probe leaves out, if any.
+    fn probe_note(&self) -> &'static str {
+        #[cfg(feature = "probes")]
+        match self.probe {
+            0 => {}
+            1 => return " (probe: K/V staging only, results wrong)",
+            _ => return " (probe: math only, results wrong)",
+        }
+        ""
+    }
+}
+
 /// The mma kernel's layout, if the device has a usable config and some layout fits.
-pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<MmaPlan> {
+pub fn mma_plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<MmaPlan> {
     let cfg = device.subgroup_matrix?;
     if !cfg.f32_result || !device.shader_f16 || cfg.m == 0 || cfg.n % 8 != 0 || cfg.k % 8 != 0 {
         return None;
@@ -126,28 +121,19 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
     let (m, n, k) = (cfg.m, cfg.n, cfg.k);
     let sg_min = device.subgroup_min().max(1);
     let sg_max = device.subgroup_max().max(1);
-    let default_subgroups = if !device.cpu() && shape.hsk.max(shape.hsv) <= SMALL_HEAD {
-        SMALL_HEAD_MMA_SUBGROUPS
+    let subgroups = if shape.hsk.max(shape.hsv) <= tuning.mma_small_head as usize {
+        tuning.mma_small_head_subgroups
     } else {
-        DEFAULT_MMA_SUBGROUPS
+        tuning.mma_subgroups
     };
-    let subgroups = pow2_floor(
-        knobs
-            .mma_subgroups
-            .unwrap_or(default_subgroups)
-            .clamp(1, (device.max_threads() / sg_max).max(1)),
-    );
+    let subgroups = pow2_floor(subgroups.clamp(1, (device.max_threads() / sg_max).max(1)));
     let threads = subgroups * sg_max;
     let hskp = (shape.hsk as u32).next_multiple_of(k.max(8));
     let hsvp = (shape.hsv as u32).next_multiple_of(n.max(8));
     // Registers per lane: f32 values of an M×N result, u32 words of an M×K f16 left matrix.
     let o_per_block = (m * n).div_ceil(sg_min);
     let q_words = (hskp / k) * (m * k / 2).div_ceil(sg_min);
-    let o_budget = knobs.mma_o_budget.unwrap_or(if device.cpu() {
-        DEFAULT_O_BUDGET_CPU
-    } else {
-        DEFAULT_O_BUDGET
-    });
+    let o_budget = tuning.mma_o_budget;
     let obt = hsvp / n;
     let mut cg = 1;
     while cg < subgroups && obt.div_ceil(cg) * o_per_block > o_budget {
@@ -159,14 +145,14 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
         rb /= 2;
         cg *= 2;
     }
-    let q_regs = knobs.mma_q_regs.unwrap_or(q_words <= DEFAULT_Q_BUDGET);
+    let q_regs = tuning.mma_q_regs.unwrap_or(q_words <= Q_REG_BUDGET);
     let unit = lcm(n, k).max(8);
-    let mut kv_tile = knobs.mma_kv.unwrap_or(DEFAULT_MMA_KV).next_multiple_of(unit).max(unit);
+    let mut kv_tile = tuning.mma_kv.next_multiple_of(unit).max(unit);
     let mut kv_alias = false;
     let mut q_regs = q_regs;
     loop {
         let p = mma_layout(
-            shape, device, knobs, m, n, k, subgroups, threads, rb, cg, kv_tile, hskp, hsvp, q_regs, kv_alias,
+            shape, device, tuning, m, n, k, subgroups, threads, rb, cg, kv_tile, hskp, hsvp, q_regs, kv_alias,
         );
         if p.shared_bytes <= device.max_workgroup_storage {
             return Some(p);
@@ -175,13 +161,13 @@ pub fn mma_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Mm
             kv_tile = (kv_tile / 2).next_multiple_of(unit);
         } else if !kv_alias {
             kv_alias = true;
-        } else if !q_regs && knobs.mma_q_regs.is_none() {
+        } else if !q_regs && tuning.mma_q_regs.is_none() {
             q_regs = true;
         } else if rb > 1 {
             rb /= 2;
             cg *= 2;
             kv_alias = false;
-            kv_tile = knobs.mma_kv.unwrap_or(DEFAULT_MMA_KV).next_multiple_of(unit).max(unit);
+            kv_tile = tuning.mma_kv.next_multiple_of(unit).max(unit);
         } else {
             return None;
         }
@@ -199,7 +185,7 @@ fn lcm(a: u32, b: u32) -> u32 {
 fn mma_layout(
     shape: &Shape,
     device: &DeviceFacts,
-    knobs: &Knobs,
+    tuning: &FlashAttnTuning,
     m: u32,
     n: u32,
     k: u32,
@@ -254,7 +240,7 @@ fn mma_layout(
     let sb = (sf / (subgroups * block)).clamp(1, obs.max(1));
     let tpr = pow2_floor(threads / rows).clamp(1, device.subgroup_min().max(1).min(kv_tile / 8));
     let shared_bytes = smem * 16 + sf * 16 + 5 * rows * 4 + 16;
-    let prefetch = knobs.prefetch.unwrap_or(false);
+    let prefetch = tuning.mma_prefetch;
     MmaPlan {
         m,
         n,
@@ -285,6 +271,7 @@ fn mma_layout(
         sb,
         tpr,
         shared_bytes,
-        probe: knobs.mma_probe.unwrap_or(0),
+        #[cfg(feature = "probes")]
+        probe: tuning.mma_probe,
     }
 }

@@ -1,5 +1,5 @@
 //! How FLASH_ATTN_EXT runs for given shapes, types and device: a pure function from
-//! [`Shape`], [`DeviceFacts`] and [`Knobs`] to a [`Plan`] (kernel, tiles, split count, workgroup
+//! [`Shape`], [`DeviceFacts`] and [`FlashAttnTuning`] to a [`Plan`] (kernel, tiles, split count, workgroup
 //! sizes), checked against the workgroup-memory limit. Nothing here touches a GPU. One module
 //! per kernel (its layout, how it is sized, its description), and [`split`] for the split-KV
 //! scheme both fast kernels share.
@@ -33,7 +33,7 @@ use std::fmt;
 
 use crate::ggml_type::GgmlType;
 
-use super::knobs::{Force, Knobs};
+use super::tuning::{FlashAttnTuning, Force};
 pub use crate::facts::{DeviceFacts, MatrixConfig};
 pub use mma::{MmaPlan, mma_plan};
 pub use simple::simple;
@@ -132,14 +132,14 @@ impl Placement {
 
 /// The plan for operands placed as `placement` says: [`plan`]'s, with the vector widths it
 /// allows; the simple kernel when the starts are misaligned.
-pub fn plan_placed(shape: &Shape, device: &DeviceFacts, knobs: &Knobs, placement: Placement) -> Plan {
+pub fn plan_placed(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning, placement: Placement) -> Plan {
     if !placement.aligned {
         return simple(
             shape,
             "an operand starts off its element alignment in its binding".into(),
         );
     }
-    let mut plan = plan(shape, device, knobs);
+    let mut plan = plan(shape, device, tuning);
     if !matches!(plan.kernel, Kernel::Simple(_)) {
         plan.k_vec = placement.k_vec;
         plan.v_vec = placement.v_vec;
@@ -165,11 +165,8 @@ impl Plan {
     /// Whether a reduce pass follows the main kernel: where it splits the KV sequence, unless
     /// the decode kernel's probe leaves it out.
     pub fn reduces(&self) -> bool {
-        let probe = match &self.kernel {
-            Kernel::Vec(v) => v.probe,
-            _ => 0,
-        };
-        self.n_split > 1 && probe != 3
+        let skipped = matches!(&self.kernel, Kernel::Vec(v) if v.skips_reduce());
+        self.n_split > 1 && !skipped
     }
 
     /// Workgroups of the main kernel.
@@ -233,47 +230,33 @@ impl fmt::Display for Plan {
     }
 }
 
-const DEFAULT_TAU: f32 = 8.0;
-/// Largest head size the mma kernel is preferred for on CPU adapters, which emulate subgroup
-/// matrices: on lavapipe it ran slower than the tile kernel at every head size measured (time
-/// per run, mma against tile: hs 64 nb 32 kv 512 2.9 against 2.5 ms, hs 128 nb 32 kv 1024 10.4
-/// against 6.6 ms, hs 256 nb 16 kv 512 5.6 against 3.6 ms, hs 576/512 nb 4 kv 256 15.0 against
-/// 2.9 ms), and its Q·K, unrolled over the head, compiles in seconds that grow with it (first
-/// run with compilation 5.8, 9.4, 24.8 and 141.6 s, against under a second for tile). Up to
-/// 128 it stays the CPU default all the same: lavapipe is where CI checks the kernel before
-/// any GPU does.
-const DEFAULT_MMA_MAX_HEAD_CPU: u32 = 128;
-
 /// Plans one FLASH_ATTN_EXT.
-pub fn plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Plan {
+pub fn plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Plan {
     let simple = |why: String| simple(shape, why);
     if let Some(why) = fast_path_obstacle(shape, device) {
         return simple(why);
     }
-    if knobs.force == Some(Force::Simple) {
+    if tuning.kernel == Some(Force::Simple) {
         return simple("forced".into());
     }
     let rows_total = shape.rows_per_kv_head() as u32;
-    let mma_min = knobs
+    let mma_min = tuning
         .mma_min_rows
         .unwrap_or_else(|| device.subgroup_matrix.map_or(u32::MAX, |c| c.m));
-    let mma_max_head = knobs
-        .mma_max_head
-        .unwrap_or(if device.cpu() { DEFAULT_MMA_MAX_HEAD_CPU } else { u32::MAX });
-    let want_mma = match knobs.force {
+    let want_mma = match tuning.kernel {
         Some(Force::Mma) => true,
         Some(Force::Tile | Force::Vec) => false,
-        _ => rows_total >= mma_min && shape.hsk.max(shape.hsv) <= mma_max_head as usize,
+        _ => rows_total >= mma_min && shape.hsk.max(shape.hsv) <= tuning.mma_max_head as usize,
     };
     let mut kernel = None;
     if want_mma {
-        kernel = mma_plan(shape, device, knobs).map(Kernel::Mma);
+        kernel = mma_plan(shape, device, tuning).map(Kernel::Mma);
     }
-    if kernel.is_none() && knobs.force != Some(Force::Tile) {
-        kernel = vec_plan(shape, device, knobs).map(Kernel::Vec);
+    if kernel.is_none() && tuning.kernel != Some(Force::Tile) {
+        kernel = vec_plan(shape, device, tuning).map(Kernel::Vec);
     }
     if kernel.is_none() {
-        kernel = tile_plan(shape, device, knobs).map(Kernel::Tile);
+        kernel = tile_plan(shape, device, tuning).map(Kernel::Tile);
     }
     let Some(kernel) = kernel else {
         return simple(format!(
@@ -289,7 +272,7 @@ pub fn plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Plan {
     };
     let row_blocks = rows_total.div_ceil(rows).max(1);
     let mma = matches!(kernel, Kernel::Mma(_));
-    let (n_split, split_len) = split::splits(shape, device, knobs, mma, rows.min(rows_total), row_blocks, kv_tile);
+    let (n_split, split_len) = split::splits(shape, device, tuning, mma, rows.min(rows_total), row_blocks, kv_tile);
     Plan {
         shape: *shape,
         kernel,
@@ -298,8 +281,8 @@ pub fn plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Plan {
         n_split,
         split_len,
         kv_tile,
-        tau: knobs.tau.unwrap_or(DEFAULT_TAU).max(0.0),
-        mask_skip: shape.has_mask && knobs.mask_skip.unwrap_or(true),
+        tau: tuning.tau.max(0.0),
+        mask_skip: shape.has_mask && tuning.mask_skip,
         k_vec: false,
         v_vec: false,
     }

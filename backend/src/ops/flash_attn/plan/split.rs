@@ -2,16 +2,10 @@
 //! splits to fill the device, few enough that each reads several times the partial results it
 //! writes, and a scratch that fits one binding.
 
-use super::{DeviceFacts, Knobs, Shape};
+use super::{DeviceFacts, FlashAttnTuning, Shape};
 use crate::ggml_type::GgmlType;
 use crate::ops::flash_attn::MAX_SPLIT;
 
-/// Defaults that depend on nothing but taste (see [`Knobs`]).
-const DEFAULT_TARGET_WG: u32 = 512;
-const DEFAULT_TARGET_WG_CPU: u32 = 8;
-/// The mma kernel's workgroups are heavier (and fewer fit a multiprocessor).
-const DEFAULT_TARGET_WG_MMA: u32 = 384;
-const DEFAULT_MIN_SPLIT_TILES: u32 = 2;
 /// K/V bytes a split reads per byte of partial results it writes, at least (unless that leaves
 /// too few workgroups).
 const PARTIAL_RATIO: u64 = 8;
@@ -26,7 +20,7 @@ fn row_bytes(ty: GgmlType, n: usize) -> u64 {
 pub(super) fn splits(
     shape: &Shape,
     device: &DeviceFacts,
-    knobs: &Knobs,
+    tuning: &FlashAttnTuning,
     mma: bool,
     rows: u32,
     row_blocks: u32,
@@ -35,20 +29,18 @@ pub(super) fn splits(
     let kv = shape.kv as u32;
     let tiles = kv.div_ceil(kv_tile);
     let base = row_blocks as u64 * shape.kv_heads as u64 * shape.n_seq as u64;
-    let target = knobs.target_workgroups.unwrap_or(if device.cpu() {
-        DEFAULT_TARGET_WG_CPU
-    } else if mma {
-        DEFAULT_TARGET_WG_MMA
+    let target = if mma {
+        tuning.mma_target_workgroups
     } else {
-        DEFAULT_TARGET_WG
-    });
-    let min_tiles = knobs.min_split_tiles.unwrap_or(DEFAULT_MIN_SPLIT_TILES).max(1);
+        tuning.target_workgroups
+    };
+    let min_tiles = tuning.min_split_tiles.max(1);
     // A split should read several times more K/V bytes than it writes partial results.
     let kv_bytes = row_bytes(shape.k_type, shape.hsk) + row_bytes(shape.v_type, shape.hsv);
     let partial = rows as u64 * (shape.hsv as u64 + 2) * 4;
     let min_keys = (partial * PARTIAL_RATIO).div_ceil(kv_bytes.max(1)) as u32;
     let min_tiles = min_tiles.max(min_keys.div_ceil(kv_tile));
-    let mut n = match knobs.split {
+    let mut n = match tuning.split {
         Some(n) => n.max(1),
         None if base >= target as u64 => 1,
         None => (target as u64).div_ceil(base).min(tiles.div_ceil(min_tiles) as u64) as u32,

@@ -1,7 +1,7 @@
 use super::tile::TILE_ACC_BUDGET;
 use super::*;
 use crate::ops::flash_attn::MAX_SPLIT;
-use crate::ops::flash_attn::knobs::parse_knobs;
+use crate::tuning::profiles;
 
 fn shape(hsk: usize, hsv: usize, nh: usize, r2: usize, kv: usize, nb: usize, ty: GgmlType) -> Shape {
     Shape {
@@ -16,6 +16,13 @@ fn shape(hsk: usize, hsv: usize, nh: usize, r2: usize, kv: usize, nb: usize, ty:
         v_type: ty,
         has_mask: true,
     }
+}
+
+/// The device's profile with `overrides` on top.
+fn tuned(d: &DeviceFacts, overrides: &str) -> FlashAttnTuning {
+    let mut t = profiles::flash_attn(d.class);
+    t.apply(overrides).unwrap();
+    t
 }
 
 fn h200(m: u32, n: u32, k: u32) -> DeviceFacts {
@@ -114,7 +121,7 @@ fn check(s: &Shape, d: &DeviceFacts, p: &Plan) {
 fn decode_splits_the_kv_sequence_and_shares_kv_heads() {
     let d = h200(16, 16, 16);
     let s = shape(128, 128, 8, 4, 16384, 1, GgmlType::F16);
-    let p = plan(&s, &d, &Knobs::default());
+    let p = plan(&s, &d, &tuned(&d, ""));
     check(&s, &d, &p);
     let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
     // The 4 query heads of a KV head in one workgroup: K/V read once per split.
@@ -128,21 +135,20 @@ fn decode_splits_the_kv_sequence_and_shares_kv_heads() {
     for (ty, r2) in [(GgmlType::Q8_0, 4), (GgmlType::Q4_0, 1), (GgmlType::Q8_0, 8)] {
         let s = shape(128, 128, 8, r2, 16384, 1, ty);
         let by_rows = r2 <= 4;
-        for (knobs, qint) in [
-            ("", by_rows),
-            ("vec_qint=0", false),
-            ("vec_qint=1", true),
-            ("vec_probe=1", by_rows),
-        ] {
-            let p = plan(&s, &d, &parse_knobs(knobs).unwrap());
+        #[allow(unused_mut)]
+        let mut cases = vec![("", by_rows), ("vec_qint=0", false), ("vec_qint=1", true)];
+        #[cfg(feature = "probes")]
+        cases.push(("vec_probe=1", by_rows));
+        for (knobs, qint) in cases {
+            let p = plan(&s, &d, &tuned(&d, knobs));
             let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
             assert_eq!(v.qint, qint, "{ty} r2={r2} {knobs}");
         }
     }
     // Not on CPU adapters unless told.
     let s = shape(128, 128, 8, 4, 4096, 1, GgmlType::Q8_0);
-    for (knobs, qint) in [("path=vec", false), ("path=vec,vec_qint=1", true)] {
-        let p = plan(&s, &lavapipe(), &parse_knobs(knobs).unwrap());
+    for (knobs, qint) in [("kernel=vec", false), ("kernel=vec,vec_qint=1", true)] {
+        let p = plan(&s, &lavapipe(), &tuned(&lavapipe(), knobs));
         let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
         assert_eq!(v.qint, qint, "lavapipe {knobs}");
     }
@@ -152,7 +158,7 @@ fn decode_splits_the_kv_sequence_and_shares_kv_heads() {
 fn prefill_uses_subgroup_matrices_and_no_split() {
     let d = h200(16, 16, 16);
     let s = shape(72, 72, 16, 1, 5776, 5776, GgmlType::F16);
-    let p = plan(&s, &d, &Knobs::default());
+    let p = plan(&s, &d, &tuned(&d, ""));
     check(&s, &d, &p);
     let Kernel::Mma(m) = &p.kernel else { panic!("{p:?}") };
     assert_eq!((m.hskp, m.hsvp), (80, 80));
@@ -166,7 +172,7 @@ fn prefill_uses_subgroup_matrices_and_no_split() {
 fn gpus_give_small_heads_more_subgroups_and_large_heads_whole_rows() {
     let mma = |d: &DeviceFacts, hs: usize| {
         let s = shape(hs, hs, 8, 8, 7680, 512, GgmlType::F16);
-        let p = plan(&s, d, &Knobs::default());
+        let p = plan(&s, d, &tuned(d, ""));
         check(&s, d, &p);
         match p.kernel {
             Kernel::Mma(m) => m,
@@ -183,9 +189,9 @@ fn gpus_give_small_heads_more_subgroups_and_large_heads_whole_rows() {
     // fresh 32-key tile; the old budget of 64 (a knob still asks for it) starts from two
     // subgroups a row block and ends at 16 keys with K and V sharing their buffer.
     let large = mma(&gpu, 256);
-    let knobs = Knobs {
-        mma_o_budget: Some(64),
-        ..Knobs::default()
+    let knobs = FlashAttnTuning {
+        mma_o_budget: 64,
+        ..tuned(&gpu, "")
     };
     let s = shape(256, 256, 8, 8, 7680, 512, GgmlType::F16);
     let Kernel::Mma(old) = plan(&s, &gpu, &knobs).kernel else {
@@ -202,32 +208,29 @@ fn gpus_give_small_heads_more_subgroups_and_large_heads_whole_rows() {
 #[test]
 fn cpu_adapters_take_the_tile_kernel_for_large_heads() {
     let d = lavapipe();
-    let kernel = |hsk, hsv, knobs: &Knobs| {
+    let kernel = |hsk, hsv, knobs: &FlashAttnTuning| {
         let s = shape(hsk, hsv, 8, 2, 512, 32, GgmlType::F16);
         let p = plan(&s, &d, knobs);
         check(&s, &d, &p);
         p.kernel
     };
-    let defaults = Knobs::default();
+    let defaults = tuned(&d, "");
     assert!(matches!(kernel(128, 128, &defaults), Kernel::Mma(_)));
     for (hsk, hsv) in [(192, 128), (256, 256), (576, 512)] {
         assert!(matches!(kernel(hsk, hsv, &defaults), Kernel::Tile(_)), "{hsk}/{hsv}");
         // Forced, or with the limit raised, the mma kernel runs them.
-        let forced = Knobs {
-            force: Some(Force::Mma),
+        let forced = FlashAttnTuning {
+            kernel: Some(Force::Mma),
             ..defaults
         };
         assert!(matches!(kernel(hsk, hsv, &forced), Kernel::Mma(_)), "{hsk}/{hsv}");
-        let raised = parse_knobs("mma_max_hs=576").unwrap();
+        let raised = tuned(&d, "mma_max_head=576");
         assert!(matches!(kernel(hsk, hsv, &raised), Kernel::Mma(_)), "{hsk}/{hsv}");
     }
-    // GPUs take it at every head size.
-    let gpu = DeviceFacts {
-        class: crate::facts::DeviceClass::NvidiaHopper,
-        ..d
-    };
+    // GPUs' profiles take it at every head size.
+    let gpu = tuned(&h200(8, 8, 8), "");
     let s = shape(576, 512, 8, 2, 512, 32, GgmlType::F16);
-    assert!(matches!(plan(&s, &gpu, &defaults).kernel, Kernel::Mma(_)));
+    assert!(matches!(plan(&s, &d, &gpu).kernel, Kernel::Mma(_)));
 }
 
 #[test]
@@ -236,7 +239,7 @@ fn non_square_configs_pad_by_their_own_sizes() {
         let d = h200(m, n, k);
         for (hsk, hsv) in [(40, 40), (72, 72), (192, 128), (576, 512), (320, 256), (256, 256)] {
             let s = shape(hsk, hsv, 4, 2, 1000, 64, GgmlType::Q8_0);
-            let p = plan(&s, &d, &Knobs::default());
+            let p = plan(&s, &d, &tuned(&d, ""));
             check(&s, &d, &p);
             let Kernel::Mma(mm) = &p.kernel else {
                 panic!("{m}x{n}x{k} {hsk}/{hsv}: {p:?}")
@@ -249,7 +252,7 @@ fn non_square_configs_pad_by_their_own_sizes() {
     // 16x8x16: 72 → 80 for K (k = 16), 72 stays for V (n = 8).
     let d = h200(16, 8, 16);
     let s = shape(72, 72, 4, 1, 1000, 512, GgmlType::F16);
-    let Kernel::Mma(mm) = plan(&s, &d, &Knobs::default()).kernel else {
+    let Kernel::Mma(mm) = plan(&s, &d, &tuned(&d, "")).kernel else {
         panic!()
     };
     assert_eq!((mm.hskp, mm.hsvp), (80, 72));
@@ -283,7 +286,7 @@ fn every_upstream_head_size_fits_both_devices_and_modes() {
                 for (r2, nb, kv) in [(1, 1, 113), (4, 1, 16384), (20, 1, 1024), (1, 75, 512), (8, 512, 7680)] {
                     for ty in [GgmlType::F16, GgmlType::Q4_0, GgmlType::F32] {
                         let s = shape(hsk, hsv, 2, r2, kv, nb, ty);
-                        let p = plan(&s, &d, &Knobs::default());
+                        let p = plan(&s, &d, &tuned(&d, ""));
                         check(&s, &d, &p);
                         assert!(
                             !matches!(p.kernel, Kernel::Simple(_)),
@@ -303,11 +306,11 @@ fn every_upstream_head_size_fits_both_devices_and_modes() {
 fn fallbacks_say_why() {
     let d = h200(16, 16, 16);
     let s = shape(36, 36, 1, 1, 100, 1, GgmlType::F16);
-    assert!(matches!(plan(&s, &d, &Knobs::default()).kernel, Kernel::Simple(ref w) if w.contains("multiples of 8")));
+    assert!(matches!(plan(&s, &d, &tuned(&d, "")).kernel, Kernel::Simple(ref w) if w.contains("multiples of 8")));
     let mut no_sg = d;
     no_sg.subgroups = false;
     let s = shape(64, 64, 1, 1, 100, 1, GgmlType::F16);
-    assert!(matches!(plan(&s, &no_sg, &Knobs::default()).kernel, Kernel::Simple(ref w) if w.contains("subgroups")));
+    assert!(matches!(plan(&s, &no_sg, &tuned(&no_sg, "")).kernel, Kernel::Simple(ref w) if w.contains("subgroups")));
     // Without f32 results the mma kernel is not used.
     let mut f16_only = d;
     f16_only.subgroup_matrix = Some(MatrixConfig {
@@ -318,16 +321,19 @@ fn fallbacks_say_why() {
         f16_result: true,
     });
     let s = shape(64, 64, 1, 1, 100, 512, GgmlType::F16);
-    assert!(matches!(plan(&s, &f16_only, &Knobs::default()).kernel, Kernel::Tile(_)));
+    assert!(matches!(
+        plan(&s, &f16_only, &tuned(&f16_only, "")).kernel,
+        Kernel::Tile(_)
+    ));
 }
 
 #[test]
 fn knobs_force_kernels_and_splits() {
     let d = lavapipe();
     let s = shape(64, 64, 2, 1, 300, 40, GgmlType::F16);
-    let force = |f| Knobs {
-        force: Some(f),
-        ..Knobs::default()
+    let force = |f| FlashAttnTuning {
+        kernel: Some(f),
+        ..tuned(&d, "")
     };
     assert!(matches!(plan(&s, &d, &force(Force::Tile)).kernel, Kernel::Tile(_)));
     assert!(matches!(plan(&s, &d, &force(Force::Mma)).kernel, Kernel::Mma(_)));
@@ -335,27 +341,13 @@ fn knobs_force_kernels_and_splits() {
     // Vec takes only what fits it, else tile; tile keeps decode on the previous kernel.
     assert!(matches!(plan(&s, &d, &force(Force::Vec)).kernel, Kernel::Tile(_)));
     let dec = shape(64, 64, 2, 4, 300, 1, GgmlType::F16);
-    assert!(matches!(plan(&dec, &d, &Knobs::default()).kernel, Kernel::Vec(_)));
+    assert!(matches!(plan(&dec, &d, &tuned(&d, "")).kernel, Kernel::Vec(_)));
     assert!(matches!(plan(&dec, &d, &force(Force::Tile)).kernel, Kernel::Tile(_)));
-    let p = plan(
-        &s,
-        &d,
-        &Knobs {
-            split: Some(3),
-            ..Knobs::default()
-        },
-    );
+    let p = plan(&s, &d, &tuned(&d, "split=3"));
     check(&s, &d, &p);
     assert_eq!(p.n_split, 3);
     // More splits than tiles are clamped; splits are never empty.
-    let p = plan(
-        &s,
-        &d,
-        &Knobs {
-            split: Some(100),
-            ..Knobs::default()
-        },
-    );
+    let p = plan(&s, &d, &tuned(&d, "split=100"));
     check(&s, &d, &p);
 }
 
@@ -363,75 +355,54 @@ fn knobs_force_kernels_and_splits() {
 fn large_batches_split_the_grid_and_not_the_sequence() {
     let d = h200(16, 16, 16);
     let s = shape(64, 64, 8, 8, 7680, 512, GgmlType::Q4_0);
-    let p = plan(&s, &d, &Knobs::default());
+    let p = plan(&s, &d, &tuned(&d, ""));
     check(&s, &d, &p);
     assert!(matches!(p.kernel, Kernel::Mma(_)));
     assert!(p.n_split <= 2, "{p:?}");
     let s = shape(256, 256, 2, 16, 20000, 1, GgmlType::F16);
-    let p = plan(&s, &d, &Knobs::default());
+    let p = plan(&s, &d, &tuned(&d, ""));
     check(&s, &d, &p);
     assert!(p.n_split > 1);
 }
 
-/// Every key at both ends of its range plans without a panic, whatever kernel is forced.
+/// Every knob at both ends of its range plans within the device's limits, whatever kernel is
+/// forced (the ends found by trying values: a knob's text refuses those out of its range).
 #[test]
 fn knobs_at_the_ends_of_their_ranges_plan() {
     let device = DeviceFacts {
-        shader_f16: true,
-        subgroups: true,
         subgroup_min_size: 8,
         subgroup_max_size: 32,
-        subgroup_matrix: Some(MatrixConfig {
-            m: 8,
-            n: 8,
-            k: 8,
-            f32_result: true,
-            f16_result: true,
-        }),
         max_workgroup_storage: 32768,
         max_invocations: 256,
         max_workgroup_size_x: 256,
-        max_workgroups_per_dim: 65535,
         max_storage_binding: 1 << 27,
-        class: crate::facts::DeviceClass::NvidiaHopper,
+        ..h200(8, 8, 8)
     };
+    let base = tuned(&device, "");
+    let candidates: Vec<u32> = [0, 3, 11, u32::MAX]
+        .into_iter()
+        .chain((0..=20).map(|b| 1 << b))
+        .collect();
     for end in [0, 1] {
-        let mut text = Vec::new();
-        for key in [
-            "split",
-            "target_wg",
-            "min_split_tiles",
-            "tile_threads",
-            "tile_rows",
-            "tile_kv",
-            "tile_rq",
-            "tile_ro",
-            "vec_threads",
-            "vec_lanes",
-            "vec_keys",
-            "vec_rows",
-            "mma_sg",
-            "mma_kv",
-            "mma_min_rows",
-            "mma_max_hs",
-            "mma_o_budget",
-            "mma_probe",
-            "vec_probe",
-        ] {
-            let (lo, hi, pow2) = crate::ops::flash_attn::knobs::knob_range(key).unwrap();
-            let v = if end == 0 { lo } else { hi };
-            let v = if pow2 { v.next_power_of_two().min(hi) } else { v };
-            text.push(format!("{key}={v}"));
+        let mut t = base;
+        for name in FlashAttnTuning::NAMES.iter().filter(|&&n| n != "kernel") {
+            let accepted = candidates.iter().filter(|v| {
+                let mut probe = base;
+                probe.set(name, &v.to_string()).is_ok()
+            });
+            let v = if end == 0 { accepted.min() } else { accepted.max() };
+            if let Some(v) = v {
+                t.set(name, &v.to_string()).unwrap();
+            }
         }
-        let base = parse_knobs(&text.join(",")).unwrap();
-        for force in [
+        for kernel in [
             None,
             Some(Force::Tile),
             Some(Force::Mma),
             Some(Force::Vec),
             Some(Force::Simple),
         ] {
-            let knobs = Knobs { force, ..base };
+            let t = FlashAttnTuning { kernel, ..t };
             for (n_q, kv) in [(1, 1), (1, 4096), (7, 300), (64, 1000)] {
                 let shape = Shape {
                     hsk: 128,
@@ -445,7 +416,7 @@ fn knobs_at_the_ends_of_their_ranges_plan() {
                     v_type: GgmlType::F16,
                     has_mask: true,
                 };
-                let p = plan(&shape, &device, &knobs);
+                let p = plan(&shape, &device, &t);
                 check(&shape, &device, &p);
             }
         }

@@ -4,14 +4,10 @@
 
 use std::fmt;
 
-use super::{DeviceFacts, Knobs, Shape, Tail, odd, pow2_floor};
+use super::{DeviceFacts, FlashAttnTuning, Shape, Tail, odd, pow2_floor};
 
-const DEFAULT_TILE_THREADS: u32 = 128;
-const DEFAULT_TILE_ROWS: u32 = 32;
-const DEFAULT_TILE_KV: u32 = 32;
-const DEFAULT_TILE_RO: u32 = 4;
-const DEFAULT_TILE_RQ: u32 = 1;
-/// 16-byte K/V chunks a thread may hold in registers to prefetch the next tile.
+/// 16-byte K/V chunks a thread may hold in registers to prefetch the next tile (when
+/// `tile_prefetch` is auto).
 const PREFETCH_CHUNKS: u32 = 16;
 /// Accumulators (f32) a tile-kernel thread may hold in P·V.
 pub(super) const TILE_ACC_BUDGET: u32 = 64;
@@ -84,23 +80,22 @@ impl TilePlan {
 }
 
 /// The tile kernel's layout, shrunk until it fits the device.
-pub fn tile_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<TilePlan> {
+pub fn tile_plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<TilePlan> {
     let sg_max = device.subgroup_max().max(1);
-    let threads = knobs
+    let threads = tuning
         .tile_threads
-        .unwrap_or(DEFAULT_TILE_THREADS)
         .next_multiple_of(sg_max)
         .min(device.max_threads() / sg_max * sg_max)
         .max(sg_max);
     let threads = pow2_floor(threads).max(sg_max);
     let total = shape.rows_per_kv_head().max(1) as u32;
-    let max_rows = knobs.tile_rows.unwrap_or(DEFAULT_TILE_ROWS).max(1);
+    let max_rows = tuning.tile_rows.max(1);
     // Balance the row blocks: 20 rows with at most 16 a block give two blocks of 10.
     let mut rows = total.div_ceil(total.div_ceil(max_rows));
-    let mut kv_tile = pow2_floor(knobs.tile_kv.unwrap_or(DEFAULT_TILE_KV).clamp(8, threads));
+    let mut kv_tile = pow2_floor(tuning.tile_kv.clamp(8, threads));
     let mut kv_alias = false;
     loop {
-        if let Some(t) = tile_layout(shape, device, knobs, threads, rows, kv_tile, kv_alias)
+        if let Some(t) = tile_layout(shape, device, tuning, threads, rows, kv_tile, kv_alias)
             && t.shared_bytes <= device.max_workgroup_storage
         {
             return Some(t);
@@ -112,7 +107,7 @@ pub fn tile_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<T
             kv_alias = false;
         } else if rows > 1 {
             rows = rows.div_ceil(2);
-            kv_tile = pow2_floor(knobs.tile_kv.unwrap_or(DEFAULT_TILE_KV).clamp(8, threads));
+            kv_tile = pow2_floor(tuning.tile_kv.clamp(8, threads));
             kv_alias = false;
         } else {
             return None;
@@ -123,7 +118,7 @@ pub fn tile_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<T
 fn tile_layout(
     shape: &Shape,
     device: &DeviceFacts,
-    knobs: &Knobs,
+    tuning: &FlashAttnTuning,
     threads: u32,
     rows: u32,
     kv_tile: u32,
@@ -136,7 +131,7 @@ fn tile_layout(
     // Q·Kᵀ: a thread takes up to `rq_pref` rows of one key (so each K chunk is read and
     // converted once for all of them), and the lanes of a key share its dimensions.
     let cap = lane_cap.min(pow2_floor(hsk8).max(1));
-    let rq_pref = knobs.tile_rq.unwrap_or(DEFAULT_TILE_RQ).max(1);
+    let rq_pref = tuning.tile_rq.max(1);
     let mut kv_tile = kv_tile.min(threads);
     let (mut gq, mut ds);
     loop {
@@ -158,7 +153,7 @@ fn tile_layout(
     let lv = hsv8.min(threads).max(1);
     let ch = hsv8.div_ceil(lv);
     let rgp = threads / lv;
-    let mut ro = knobs.tile_ro.unwrap_or(DEFAULT_TILE_RO).clamp(1, rows);
+    let mut ro = tuning.tile_ro.clamp(1, rows);
     if rows.div_ceil(ro) > rgp {
         ro = rows.div_ceil(rgp);
     }
@@ -178,7 +173,7 @@ fn tile_layout(
     };
     let shared_bytes = rows * qw * 4 + kv_chunks * 16 + rows * kv_tile * 4 + 5 * rows * 4 + 16;
     let staged = (kv_tile * hsk8).div_ceil(threads) + (kv_tile * hsv8).div_ceil(threads);
-    let prefetch = knobs.prefetch.unwrap_or(staged <= PREFETCH_CHUNKS);
+    let prefetch = tuning.tile_prefetch.unwrap_or(staged <= PREFETCH_CHUNKS);
     Some(TilePlan {
         threads,
         rows,

@@ -4,13 +4,11 @@
 
 use std::fmt;
 
-use super::{DeviceFacts, Knobs, Shape, Tail, pow2_floor};
+use super::{DeviceFacts, FlashAttnTuning, Shape, Tail, pow2_floor};
 use crate::ggml_type::GgmlType;
 
-const DEFAULT_VEC_THREADS: u32 = 128;
-const DEFAULT_VEC_LANES: u32 = 16;
-const DEFAULT_VEC_KEYS: u32 = 4;
-const DEFAULT_VEC_ROWS: u32 = 8;
+/// Most lanes a key takes when `vec_lanes` is auto.
+const AUTO_LANES_MAX: u32 = 16;
 /// f32 registers a vec-kernel lane may hold for Q, and for O.
 const VEC_REG_BUDGET: u32 = 64;
 
@@ -30,10 +28,12 @@ pub struct VecPlan {
     /// 16-byte chunks of a K / V row per lane.
     pub ck: u32,
     pub cv: u32,
-    /// Measuring only ([`Knobs::vec_probe`]): 0 the kernel, 1 K/V decoded as f16 whatever their
-    /// type, 2 the K/V and mask loads alone, 3 the kernel without the split's reduce pass.
+    /// Measuring only ([`FlashAttnTuning::vec_probe`]): 0 the kernel, 1 K/V decoded as f16
+    /// whatever their type, 2 the K/V and mask loads alone, 3 the kernel without the split's
+    /// reduce pass.
+    #[cfg(feature = "probes")]
     pub probe: u32,
-    /// q8_0 / q4_0 K scored by packed 8-bit dot products ([`Knobs::vec_qint`]).
+    /// q8_0 / q4_0 K scored by packed 8-bit dot products ([`FlashAttnTuning::vec_qint`]).
     pub qint: bool,
     pub shared_bytes: u32,
 }
@@ -68,43 +68,56 @@ impl VecPlan {
             v.team,
             v.shared_bytes,
             split,
-            match (v.probe, v.qint) {
-                (1, _) => " (probe: K/V decoded as f16, results wrong)",
-                (2, _) => " (probe: K/V loads only, results wrong)",
-                (3, _) => " (probe: no reduce pass, output unwritten)",
-                (_, true) => ", K scored by 8-bit dot products",
-                _ => "",
-            }
+            v.note()
         )
     }
 }
 
+impl VecPlan {
+    /// How K is scored, or what the plan's probe leaves out.
+    fn note(&self) -> &'static str {
+        #[cfg(feature = "probes")]
+        match self.probe {
+            1 => return " (probe: K/V decoded as f16, results wrong)",
+            2 => return " (probe: K/V loads only, results wrong)",
+            3 => return " (probe: no reduce pass, output unwritten)",
+            _ => {}
+        }
+        if self.qint {
+            ", K scored by 8-bit dot products"
+        } else {
+            ""
+        }
+    }
+
+    /// The plan leaves out the split's reduce pass (a probe).
+    pub(super) fn skips_reduce(&self) -> bool {
+        #[cfg(feature = "probes")]
+        if self.probe == 3 {
+            return true;
+        }
+        false
+    }
+}
+
 /// The vec kernel's layout, if all query rows of a KV head fit its registers and workgroup memory.
-pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<VecPlan> {
+pub fn vec_plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<VecPlan> {
     let team = pow2_floor(device.subgroup_min().clamp(1, 32));
-    let threads = pow2_floor(
-        knobs
-            .vec_threads
-            .unwrap_or(DEFAULT_VEC_THREADS)
-            .clamp(team, device.max_threads().max(team)),
-    );
+    let threads = pow2_floor(tuning.vec_threads.clamp(team, device.max_threads().max(team)));
     let hsk8 = shape.hsk as u32 / 8;
     let hsv8 = shape.hsv as u32 / 8;
-    let lanes = match knobs.vec_lanes {
+    let lanes = match tuning.vec_lanes {
         Some(l) => pow2_floor(l.max(1)),
-        None => hsk8.max(hsv8).next_power_of_two().min(DEFAULT_VEC_LANES),
+        None => hsk8.max(hsv8).next_power_of_two().min(AUTO_LANES_MAX),
     }
     .min(team);
     let (ck, cv) = (hsk8.div_ceil(lanes), hsv8.div_ceil(lanes));
     let rows = shape.rows_per_kv_head().max(1) as u32;
-    let max_rows = knobs
-        .vec_rows
-        .unwrap_or(DEFAULT_VEC_ROWS)
-        .min(VEC_REG_BUDGET / (8 * ck.max(cv)));
+    let max_rows = tuning.vec_rows.min(VEC_REG_BUDGET / (8 * ck.max(cv)));
     if rows > max_rows {
         return None;
     }
-    let keys = knobs.vec_keys.unwrap_or(DEFAULT_VEC_KEYS).clamp(1, 16);
+    let keys = tuning.vec_keys.clamp(1, 16);
     let shared_bytes = 2 * (threads / team) * rows * 4 + rows * shape.hsv as u32 * 4;
     if shared_bytes > device.max_workgroup_storage {
         return None;
@@ -117,13 +130,9 @@ pub fn vec_plan(shape: &Shape, device: &DeviceFacts, knobs: &Knobs) -> Option<Ve
         rows,
         ck,
         cv,
-        probe: knobs.vec_probe.unwrap_or(0),
-        // H100 (bench/results/2026-12-06-h100-defaults.md): 4 rows, hsk=128, kv=16384: q8_0
-        // 34.2 us against 38.0, q4_0 33.7 against 36.8; 8 rows, hsk=64, kv=7680: q8_0 35.1
-        // against 27.7, q4_0 unchanged. So by default up to 4 rows, on GPUs: lavapipe's packed
-        // dot products are slower than its conversions (4 rows, kv=4096: q4_0 8.0-8.3 ms
-        // against 3.8-5.0, q8_0 8.2-10.0 against 5.8-7.7).
-        qint: knobs.vec_qint.unwrap_or(!device.cpu() && rows <= 4)
+        #[cfg(feature = "probes")]
+        probe: tuning.vec_probe,
+        qint: tuning.vec_qint.unwrap_or(rows <= tuning.vec_qint_max_rows)
             && matches!(shape.k_type, GgmlType::Q8_0 | GgmlType::Q4_0),
         shared_bytes,
     })
