@@ -16,7 +16,7 @@ use dawn::{ComponentType, SubgroupMatrixConfig};
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::ggml_type::GgmlType;
 use crate::ops::dequantize::{self, supports};
-use crate::ops::flash_attn::plan::{self as fa, Kernel, MmaPlan, Placement, TilePlan, VecPlan};
+use crate::ops::flash_attn::plan::{self as fa, Choice, MmaPlan, Placement, TilePlan, VecPlan};
 use crate::ops::flash_attn::tuning::Force;
 use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG};
 use crate::ops::mul_mat::plan::{self as mm, COPY_WG, MulMatPlan, Path, Problem, QUANTIZE_WG, SIMPLE_WG, Tuning};
@@ -210,17 +210,17 @@ pub struct FlashAttnKernels {
 
 /// The variants of a FLASH_ATTN_EXT plan.
 pub fn flash_attn(plan: &fa::Plan) -> FlashAttnKernels {
-    let shape = &plan.shape;
-    let fast = match &plan.kernel {
-        Kernel::Simple(_) => {
+    let shape = &plan.problem;
+    let fast = match &plan.choice {
+        Choice::Simple(_) => {
             let kernel = ShaderVariant::new("flash_attn_simple.wgsl")
                 .define("WG_SIZE", format!("{FA_SIMPLE_WG}u"))
                 .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
             return FlashAttnKernels { kernel, reduce: None };
         }
-        Kernel::Tile(t) => tile_variant(t),
-        Kernel::Mma(m) => mma_variant(m),
-        Kernel::Vec(v) => vec_variant(v, shape),
+        Choice::Tile(t) => tile_variant(t),
+        Choice::Mma(m) => mma_variant(m),
+        Choice::Vec(v) => vec_variant(v, shape),
     };
     let kernel = fast
         .define("K_TYPE", shape.k_type.gguf_id())
@@ -270,7 +270,7 @@ fn vec_probe_replaces_scoring(v: &VecPlan) -> bool {
     false
 }
 
-fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
+fn vec_variant(v: &VecPlan, shape: &fa::Problem) -> ShaderVariant {
     let variant = ShaderVariant::new("flash_attn_vec.wgsl")
         .define("NT", v.threads)
         .define("ROWS", v.rows)
@@ -359,12 +359,12 @@ pub fn mul_mat_path(path: &Path) -> &'static str {
 }
 
 /// The name of a FLASH_ATTN_EXT kernel (exhaustive, as above).
-pub fn flash_attn_path(kernel: &Kernel) -> &'static str {
-    match kernel {
-        Kernel::Simple(_) => "simple",
-        Kernel::Tile(_) => "tile",
-        Kernel::Mma(_) => "mma",
-        Kernel::Vec(_) => "vec",
+pub fn flash_attn_path(choice: &Choice) -> &'static str {
+    match choice {
+        Choice::Simple(_) => "simple",
+        Choice::Tile(_) => "tile",
+        Choice::Mma(_) => "mma",
+        Choice::Vec(_) => "vec",
     }
 }
 
@@ -514,7 +514,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                     if !float && (placement.k_vec || placement.v_vec) {
                                         continue;
                                     }
-                                    let shape = fa::Shape {
+                                    let shape = fa::Problem {
                                         hsk,
                                         hsv,
                                         n_q,
@@ -529,7 +529,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                     let plan = fa::plan_placed(&shape, device, &tuning, placement);
                                     let kernels = flash_attn(&plan);
                                     let example = || format!("{shape:?} {placement:?} knobs [{knobs}]");
-                                    let path = flash_attn_path(&plan.kernel);
+                                    let path = flash_attn_path(&plan.choice);
                                     add(kernels.kernel, Op::FlashAttnExt, path, &example);
                                     if let Some(r) = kernels.reduce {
                                         add(r, Op::FlashAttnExt, "reduce", &example);

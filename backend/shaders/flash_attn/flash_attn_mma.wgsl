@@ -7,7 +7,7 @@
 // when some row's maximum grows by more than params.tau (then P ≤ e^tau fits f16).
 //
 // All buffers are 16-byte chunks (8 f16) addressed by the new subgroupMatrixLoad/Store forms,
-// whose offsets and strides count array elements. Layout (plan.rs, MmaPlan): Q (QSTR chunks a
+// whose offsets and strides count array elements. Layout (plan/mma.rs, MmaPlan): Q (QSTR chunks a
 // row; overlapping the rest when it lives in registers), K (KSTR), V (VSTR; K's buffer when
 // KV_ALIAS), P (PSTR; K's buffer when P_ALIAS); scores SSTR vec4<f32> a row.
 //

@@ -8,7 +8,7 @@
 // one), then workgroup memory across the teams. Scores are in the log2 domain (exp2, log2(e)
 // folded into the Q scale, or applied after the softcap).
 //
-// Host defines (see plan.rs, VecPlan): NT, ROWS, KV_TILE (= NG·B), VEC_LK, VEC_SGT, VEC_B,
+// Host defines (see plan/vec.rs, VecPlan): NT, ROWS, KV_TILE (= NG·B), VEC_LK, VEC_SGT, VEC_B,
 // VEC_CK, VEC_CV (chunks of 8 K/V dimensions per lane), VEC_ONE_Q (all rows share one query, so
 // one mask row), VEC_PROBE (measuring only: 1 K/V decoded as f16 whatever their type, 2 the
 // loads alone, 3 the kernel itself, its reduce pass left out by the host), VEC_QINT (q8_0 / q4_0 K: Q rounded to 8 bits

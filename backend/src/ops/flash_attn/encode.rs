@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::plan::{Kernel, Placement, Plan};
+use super::plan::{Choice, Placement, Plan};
 use super::{FlashAttnOperands, FlashAttnParams};
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
@@ -89,9 +89,9 @@ pub(super) fn record(
     bound: &Bound,
     plan: &Plan,
 ) -> Result<()> {
-    match &plan.kernel {
-        Kernel::Simple(_) => simple(ctx, stream, ops, p, bound, plan),
-        Kernel::Tile(_) | Kernel::Mma(_) | Kernel::Vec(_) => fast(ctx, stream, ops, p, bound, plan),
+    match &plan.choice {
+        Choice::Simple(_) => simple(ctx, stream, ops, p, bound, plan),
+        Choice::Tile(_) | Choice::Mma(_) | Choice::Vec(_) => fast(ctx, stream, ops, p, bound, plan),
     }
 }
 
@@ -127,7 +127,7 @@ fn fast(
     bound: &Bound,
     plan: &Plan,
 ) -> Result<()> {
-    let shape = &plan.shape;
+    let shape = &plan.problem;
     let limits = &ctx.capabilities().limits;
     let (q, k, v) = (ops.q.layout(), ops.k.layout(), ops.v.layout());
     let vector = |on: bool, plain: Binding, vec: Option<Binding>| match (on, vec) {

@@ -26,7 +26,7 @@ use crate::ops::dequantize;
 use crate::tensor::Layout;
 
 pub(crate) use encode::PlanKernels;
-pub use plan::{Kernel, Placement, Plan};
+pub use plan::{Choice, Placement, Plan};
 pub use tuning::{FlashAttnTuning, Force};
 
 /// The scalar parameters of FLASH_ATTN_EXT.
@@ -206,7 +206,7 @@ fn record(
     ctx.check_operands(&tensors)?;
     ctx.check_stream(stream)?;
     let bound = encode::Bound::new(ctx, ops)?;
-    let plan = plan::plan_placed(&shape(&layouts), facts, tuning, bound.placement());
+    let plan = plan::plan_placed(&problem(&layouts), facts, tuning, bound.placement());
     encode::record(ctx, stream, ops, p, &bound, &plan)?;
     Ok(plan)
 }
@@ -225,7 +225,7 @@ pub fn plan_for(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> Plan {
         k_vec: vec(&layouts.k),
         v_vec: vec(&layouts.v),
     };
-    plan::plan_placed(&shape(layouts), &ctx.facts(), &ctx.tuning().flash_attn, placement)
+    plan::plan_placed(&problem(layouts), &ctx.facts(), &ctx.tuning().flash_attn, placement)
 }
 
 /// The plan FLASH_ATTN_EXT follows for these operands, in words (`backend-ops -v` prints the
@@ -237,9 +237,9 @@ pub fn describe(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> String {
     }
 }
 
-/// The shapes the plan needs, from the (checked) layouts.
-pub fn shape(l: &FlashAttnLayouts) -> plan::Shape {
-    plan::Shape {
+/// The problem the plan is made for, from the (checked) layouts.
+pub fn problem(l: &FlashAttnLayouts) -> plan::Problem {
+    plan::Problem {
         hsk: l.q.ne[0],
         hsv: l.v.ne[0],
         n_q: l.q.ne[1],

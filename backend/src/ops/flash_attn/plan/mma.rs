@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{DeviceFacts, FlashAttnTuning, Shape, Tail, odd, pow2_floor};
+use super::{DeviceFacts, FlashAttnTuning, Problem, Tail, odd, pow2_floor};
 
 /// u32 words a lane may hold for Q's left matrices when `mma_q_regs` is auto.
 const Q_REG_BUDGET: u32 = 32;
@@ -60,7 +60,7 @@ pub struct MmaPlan {
 
 impl MmaPlan {
     /// The plan's description (see `Plan`'s `Display`).
-    pub(super) fn describe(&self, f: &mut fmt::Formatter<'_>, s: &Shape, tau: f32, tail: &Tail) -> fmt::Result {
+    pub(super) fn describe(&self, f: &mut fmt::Formatter<'_>, s: &Problem, tau: f32, tail: &Tail) -> fmt::Result {
         let m = self;
         let Tail {
             split,
@@ -113,7 +113,7 @@ impl MmaPlan {
 }
 
 /// The mma kernel's layout, if the device has a usable config and some layout fits.
-pub fn mma_plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<MmaPlan> {
+pub fn mma_plan(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<MmaPlan> {
     let cfg = device.subgroup_matrix?;
     if !cfg.f32_result || !device.shader_f16 || cfg.m == 0 || cfg.n % 8 != 0 || cfg.k % 8 != 0 {
         return None;
@@ -183,7 +183,7 @@ fn lcm(a: u32, b: u32) -> u32 {
 
 #[allow(clippy::too_many_arguments)]
 fn mma_layout(
-    shape: &Shape,
+    shape: &Problem,
     device: &DeviceFacts,
     tuning: &FlashAttnTuning,
     m: u32,

@@ -1,6 +1,6 @@
 //! How FLASH_ATTN_EXT runs for given shapes, types and device: a pure function from
-//! [`Shape`], [`DeviceFacts`] and [`FlashAttnTuning`] to a [`Plan`] (kernel, tiles, split count, workgroup
-//! sizes), checked against the workgroup-memory limit. Nothing here touches a GPU. One module
+//! [`Problem`], [`DeviceFacts`] and [`FlashAttnTuning`] to a [`Plan`] (the kernel [`Choice`] with
+//! its tiles, split count, workgroup sizes), checked against the workgroup-memory limit. Nothing here touches a GPU. One module
 //! per kernel (its layout, how it is sized, its description), and [`split`] for the split-KV
 //! scheme both fast kernels share.
 //!
@@ -9,8 +9,8 @@
 //!   `rows = rb · M` query rows (the query heads of one KV head times the queries,
 //!   head-minor) and walks the KV sequence in tiles of `kv_tile` keys staged as f16 in
 //!   workgroup memory; `subgroups = rb · cg` subgroups, each owning a block of M rows and
-//!   every `cg`-th block of N keys / N output columns. O stays in f32 result matrices; the softmax rescales it only when a row's
-//!   maximum grows by more than `tau` (lazily).
+//!   every `cg`-th block of N keys / N output columns. O stays in f32 result matrices; the
+//!   softmax rescales it only when a row's maximum grows by more than `tau` (lazily).
 //! - **vec** (`flash_attn_vec.wgsl`): decode (few query rows per KV head, all in one
 //!   workgroup). Groups of lanes own keys and read K/V rows straight into registers, each group
 //!   with its own online softmax, merged once per workgroup: no barrier per KV tile.
@@ -42,7 +42,7 @@ pub use vec::{VecPlan, vec_plan};
 
 /// The sizes and types of one FLASH_ATTN_EXT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shape {
+pub struct Problem {
     /// K's (and Q's) head size.
     pub hsk: usize,
     /// V's head size.
@@ -62,7 +62,7 @@ pub struct Shape {
     pub has_mask: bool,
 }
 
-impl Shape {
+impl Problem {
     /// Query rows sharing one KV head (per sequence): `n_heads / kv_heads · n_q`.
     pub fn rows_per_kv_head(&self) -> usize {
         self.n_heads / self.kv_heads.max(1) * self.n_q
@@ -74,9 +74,9 @@ impl Shape {
     }
 }
 
-/// The kernel a plan uses.
+/// The kernel a plan uses, with its layout.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Kernel {
+pub enum Choice {
     /// The simple kernel, and why.
     Simple(String),
     Tile(TilePlan),
@@ -88,8 +88,8 @@ pub enum Kernel {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// The sizes and types it was made for.
-    pub shape: Shape,
-    pub kernel: Kernel,
+    pub problem: Problem,
+    pub choice: Choice,
     /// Query rows per workgroup (0 for simple).
     pub rows: u32,
     /// Row blocks per KV head and sequence.
@@ -132,7 +132,7 @@ impl Placement {
 
 /// The plan for operands placed as `placement` says: [`plan`]'s, with the vector widths it
 /// allows; the simple kernel when the starts are misaligned.
-pub fn plan_placed(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning, placement: Placement) -> Plan {
+pub fn plan_placed(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning, placement: Placement) -> Plan {
     if !placement.aligned {
         return simple(
             shape,
@@ -140,7 +140,7 @@ pub fn plan_placed(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning
         );
     }
     let mut plan = plan(shape, device, tuning);
-    if !matches!(plan.kernel, Kernel::Simple(_)) {
+    if !matches!(plan.choice, Choice::Simple(_)) {
         plan.k_vec = placement.k_vec;
         plan.v_vec = placement.v_vec;
     }
@@ -150,7 +150,7 @@ pub fn plan_placed(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning
 impl Plan {
     /// Bytes of the split scratch: partial outputs, then (at a 256-byte boundary) the
     /// (max, sum) pairs; 0 without splits.
-    pub fn scratch_bytes(&self, shape: &Shape) -> u64 {
+    pub fn scratch_bytes(&self, shape: &Problem) -> u64 {
         if self.n_split <= 1 {
             return 0;
         }
@@ -158,19 +158,19 @@ impl Plan {
     }
 
     /// Byte offset of the (max, sum) pairs in the scratch.
-    pub fn stats_offset(&self, shape: &Shape) -> u64 {
+    pub fn stats_offset(&self, shape: &Problem) -> u64 {
         (self.n_split as u64 * shape.out_rows() as u64 * shape.hsv as u64 * 4).next_multiple_of(256)
     }
 
     /// Whether a reduce pass follows the main kernel: where it splits the KV sequence, unless
     /// the decode kernel's probe leaves it out.
     pub fn reduces(&self) -> bool {
-        let skipped = matches!(&self.kernel, Kernel::Vec(v) if v.skips_reduce());
+        let skipped = matches!(&self.choice, Choice::Vec(v) if v.skips_reduce());
         self.n_split > 1 && !skipped
     }
 
     /// Workgroups of the main kernel.
-    pub fn workgroups(&self, shape: &Shape) -> u64 {
+    pub fn workgroups(&self, shape: &Problem) -> u64 {
         self.row_blocks as u64 * self.n_split as u64 * shape.kv_heads as u64 * shape.n_seq as u64
     }
 }
@@ -188,7 +188,7 @@ struct Tail {
 
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.shape;
+        let s = &self.problem;
         let split = if self.n_split > 1 {
             format!(
                 ", KV split {} x {} keys{} ({} KiB scratch)",
@@ -221,17 +221,17 @@ impl fmt::Display for Plan {
             mask_skip,
             grid,
         };
-        match &self.kernel {
-            Kernel::Simple(why) => write!(f, "simple (f32 copies of K and V; {why})"),
-            Kernel::Tile(t) => t.describe(f, &tail),
-            Kernel::Vec(v) => v.describe(f, &tail),
-            Kernel::Mma(m) => m.describe(f, s, self.tau, &tail),
+        match &self.choice {
+            Choice::Simple(why) => write!(f, "simple (f32 copies of K and V; {why})"),
+            Choice::Tile(t) => t.describe(f, &tail),
+            Choice::Vec(v) => v.describe(f, &tail),
+            Choice::Mma(m) => m.describe(f, s, self.tau, &tail),
         }
     }
 }
 
 /// Plans one FLASH_ATTN_EXT.
-pub fn plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Plan {
+pub fn plan(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Plan {
     let simple = |why: String| simple(shape, why);
     if let Some(why) = fast_path_obstacle(shape, device) {
         return simple(why);
@@ -250,13 +250,13 @@ pub fn plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Pl
     };
     let mut kernel = None;
     if want_mma {
-        kernel = mma_plan(shape, device, tuning).map(Kernel::Mma);
+        kernel = mma_plan(shape, device, tuning).map(Choice::Mma);
     }
     if kernel.is_none() && tuning.kernel != Some(Force::Tile) {
-        kernel = vec_plan(shape, device, tuning).map(Kernel::Vec);
+        kernel = vec_plan(shape, device, tuning).map(Choice::Vec);
     }
     if kernel.is_none() {
-        kernel = tile_plan(shape, device, tuning).map(Kernel::Tile);
+        kernel = tile_plan(shape, device, tuning).map(Choice::Tile);
     }
     let Some(kernel) = kernel else {
         return simple(format!(
@@ -265,17 +265,17 @@ pub fn plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Pl
         ));
     };
     let (rows, kv_tile) = match &kernel {
-        Kernel::Tile(t) => (t.rows, t.kv_tile),
-        Kernel::Mma(m) => (m.rows, m.kv_tile),
-        Kernel::Vec(v) => (v.rows, v.kv_tile()),
-        Kernel::Simple(_) => unreachable!(),
+        Choice::Tile(t) => (t.rows, t.kv_tile),
+        Choice::Mma(m) => (m.rows, m.kv_tile),
+        Choice::Vec(v) => (v.rows, v.kv_tile()),
+        Choice::Simple(_) => unreachable!(),
     };
     let row_blocks = rows_total.div_ceil(rows).max(1);
-    let mma = matches!(kernel, Kernel::Mma(_));
+    let mma = matches!(kernel, Choice::Mma(_));
     let (n_split, split_len) = split::splits(shape, device, tuning, mma, rows.min(rows_total), row_blocks, kv_tile);
     Plan {
-        shape: *shape,
-        kernel,
+        problem: *shape,
+        choice: kernel,
         rows,
         row_blocks,
         n_split,
@@ -289,7 +289,7 @@ pub fn plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Pl
 }
 
 /// Why neither fast kernel can run these shapes on this device, if so.
-fn fast_path_obstacle(shape: &Shape, device: &DeviceFacts) -> Option<String> {
+fn fast_path_obstacle(shape: &Problem, device: &DeviceFacts) -> Option<String> {
     if !device.subgroups {
         return Some("the device has no subgroups".into());
     }

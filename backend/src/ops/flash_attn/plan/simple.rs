@@ -1,13 +1,13 @@
 //! The simple kernel (`flash_attn_simple.wgsl`): one workgroup per query row over f32 copies
 //! of K and V, the last resort.
 
-use super::{Kernel, Plan, Shape};
+use super::{Choice, Plan, Problem};
 
 /// The simple kernel (over f32 copies of K and V), for `why`.
-pub fn simple(shape: &Shape, why: String) -> Plan {
+pub fn simple(shape: &Problem, why: String) -> Plan {
     Plan {
-        shape: *shape,
-        kernel: Kernel::Simple(why),
+        problem: *shape,
+        choice: Choice::Simple(why),
         rows: 0,
         row_blocks: 0,
         n_split: 1,

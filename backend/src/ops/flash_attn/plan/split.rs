@@ -2,7 +2,7 @@
 //! splits to fill the device, few enough that each reads several times the partial results it
 //! writes, and a scratch that fits one binding.
 
-use super::{DeviceFacts, FlashAttnTuning, Shape};
+use super::{DeviceFacts, FlashAttnTuning, Problem};
 use crate::ggml_type::GgmlType;
 use crate::ops::flash_attn::MAX_SPLIT;
 
@@ -18,7 +18,7 @@ fn row_bytes(ty: GgmlType, n: usize) -> u64 {
 /// The split count and keys per split.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn splits(
-    shape: &Shape,
+    shape: &Problem,
     device: &DeviceFacts,
     tuning: &FlashAttnTuning,
     mma: bool,

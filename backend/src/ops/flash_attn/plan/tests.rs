@@ -3,8 +3,8 @@ use super::*;
 use crate::ops::flash_attn::MAX_SPLIT;
 use crate::tuning::profiles;
 
-fn shape(hsk: usize, hsv: usize, nh: usize, r2: usize, kv: usize, nb: usize, ty: GgmlType) -> Shape {
-    Shape {
+fn shape(hsk: usize, hsv: usize, nh: usize, r2: usize, kv: usize, nb: usize, ty: GgmlType) -> Problem {
+    Problem {
         hsk,
         hsv,
         n_q: nb,
@@ -70,12 +70,12 @@ fn lavapipe() -> DeviceFacts {
 }
 
 /// Every plan respects the device's limits and its own invariants.
-fn check(s: &Shape, d: &DeviceFacts, p: &Plan) {
+fn check(s: &Problem, d: &DeviceFacts, p: &Plan) {
     assert!(p.n_split >= 1 && p.n_split <= MAX_SPLIT);
     assert!(p.scratch_bytes(s) <= d.max_storage_binding);
-    match &p.kernel {
-        Kernel::Simple(_) => {}
-        Kernel::Tile(t) => {
+    match &p.choice {
+        Choice::Simple(_) => {}
+        Choice::Tile(t) => {
             assert!(t.shared_bytes <= d.max_workgroup_storage, "{t:?}");
             assert!(t.threads <= d.max_threads() && t.threads % d.subgroup_max() == 0);
             assert_eq!(t.ds * t.gq * t.kv_tile, t.threads, "{t:?}");
@@ -86,7 +86,7 @@ fn check(s: &Shape, d: &DeviceFacts, p: &Plan) {
             assert!(t.ro * t.ch * 8 <= TILE_ACC_BUDGET);
             assert_eq!(p.split_len % t.kv_tile, 0);
         }
-        Kernel::Mma(m) => {
+        Choice::Mma(m) => {
             assert!(m.shared_bytes <= d.max_workgroup_storage, "{m:?}");
             assert_eq!(m.threads % d.subgroup_max(), 0);
             assert_eq!(m.rb * m.cg, m.subgroups);
@@ -104,7 +104,7 @@ fn check(s: &Shape, d: &DeviceFacts, p: &Plan) {
             }
             assert_eq!(p.split_len % m.kv_tile, 0);
         }
-        Kernel::Vec(v) => {
+        Choice::Vec(v) => {
             assert!(v.shared_bytes <= d.max_workgroup_storage, "{v:?}");
             assert!(v.threads <= d.max_threads() && v.threads % v.team == 0);
             assert!(v.team <= d.subgroup_min() && v.team % v.lanes == 0);
@@ -123,7 +123,7 @@ fn decode_splits_the_kv_sequence_and_shares_kv_heads() {
     let s = shape(128, 128, 8, 4, 16384, 1, GgmlType::F16);
     let p = plan(&s, &d, &tuned(&d, ""));
     check(&s, &d, &p);
-    let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
+    let Choice::Vec(v) = &p.choice else { panic!("{p:?}") };
     // The 4 query heads of a KV head in one workgroup: K/V read once per split.
     assert_eq!((v.rows, p.row_blocks), (4, 1));
     assert_eq!((v.lanes, v.ck, v.cv), (16, 1, 1));
@@ -141,7 +141,7 @@ fn decode_splits_the_kv_sequence_and_shares_kv_heads() {
         cases.push(("vec_probe=1", by_rows));
         for (knobs, qint) in cases {
             let p = plan(&s, &d, &tuned(&d, knobs));
-            let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
+            let Choice::Vec(v) = &p.choice else { panic!("{p:?}") };
             assert_eq!(v.qint, qint, "{ty} r2={r2} {knobs}");
         }
     }
@@ -149,7 +149,7 @@ fn decode_splits_the_kv_sequence_and_shares_kv_heads() {
     let s = shape(128, 128, 8, 4, 4096, 1, GgmlType::Q8_0);
     for (knobs, qint) in [("kernel=vec", false), ("kernel=vec,vec_qint=1", true)] {
         let p = plan(&s, &lavapipe(), &tuned(&lavapipe(), knobs));
-        let Kernel::Vec(v) = &p.kernel else { panic!("{p:?}") };
+        let Choice::Vec(v) = &p.choice else { panic!("{p:?}") };
         assert_eq!(v.qint, qint, "lavapipe {knobs}");
     }
 }
@@ -160,7 +160,7 @@ fn prefill_uses_subgroup_matrices_and_no_split() {
     let s = shape(72, 72, 16, 1, 5776, 5776, GgmlType::F16);
     let p = plan(&s, &d, &tuned(&d, ""));
     check(&s, &d, &p);
-    let Kernel::Mma(m) = &p.kernel else { panic!("{p:?}") };
+    let Choice::Mma(m) = &p.choice else { panic!("{p:?}") };
     assert_eq!((m.hskp, m.hsvp), (80, 80));
     assert_eq!(m.rows, 128);
     assert!(m.q_regs);
@@ -174,8 +174,8 @@ fn gpus_give_small_heads_more_subgroups_and_large_heads_whole_rows() {
         let s = shape(hs, hs, 8, 8, 7680, 512, GgmlType::F16);
         let p = plan(&s, d, &tuned(d, ""));
         check(&s, d, &p);
-        match p.kernel {
-            Kernel::Mma(m) => m,
+        match p.choice {
+            Choice::Mma(m) => m,
             other => panic!("{other:?}"),
         }
     };
@@ -194,7 +194,7 @@ fn gpus_give_small_heads_more_subgroups_and_large_heads_whole_rows() {
         ..tuned(&gpu, "")
     };
     let s = shape(256, 256, 8, 8, 7680, 512, GgmlType::F16);
-    let Kernel::Mma(old) = plan(&s, &gpu, &knobs).kernel else {
+    let Choice::Mma(old) = plan(&s, &gpu, &knobs).choice else {
         panic!()
     };
     assert_eq!((large.subgroups, large.rb, large.cg), (8, 4, 2));
@@ -212,25 +212,25 @@ fn cpu_adapters_take_the_tile_kernel_for_large_heads() {
         let s = shape(hsk, hsv, 8, 2, 512, 32, GgmlType::F16);
         let p = plan(&s, &d, knobs);
         check(&s, &d, &p);
-        p.kernel
+        p.choice
     };
     let defaults = tuned(&d, "");
-    assert!(matches!(kernel(128, 128, &defaults), Kernel::Mma(_)));
+    assert!(matches!(kernel(128, 128, &defaults), Choice::Mma(_)));
     for (hsk, hsv) in [(192, 128), (256, 256), (576, 512)] {
-        assert!(matches!(kernel(hsk, hsv, &defaults), Kernel::Tile(_)), "{hsk}/{hsv}");
+        assert!(matches!(kernel(hsk, hsv, &defaults), Choice::Tile(_)), "{hsk}/{hsv}");
         // Forced, or with the limit raised, the mma kernel runs them.
         let forced = FlashAttnTuning {
             kernel: Some(Force::Mma),
             ..defaults
         };
-        assert!(matches!(kernel(hsk, hsv, &forced), Kernel::Mma(_)), "{hsk}/{hsv}");
+        assert!(matches!(kernel(hsk, hsv, &forced), Choice::Mma(_)), "{hsk}/{hsv}");
         let raised = tuned(&d, "mma_max_head=576");
-        assert!(matches!(kernel(hsk, hsv, &raised), Kernel::Mma(_)), "{hsk}/{hsv}");
+        assert!(matches!(kernel(hsk, hsv, &raised), Choice::Mma(_)), "{hsk}/{hsv}");
     }
     // GPUs' profiles take it at every head size.
     let gpu = tuned(&h200(8, 8, 8), "");
     let s = shape(576, 512, 8, 2, 512, 32, GgmlType::F16);
-    assert!(matches!(plan(&s, &d, &gpu).kernel, Kernel::Mma(_)));
+    assert!(matches!(plan(&s, &d, &gpu).choice, Choice::Mma(_)));
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn non_square_configs_pad_by_their_own_sizes() {
             let s = shape(hsk, hsv, 4, 2, 1000, 64, GgmlType::Q8_0);
             let p = plan(&s, &d, &tuned(&d, ""));
             check(&s, &d, &p);
-            let Kernel::Mma(mm) = &p.kernel else {
+            let Choice::Mma(mm) = &p.choice else {
                 panic!("{m}x{n}x{k} {hsk}/{hsv}: {p:?}")
             };
             assert_eq!((mm.m, mm.n, mm.k), (m, n, k));
@@ -252,7 +252,7 @@ fn non_square_configs_pad_by_their_own_sizes() {
     // 16x8x16: 72 → 80 for K (k = 16), 72 stays for V (n = 8).
     let d = h200(16, 8, 16);
     let s = shape(72, 72, 4, 1, 1000, 512, GgmlType::F16);
-    let Kernel::Mma(mm) = plan(&s, &d, &tuned(&d, "")).kernel else {
+    let Choice::Mma(mm) = plan(&s, &d, &tuned(&d, "")).choice else {
         panic!()
     };
     assert_eq!((mm.hskp, mm.hsvp), (80, 72));
@@ -289,11 +289,11 @@ fn every_upstream_head_size_fits_both_devices_and_modes() {
                         let p = plan(&s, &d, &tuned(&d, ""));
                         check(&s, &d, &p);
                         assert!(
-                            !matches!(p.kernel, Kernel::Simple(_)),
+                            !matches!(p.choice, Choice::Simple(_)),
                             "{hsk}/{hsv} r2={r2} nb={nb} falls back: {p:?}"
                         );
                         if no_matrix {
-                            assert!(matches!(p.kernel, Kernel::Tile(_) | Kernel::Vec(_)));
+                            assert!(matches!(p.choice, Choice::Tile(_) | Choice::Vec(_)));
                         }
                     }
                 }
@@ -306,11 +306,11 @@ fn every_upstream_head_size_fits_both_devices_and_modes() {
 fn fallbacks_say_why() {
     let d = h200(16, 16, 16);
     let s = shape(36, 36, 1, 1, 100, 1, GgmlType::F16);
-    assert!(matches!(plan(&s, &d, &tuned(&d, "")).kernel, Kernel::Simple(ref w) if w.contains("multiples of 8")));
+    assert!(matches!(plan(&s, &d, &tuned(&d, "")).choice, Choice::Simple(ref w) if w.contains("multiples of 8")));
     let mut no_sg = d;
     no_sg.subgroups = false;
     let s = shape(64, 64, 1, 1, 100, 1, GgmlType::F16);
-    assert!(matches!(plan(&s, &no_sg, &tuned(&no_sg, "")).kernel, Kernel::Simple(ref w) if w.contains("subgroups")));
+    assert!(matches!(plan(&s, &no_sg, &tuned(&no_sg, "")).choice, Choice::Simple(ref w) if w.contains("subgroups")));
     // Without f32 results the mma kernel is not used.
     let mut f16_only = d;
     f16_only.subgroup_matrix = Some(MatrixConfig {
@@ -322,8 +322,8 @@ fn fallbacks_say_why() {
     });
     let s = shape(64, 64, 1, 1, 100, 512, GgmlType::F16);
     assert!(matches!(
-        plan(&s, &f16_only, &tuned(&f16_only, "")).kernel,
-        Kernel::Tile(_)
+        plan(&s, &f16_only, &tuned(&f16_only, "")).choice,
+        Choice::Tile(_)
     ));
 }
 
@@ -335,14 +335,14 @@ fn knobs_force_kernels_and_splits() {
         kernel: Some(f),
         ..tuned(&d, "")
     };
-    assert!(matches!(plan(&s, &d, &force(Force::Tile)).kernel, Kernel::Tile(_)));
-    assert!(matches!(plan(&s, &d, &force(Force::Mma)).kernel, Kernel::Mma(_)));
-    assert!(matches!(plan(&s, &d, &force(Force::Simple)).kernel, Kernel::Simple(_)));
+    assert!(matches!(plan(&s, &d, &force(Force::Tile)).choice, Choice::Tile(_)));
+    assert!(matches!(plan(&s, &d, &force(Force::Mma)).choice, Choice::Mma(_)));
+    assert!(matches!(plan(&s, &d, &force(Force::Simple)).choice, Choice::Simple(_)));
     // Vec takes only what fits it, else tile; tile keeps decode on the previous kernel.
-    assert!(matches!(plan(&s, &d, &force(Force::Vec)).kernel, Kernel::Tile(_)));
+    assert!(matches!(plan(&s, &d, &force(Force::Vec)).choice, Choice::Tile(_)));
     let dec = shape(64, 64, 2, 4, 300, 1, GgmlType::F16);
-    assert!(matches!(plan(&dec, &d, &tuned(&d, "")).kernel, Kernel::Vec(_)));
-    assert!(matches!(plan(&dec, &d, &force(Force::Tile)).kernel, Kernel::Tile(_)));
+    assert!(matches!(plan(&dec, &d, &tuned(&d, "")).choice, Choice::Vec(_)));
+    assert!(matches!(plan(&dec, &d, &force(Force::Tile)).choice, Choice::Tile(_)));
     let p = plan(&s, &d, &tuned(&d, "split=3"));
     check(&s, &d, &p);
     assert_eq!(p.n_split, 3);
@@ -357,7 +357,7 @@ fn large_batches_split_the_grid_and_not_the_sequence() {
     let s = shape(64, 64, 8, 8, 7680, 512, GgmlType::Q4_0);
     let p = plan(&s, &d, &tuned(&d, ""));
     check(&s, &d, &p);
-    assert!(matches!(p.kernel, Kernel::Mma(_)));
+    assert!(matches!(p.choice, Choice::Mma(_)));
     assert!(p.n_split <= 2, "{p:?}");
     let s = shape(256, 256, 2, 16, 20000, 1, GgmlType::F16);
     let p = plan(&s, &d, &tuned(&d, ""));
@@ -404,7 +404,7 @@ fn knobs_at_the_ends_of_their_ranges_plan() {
         ] {
             let t = FlashAttnTuning { kernel, ..t };
             for (n_q, kv) in [(1, 1), (1, 4096), (7, 300), (64, 1000)] {
-                let shape = Shape {
+                let shape = Problem {
                     hsk: 128,
                     hsv: 128,
                     n_q,

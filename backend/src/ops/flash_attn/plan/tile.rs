@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::{DeviceFacts, FlashAttnTuning, Shape, Tail, odd, pow2_floor};
+use super::{DeviceFacts, FlashAttnTuning, Problem, Tail, odd, pow2_floor};
 
 /// 16-byte K/V chunks a thread may hold in registers to prefetch the next tile (when
 /// `tile_prefetch` is auto).
@@ -80,7 +80,7 @@ impl TilePlan {
 }
 
 /// The tile kernel's layout, shrunk until it fits the device.
-pub fn tile_plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<TilePlan> {
+pub fn tile_plan(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<TilePlan> {
     let sg_max = device.subgroup_max().max(1);
     let threads = tuning
         .tile_threads
@@ -116,7 +116,7 @@ pub fn tile_plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) 
 }
 
 fn tile_layout(
-    shape: &Shape,
+    shape: &Problem,
     device: &DeviceFacts,
     tuning: &FlashAttnTuning,
     threads: u32,

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::{DeviceFacts, FlashAttnTuning, Shape, Tail, pow2_floor};
+use super::{DeviceFacts, FlashAttnTuning, Problem, Tail, pow2_floor};
 use crate::ggml_type::GgmlType;
 
 /// Most lanes a key takes when `vec_lanes` is auto.
@@ -101,7 +101,7 @@ impl VecPlan {
 }
 
 /// The vec kernel's layout, if all query rows of a KV head fit its registers and workgroup memory.
-pub fn vec_plan(shape: &Shape, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<VecPlan> {
+pub fn vec_plan(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Option<VecPlan> {
     let team = pow2_floor(device.subgroup_min().clamp(1, 32));
     let threads = pow2_floor(tuning.vec_threads.clamp(team, device.max_threads().max(team)));
     let hsk8 = shape.hsk as u32 / 8;
