@@ -14,6 +14,8 @@
 
 mod encode;
 pub mod plan;
+#[cfg(test)]
+mod plan_grid;
 pub mod tuning;
 
 use crate::context::GpuContext;

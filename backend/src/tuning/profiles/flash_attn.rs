@@ -8,16 +8,17 @@ pub fn flash_attn(class: DeviceClass) -> FlashAttnTuning {
     match class {
         DeviceClass::NvidiaHopper => hopper(),
         DeviceClass::Cpu => cpu(),
-        // unmeasured: Hopper's values (launch-bound decode and 48 KiB of workgroup memory on
-        // Vulkan hold for every NVIDIA generation; ggml-vulkan tunes its FA tiles per vendor,
-        // not per generation).
+        // unmeasured: Hopper's values, the only GPU measured. The planner sizes every tile from
+        // the device's workgroup memory, subgroup sizes and matrix config, so they run
+        // everywhere; each class's own values wait for its measurements.
         DeviceClass::NvidiaBlackwell
         | DeviceClass::NvidiaAda
         | DeviceClass::NvidiaAmpere
-        | DeviceClass::NvidiaOlder => hopper(),
-        // unmeasured: Hopper's values; the planner shrinks every tile to the device's
-        // workgroup memory, subgroup sizes and matrix config, so they run everywhere.
-        DeviceClass::Amd | DeviceClass::Intel | DeviceClass::Apple | DeviceClass::Other => hopper(),
+        | DeviceClass::NvidiaOlder
+        | DeviceClass::Amd
+        | DeviceClass::Intel
+        | DeviceClass::Apple
+        | DeviceClass::Other => hopper(),
     }
 }
 
@@ -37,9 +38,9 @@ fn hopper() -> FlashAttnTuning {
         // unmeasured: a scan of the next tile's mask per tile, against whole tiles of masked
         // keys skipped (causal prefill).
         mask_skip: true,
-        // unmeasured (the tile kernel is Hopper's fallback only: no shape takes it by default
-        // where subgroup matrices exist and the vec kernel fits): values sized for 48 KiB and
-        // 64 accumulators a thread.
+        // unmeasured: with subgroup matrices the tile kernel takes only the query rows per KV
+        // head between what the vec kernel holds and the mma kernel's M; values sized for 48
+        // KiB of workgroup memory and 64 accumulators a thread.
         tile_threads: 128,
         tile_rows: 32,
         tile_kv: 32,
@@ -67,7 +68,8 @@ fn hopper() -> FlashAttnTuning {
         mma_subgroups: 8,
         mma_small_head: 64,
         mma_small_head_subgroups: 16,
-        // bench/results/2026-12-05-h100.md run 1 (mma_kv=32 / 128 within 5% either way)
+        // bench/results/2026-12-05-h100.md run 1 (32 and 128 keys within 8% of 64, neither
+        // better everywhere) and run 2 (128 with 16 subgroups: head size 256 2.2x slower)
         mma_kv: 64,
         mma_min_rows: None,
         // The mma kernel at every head size (GPUs run subgroup matrices natively).
@@ -95,13 +97,14 @@ fn cpu() -> FlashAttnTuning {
         // work.
         target_workgroups: 8,
         mma_target_workgroups: 8,
-        // lavapipe, 4 rows, kv=4096 (the measurement behind the packed dot products' H100
-        // default, bench/results/2026-12-06-h100-defaults.md): q4_0 8.0-8.3 ms against
-        // 3.8-5.0 converting K, q8_0 8.2-10.0 against 5.8-7.7: never by default.
+        // BENCHMARKS.md "NVIDIA H100, 2026-12-06 (afternoon)": on lavapipe, hsk=128 4 rows
+        // kv=4096, packed dot products q4_0 8.0-8.3 ms against 3.8-5.0 converting K, q8_0
+        // 8.2-10.0 against 5.8-7.7: never by default.
         vec_qint_max_rows: 0,
         // unmeasured: 8 subgroups at every head size.
         mma_small_head: 0,
-        // lavapipe, mma against tile (ms a run): hs 64 nb 32 kv 512 2.9 against 2.5, hs 128 nb
+        // lavapipe, mma against tile (ms a run; figures kept from the planner's comment, no
+        // bench/results file holds them): hs 64 nb 32 kv 512 2.9 against 2.5, hs 128 nb
         // 32 kv 1024 10.4 against 6.6, hs 256 nb 16 kv 512 5.6 against 3.6, hs 576/512 nb 4 kv
         // 256 15.0 against 2.9; the mma kernel's Q·K, unrolled over the head, compiles in
         // seconds that grow with it (5.8, 9.4, 24.8, 141.6 s against under one for tile). Up to
