@@ -209,7 +209,7 @@ pub struct FlashAttnKernels {
 }
 
 /// The variants of a FLASH_ATTN_EXT plan.
-pub fn flash_attn(plan: &fa::Plan) -> FlashAttnKernels {
+pub fn flash_attn(plan: &fa::FlashAttnPlan) -> FlashAttnKernels {
     let shape = &plan.problem;
     let fast = match &plan.choice {
         Choice::Simple(_) => {

@@ -223,7 +223,7 @@ fn mul_mat_encoders_follow_their_plans() {
 }
 
 /// The recorded dispatches of one FLASH_ATTN_EXT against its plan.
-fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(ShaderVariant, [u32; 3])]) {
+fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::FlashAttnPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
     let what = plan.to_string();
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     if let Choice::Simple(_) = plan.choice {
@@ -308,7 +308,7 @@ fn record_flash_attn(
     v: &DeviceTensor,
     mask: &DeviceTensor,
     dst: &DeviceTensor,
-) -> flash_attn::Plan {
+) -> flash_attn::FlashAttnPlan {
     let ops = FlashAttnOperands {
         q,
         k,

@@ -25,7 +25,7 @@ use mul_mat::MulMatPlan;
 #[derive(Debug, Default)]
 pub(crate) struct PlanKernelMemos {
     pub mul_mat: PlanMemo<MulMatPlan, Arc<mul_mat::encode::PlanKernels>>,
-    pub flash_attn: PlanMemo<flash_attn::Plan, Arc<flash_attn::PlanKernels>>,
+    pub flash_attn: PlanMemo<flash_attn::FlashAttnPlan, Arc<flash_attn::PlanKernels>>,
 }
 
 impl GpuContext {
@@ -88,7 +88,7 @@ impl GpuContext {
         &self,
         ops: &FlashAttnOperands<'_>,
         params: FlashAttnParams,
-    ) -> Result<flash_attn::Plan> {
+    ) -> Result<flash_attn::FlashAttnPlan> {
         flash_attn::flash_attn_ext(self, &mut self.stream.lock(), ops, params)
     }
 }

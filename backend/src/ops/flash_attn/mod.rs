@@ -28,7 +28,7 @@ use crate::ops::dequantize;
 use crate::tensor::Layout;
 
 pub(crate) use encode::PlanKernels;
-pub use plan::{Choice, Placement, Plan};
+pub use plan::{Choice, FlashAttnPlan, Placement};
 pub use tuning::{FlashAttnTuning, Force};
 
 /// The scalar parameters of FLASH_ATTN_EXT.
@@ -163,7 +163,7 @@ pub fn flash_attn_ext(
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
-) -> Result<Plan> {
+) -> Result<FlashAttnPlan> {
     // The context checked its knobs when it was made, and its facts are the device's own.
     record(ctx, stream, ops, p, &ctx.facts(), &ctx.tuning().flash_attn)
 }
@@ -177,7 +177,7 @@ pub fn flash_attn_ext_with(
     p: FlashAttnParams,
     facts: &DeviceFacts,
     tuning: &FlashAttnTuning,
-) -> Result<Plan> {
+) -> Result<FlashAttnPlan> {
     tuning.validate().map_err(|message| BackendError::Config {
         name: "FLASH_ATTN_EXT knobs",
         message,
@@ -199,7 +199,7 @@ fn record(
     p: FlashAttnParams,
     facts: &DeviceFacts,
     tuning: &FlashAttnTuning,
-) -> Result<Plan> {
+) -> Result<FlashAttnPlan> {
     let layouts = ops.layouts();
     check(&layouts)?;
     let mut tensors = vec![ops.q, ops.k, ops.v, ops.dst];
@@ -215,7 +215,7 @@ fn record(
 
 /// The plan FLASH_ATTN_EXT follows for operands of these layouts on `ctx`'s device (views
 /// placed at their layout's offset from a binding-aligned base, as the context places tensors).
-pub fn plan_for(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> Plan {
+pub fn plan_for(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> FlashAttnPlan {
     let align = ctx.capabilities().limits.min_storage_buffer_offset_alignment.max(1) as usize;
     let start = |l: &Layout| l.offset % align;
     let vec = |l: &Layout| encode::vec_layout(l) && start(l).is_multiple_of(16);

@@ -59,7 +59,7 @@ pub struct MmaPlan {
 }
 
 impl MmaPlan {
-    /// The plan's description (see `Plan`'s `Display`).
+    /// The plan's description (see `FlashAttnPlan`'s `Display`).
     pub(super) fn describe(&self, f: &mut fmt::Formatter<'_>, s: &Problem, tau: f32, tail: &Tail) -> fmt::Result {
         let m = self;
         let Tail {

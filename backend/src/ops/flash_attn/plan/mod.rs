@@ -1,6 +1,7 @@
 //! How FLASH_ATTN_EXT runs for given shapes, types and device: a pure function from
-//! [`Problem`], [`DeviceFacts`] and [`FlashAttnTuning`] to a [`Plan`] (the kernel [`Choice`] with
-//! its tiles, split count, workgroup sizes), checked against the workgroup-memory limit. Nothing here touches a GPU. One module
+//! [`Problem`], [`DeviceFacts`] and [`FlashAttnTuning`] to a [`FlashAttnPlan`] (the kernel
+//! [`Choice`] with its tiles, split count, workgroup sizes), checked against the
+//! workgroup-memory limit. Nothing here touches a GPU. One module
 //! per kernel (its layout, how it is sized, its description), and [`split`] for the split-KV
 //! scheme both fast kernels share.
 //!
@@ -86,7 +87,7 @@ pub enum Choice {
 
 /// How one FLASH_ATTN_EXT runs.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct FlashAttnPlan {
     /// The sizes and types it was made for.
     pub problem: Problem,
     pub choice: Choice,
@@ -132,7 +133,12 @@ impl Placement {
 
 /// The plan for operands placed as `placement` says: [`plan`]'s, with the vector widths it
 /// allows; the simple kernel when the starts are misaligned.
-pub fn plan_placed(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning, placement: Placement) -> Plan {
+pub fn plan_placed(
+    shape: &Problem,
+    device: &DeviceFacts,
+    tuning: &FlashAttnTuning,
+    placement: Placement,
+) -> FlashAttnPlan {
     if !placement.aligned {
         return simple(
             shape,
@@ -147,7 +153,7 @@ pub fn plan_placed(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuni
     plan
 }
 
-impl Plan {
+impl FlashAttnPlan {
     /// Bytes of the split scratch: partial outputs, then (at a 256-byte boundary) the
     /// (max, sum) pairs; 0 without splits.
     pub fn scratch_bytes(&self, shape: &Problem) -> u64 {
@@ -186,7 +192,7 @@ struct Tail {
     grid: String,
 }
 
-impl fmt::Display for Plan {
+impl fmt::Display for FlashAttnPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.problem;
         let split = if self.n_split > 1 {
@@ -231,7 +237,7 @@ impl fmt::Display for Plan {
 }
 
 /// Plans one FLASH_ATTN_EXT.
-pub fn plan(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning) -> Plan {
+pub fn plan(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning) -> FlashAttnPlan {
     let simple = |why: String| simple(shape, why);
     if let Some(why) = fast_path_obstacle(shape, device) {
         return simple(why);
@@ -273,7 +279,7 @@ pub fn plan(shape: &Problem, device: &DeviceFacts, tuning: &FlashAttnTuning) -> 
     let row_blocks = rows_total.div_ceil(rows).max(1);
     let mma = matches!(kernel, Choice::Mma(_));
     let (n_split, split_len) = split::splits(shape, device, tuning, mma, rows.min(rows_total), row_blocks, kv_tile);
-    Plan {
+    FlashAttnPlan {
         problem: *shape,
         choice: kernel,
         rows,

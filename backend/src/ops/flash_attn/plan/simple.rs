@@ -1,11 +1,11 @@
 //! The simple kernel (`flash_attn_simple.wgsl`): one workgroup per query row over f32 copies
 //! of K and V, the last resort.
 
-use super::{Choice, Plan, Problem};
+use super::{Choice, FlashAttnPlan, Problem};
 
 /// The simple kernel (over f32 copies of K and V), for `why`.
-pub fn simple(shape: &Problem, why: String) -> Plan {
-    Plan {
+pub fn simple(shape: &Problem, why: String) -> FlashAttnPlan {
+    FlashAttnPlan {
         problem: *shape,
         choice: Choice::Simple(why),
         rows: 0,

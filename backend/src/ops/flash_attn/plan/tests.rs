@@ -70,7 +70,7 @@ fn lavapipe() -> DeviceFacts {
 }
 
 /// Every plan respects the device's limits and its own invariants.
-fn check(s: &Problem, d: &DeviceFacts, p: &Plan) {
+fn check(s: &Problem, d: &DeviceFacts, p: &FlashAttnPlan) {
     assert!(p.n_split >= 1 && p.n_split <= MAX_SPLIT);
     assert!(p.scratch_bytes(s) <= d.max_storage_binding);
     match &p.choice {

@@ -52,7 +52,7 @@ pub struct TilePlan {
 }
 
 impl TilePlan {
-    /// The plan's description (see `Plan`'s `Display`).
+    /// The plan's description (see `FlashAttnPlan`'s `Display`).
     pub(super) fn describe(&self, f: &mut fmt::Formatter<'_>, tail: &Tail) -> fmt::Result {
         let t = self;
         let Tail {

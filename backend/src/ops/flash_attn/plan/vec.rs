@@ -46,7 +46,7 @@ impl VecPlan {
 }
 
 impl VecPlan {
-    /// The plan's description (see `Plan`'s `Display`).
+    /// The plan's description (see `FlashAttnPlan`'s `Display`).
     pub(super) fn describe(&self, f: &mut fmt::Formatter<'_>, tail: &Tail) -> fmt::Result {
         let v = self;
         let Tail {
