@@ -16,7 +16,7 @@ use dawn::{ComponentType, SubgroupMatrixConfig};
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::ggml_type::GgmlType;
 use crate::ops::dequantize::{self, supports};
-use crate::ops::flash_attn::plan::{self as fa, Choice, MmaPlan, Placement, TilePlan, VecPlan};
+use crate::ops::flash_attn::plan::{self as fa, MmaPlan, Placement, TilePlan, VecPlan};
 use crate::ops::flash_attn::tuning::Force;
 use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG};
 use crate::ops::mul_mat::plan::{self as mm, COPY_WG, MulMatPlan, Path, Problem, QUANTIZE_WG, SIMPLE_WG, Tuning};
@@ -212,15 +212,15 @@ pub struct FlashAttnKernels {
 pub fn flash_attn(plan: &fa::FlashAttnPlan) -> FlashAttnKernels {
     let shape = &plan.problem;
     let fast = match &plan.choice {
-        Choice::Simple(_) => {
+        fa::Choice::Simple(_) => {
             let kernel = ShaderVariant::new("flash_attn_simple.wgsl")
                 .define("WG_SIZE", format!("{FA_SIMPLE_WG}u"))
                 .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
             return FlashAttnKernels { kernel, reduce: None };
         }
-        Choice::Tile(t) => tile_variant(t),
-        Choice::Mma(m) => mma_variant(m),
-        Choice::Vec(v) => vec_variant(v, shape),
+        fa::Choice::Tile(t) => tile_variant(t),
+        fa::Choice::Mma(m) => mma_variant(m),
+        fa::Choice::Vec(v) => vec_variant(v, shape),
     };
     let kernel = fast
         .define("K_TYPE", shape.k_type.gguf_id())
@@ -359,12 +359,12 @@ pub fn mul_mat_path(path: &Path) -> &'static str {
 }
 
 /// The name of a FLASH_ATTN_EXT kernel (exhaustive, as above).
-pub fn flash_attn_path(choice: &Choice) -> &'static str {
+pub fn flash_attn_path(choice: &fa::Choice) -> &'static str {
     match choice {
-        Choice::Simple(_) => "simple",
-        Choice::Tile(_) => "tile",
-        Choice::Mma(_) => "mma",
-        Choice::Vec(_) => "vec",
+        fa::Choice::Simple(_) => "simple",
+        fa::Choice::Tile(_) => "tile",
+        fa::Choice::Mma(_) => "mma",
+        fa::Choice::Vec(_) => "vec",
     }
 }
 

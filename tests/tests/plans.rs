@@ -4,7 +4,7 @@
 //! encoder behind the plan's back fails here.
 
 use ggml_dawn::exec::{Stream, grid_2d};
-use ggml_dawn::ops::flash_attn::{self, Choice, FlashAttnOperands, FlashAttnParams};
+use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
 use ggml_dawn::ops::mul_mat::{self, MulMatPlan, Path};
 use ggml_dawn::shader_lib::ShaderVariant;
 use ggml_dawn::tuning::Overrides;
@@ -226,7 +226,7 @@ fn mul_mat_encoders_follow_their_plans() {
 fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::FlashAttnPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
     let what = plan.to_string();
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-    if let Choice::Simple(_) = plan.choice {
+    if let flash_attn::Choice::Simple(_) = plan.choice {
         // K and V to f32, then the simple kernel.
         let files: Vec<&str> = dispatches.iter().map(|(v, _)| v.file).collect();
         assert_eq!(
@@ -259,7 +259,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::FlashAttnPlan, dispatch
         "{what}: {v}"
     );
     let threads = match &plan.choice {
-        Choice::Tile(t) => {
+        flash_attn::Choice::Tile(t) => {
             assert_eq!(v.file, "flash_attn_tile.wgsl", "{what}");
             assert_eq!(
                 define(v, "KV_TILE"),
@@ -268,7 +268,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::FlashAttnPlan, dispatch
             );
             t.threads
         }
-        Choice::Vec(t) => {
+        flash_attn::Choice::Vec(t) => {
             assert_eq!(v.file, "flash_attn_vec.wgsl", "{what}");
             assert_eq!(define(v, "VEC_LK"), Some(t.lanes.to_string().as_str()), "{what}: {v}");
             assert_eq!(
@@ -280,7 +280,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::FlashAttnPlan, dispatch
             assert_eq!(flag(v, "VEC_QINT"), t.qint && !matches!(t.probe, 1 | 2), "{what}: {v}");
             t.threads
         }
-        Choice::Mma(m) => {
+        flash_attn::Choice::Mma(m) => {
             assert_eq!(v.file, "flash_attn_mma.wgsl", "{what}");
             assert_eq!(
                 define(v, "KV_TILE"),
@@ -290,7 +290,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::FlashAttnPlan, dispatch
             assert_eq!(define(v, "PROBE"), Some(m.probe.to_string().as_str()), "{what}: {v}");
             m.threads
         }
-        Choice::Simple(_) => unreachable!(),
+        flash_attn::Choice::Simple(_) => unreachable!(),
     };
     assert_eq!(define(v, "NT"), Some(threads.to_string().as_str()), "{what}: {v}");
     assert_eq!(define(v, "ROWS"), Some(plan.rows.to_string().as_str()), "{what}: {v}");
@@ -378,7 +378,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         let dst = ctx.empty(GgmlType::F32, [hs, heads, n_q, 1]).unwrap();
         let mut stream = ctx.stream().unwrap();
         let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
-        let Choice::Mma(m) = &plan.choice else {
+        let flash_attn::Choice::Mma(m) = &plan.choice else {
             panic!("no mma kernel: {plan}")
         };
         assert_eq!(m.probe, probe);
@@ -406,7 +406,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         let dst = ctx.empty(GgmlType::F32, [hs, heads, 1, 1]).unwrap();
         let mut stream = ctx.stream().unwrap();
         let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
-        let Choice::Vec(t) = &plan.choice else {
+        let flash_attn::Choice::Vec(t) = &plan.choice else {
             panic!("no vec kernel: {plan}")
         };
         assert_eq!(t.probe, probe, "{plan}");
