@@ -16,8 +16,9 @@ use dawn::{ComponentType, SubgroupMatrixConfig};
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::ggml_type::GgmlType;
 use crate::ops::dequantize::{self, supports};
-use crate::ops::flash_attn::plan::{self as fa, Force, Kernel, Knobs, MmaPlan, Placement, TilePlan, VecPlan};
-use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG, parse_knobs};
+use crate::ops::flash_attn::plan::{self as fa, MmaPlan, Placement, TilePlan, VecPlan};
+use crate::ops::flash_attn::tuning::Force;
+use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG};
 use crate::ops::mul_mat::plan::{
     self as mm, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, QUANTIZE_WG, SIMPLE_WG,
     SubgroupMatrixPlan, TiledPlan,
@@ -184,18 +185,18 @@ pub struct FlashAttnKernels {
 }
 
 /// The variants of a FLASH_ATTN_EXT plan.
-pub fn flash_attn(plan: &fa::Plan) -> FlashAttnKernels {
-    let shape = &plan.shape;
-    let fast = match &plan.kernel {
-        Kernel::Simple(_) => {
+pub fn flash_attn(plan: &fa::FlashAttnPlan) -> FlashAttnKernels {
+    let shape = &plan.problem;
+    let fast = match &plan.choice {
+        fa::Choice::Simple(_) => {
             let kernel = ShaderVariant::new("flash_attn_simple.wgsl")
                 .define("WG_SIZE", format!("{FA_SIMPLE_WG}u"))
                 .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
             return FlashAttnKernels { kernel, reduce: None };
         }
-        Kernel::Tile(t) => tile_variant(t),
-        Kernel::Mma(m) => mma_variant(m),
-        Kernel::Vec(v) => vec_variant(v, shape),
+        fa::Choice::Tile(t) => tile_variant(t),
+        fa::Choice::Mma(m) => mma_variant(m),
+        fa::Choice::Vec(v) => vec_variant(v, shape),
     };
     let kernel = fast
         .define("K_TYPE", shape.k_type.gguf_id())
@@ -235,8 +236,18 @@ fn tile_variant(t: &TilePlan) -> ShaderVariant {
         .define("QW", t.qw)
 }
 
-fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
-    ShaderVariant::new("flash_attn_vec.wgsl")
+/// Vec probes 1 and 2 replace the scoring; probe 3 runs the kernel as it is.
+fn vec_probe_replaces_scoring(v: &VecPlan) -> bool {
+    #[cfg(feature = "probes")]
+    if matches!(v.probe, 1 | 2) {
+        return true;
+    }
+    let _ = v;
+    false
+}
+
+fn vec_variant(v: &VecPlan, shape: &fa::Problem) -> ShaderVariant {
+    let variant = ShaderVariant::new("flash_attn_vec.wgsl")
         .define("NT", v.threads)
         .define("ROWS", v.rows)
         .define("KV_TILE", v.kv_tile())
@@ -246,20 +257,19 @@ fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
         .define("VEC_CK", v.ck)
         .define("VEC_CV", v.cv)
         .define("VEC_ONE_Q", flag(shape.n_q == 1))
-        .define("VEC_PREFETCH", flag(v.prefetch))
-        .define("VEC_PROBE", v.probe)
-        // Probes 1 and 2 replace the scoring; probe 3 runs the kernel as it is.
-        .define("VEC_QINT", flag(v.qint && !matches!(v.probe, 1 | 2)))
+        .define("VEC_QINT", flag(v.qint && !vec_probe_replaces_scoring(v)));
+    #[cfg(feature = "probes")]
+    let variant = variant.define("VEC_PROBE", v.probe);
+    variant
 }
 
 fn mma_variant(m: &MmaPlan) -> ShaderVariant {
-    ShaderVariant::new("flash_attn_mma.wgsl")
+    let variant = ShaderVariant::new("flash_attn_mma.wgsl")
         .define("SG_M", m.m)
         .define("SG_N", m.n)
         .define("SG_K", m.k)
         .define("NSG", m.subgroups)
         .define("RB", m.rb)
-        .define("RH", m.rh)
         .define("CG", m.cg)
         .define("NT", m.threads)
         .define("ROWS", m.rows)
@@ -281,8 +291,10 @@ fn mma_variant(m: &MmaPlan) -> ShaderVariant {
         .define("SMEM", m.smem)
         .define("SF", m.sf)
         .define("SB", m.sb)
-        .define("TPR", m.tpr)
-        .define("PROBE", m.probe)
+        .define("TPR", m.tpr);
+    #[cfg(feature = "probes")]
+    let variant = variant.define("PROBE", m.probe);
+    variant
 }
 
 /// The dequantize kernel's variant for a source type.
@@ -343,12 +355,12 @@ impl fmt::Display for Op {
 }
 
 /// The name of a FLASH_ATTN_EXT kernel (exhaustive, as above).
-pub fn flash_attn_path(kernel: &Kernel) -> &'static str {
-    match kernel {
-        Kernel::Simple(_) => "simple",
-        Kernel::Tile(_) => "tile",
-        Kernel::Mma(_) => "mma",
-        Kernel::Vec(_) => "vec",
+pub fn flash_attn_path(choice: &fa::Choice) -> &'static str {
+    match choice {
+        fa::Choice::Simple(_) => "simple",
+        fa::Choice::Tile(_) => "tile",
+        fa::Choice::Mma(_) => "mma",
+        fa::Choice::Vec(_) => "vec",
     }
 }
 
@@ -377,7 +389,7 @@ pub const MUL_MAT_KNOBS: &[&str] = &[
 ];
 
 /// The FLASH_ATTN_EXT knob sets: the defaults, then each kernel forced.
-pub const FLASH_ATTN_KNOBS: &[&str] = &["", "path=tile", "path=vec", "path=mma", "path=simple"];
+pub const FLASH_ATTN_KNOBS: &[&str] = &["", "kernel=tile", "kernel=vec", "kernel=mma", "kernel=simple"];
 
 /// Every variant the planners produce on `device` over the problem grid below (all types the
 /// ops take, sizes from 1 up, every alignment the planners distinguish), by variant.
@@ -485,7 +497,8 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
         (576, 512),
     ];
     for knobs in FLASH_ATTN_KNOBS {
-        let knobs: Knobs = parse_knobs(knobs).expect("valid knob set");
+        let mut tuning = crate::tuning::profiles::flash_attn(device.class);
+        tuning.apply(knobs).expect("valid knob set");
         for &ty in &types {
             // Vector reads are for float K and V only (`vec_layout`).
             let float = matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
@@ -498,7 +511,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                     if !float && (placement.k_vec || placement.v_vec) {
                                         continue;
                                     }
-                                    let shape = fa::Shape {
+                                    let shape = fa::Problem {
                                         hsk,
                                         hsv,
                                         n_q,
@@ -510,10 +523,10 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                         v_type: ty,
                                         has_mask,
                                     };
-                                    let plan = fa::plan_placed(&shape, device, &knobs, placement);
+                                    let plan = fa::plan_placed(&shape, device, &tuning, placement);
                                     let kernels = flash_attn(&plan);
-                                    let example = || format!("{shape:?} {placement:?} knobs {knobs:?}");
-                                    let path = flash_attn_path(&plan.kernel);
+                                    let example = || format!("{shape:?} {placement:?} knobs [{knobs}]");
+                                    let path = flash_attn_path(&plan.choice);
                                     add(kernels.kernel, Op::FlashAttnExt, path, &example);
                                     if let Some(r) = kernels.reduce {
                                         add(r, Op::FlashAttnExt, "reduce", &example);

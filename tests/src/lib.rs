@@ -13,5 +13,5 @@ pub fn full() -> bool {
 /// differ: MUL_MAT's subgroup-matrix K step of 32 (8 on CPU adapters) and the mma kernel at
 /// every head size (up to 128 on CPU adapters).
 pub fn gpu_planning() -> Overrides {
-    Overrides::parse("sg_tk=32", "mma_max_hs=65536").expect("valid knobs")
+    Overrides::parse("sg_tk=32", "mma_max_head=65536").expect("valid knobs")
 }

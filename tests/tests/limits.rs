@@ -192,7 +192,7 @@ fn repeated_attention_reuses_its_buffers() {
         dst: &dst,
     };
     let params = FlashAttnParams::scaled(0.125);
-    let ctx = ctx.with_tuning(Overrides::parse("", "path=simple").unwrap()).unwrap();
+    let ctx = ctx.with_tuning(Overrides::parse("", "kernel=simple").unwrap()).unwrap();
     let mut stream = ctx.stream().unwrap();
     let mut counts = Vec::new();
     for _ in 0..6 {
@@ -214,7 +214,7 @@ fn an_ops_scratch_is_not_overwritten_by_another_stream() {
     use ggml_dawn::ops::dequantize;
     use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
-    let ctx = ctx.with_tuning(Overrides::parse("", "path=simple").unwrap()).unwrap();
+    let ctx = ctx.with_tuning(Overrides::parse("", "kernel=simple").unwrap()).unwrap();
     let values =
         |n: usize, seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7 + seed) % 23) as f32 / 11.0 - 1.0).collect() };
     let kv = |seed| {
@@ -351,7 +351,7 @@ fn streams_of_another_device_are_refused() {
 fn facts_beyond_the_device_are_refused() {
     use ggml_dawn::DeviceFacts;
     use ggml_dawn::facts::MatrixConfig;
-    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams, Knobs};
+    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
     let facts = ctx.facts();
     let a = tensor(&ctx, GgmlType::F32, [256, 64, 1, 1]);
@@ -370,6 +370,7 @@ fn facts_beyond_the_device_are_refused() {
     };
     let params = FlashAttnParams::scaled(0.125);
     let mul_mat_tuning = Tuning::for_device(&ctx.facts()).mul_mat;
+    let flash_attn_tuning = Tuning::for_device(&ctx.facts()).flash_attn;
     let mut stream = ctx.stream().unwrap();
     let huge_matrices = MatrixConfig {
         m: 64,
@@ -413,7 +414,7 @@ fn facts_beyond_the_device_are_refused() {
             .unwrap_err();
         assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
         let err =
-            flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &claimed, &Knobs::default()).unwrap_err();
+            flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &claimed, &flash_attn_tuning).unwrap_err();
         assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
     }
     assert_eq!(stream.pending(), 0);
@@ -425,7 +426,7 @@ fn facts_beyond_the_device_are_refused() {
         ..facts
     };
     ggml_dawn::ops::mul_mat::mul_mat_with(&ctx, &mut stream, &a, &b, &dst, &less, &mul_mat_tuning).unwrap();
-    flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &less, &Knobs::default()).unwrap();
+    flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &less, &flash_attn_tuning).unwrap();
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
 }
 

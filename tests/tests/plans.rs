@@ -4,7 +4,7 @@
 //! encoder behind the plan's back fails here.
 
 use ggml_dawn::exec::{Stream, grid_2d};
-use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams, Kernel};
+use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
 use ggml_dawn::ops::mul_mat::{self, Choice, MatVecPlan, MulMatPlan, SubgroupMatrixPlan, TiledPlan};
 use ggml_dawn::shader_lib::ShaderVariant;
 use ggml_dawn::tuning::Overrides;
@@ -206,10 +206,10 @@ fn mul_mat_encoders_follow_their_plans() {
 }
 
 /// The recorded dispatches of one FLASH_ATTN_EXT against its plan.
-fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(ShaderVariant, [u32; 3])]) {
+fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::FlashAttnPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
     let what = plan.to_string();
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-    if let Kernel::Simple(_) = plan.kernel {
+    if let flash_attn::Choice::Simple(_) = plan.choice {
         // K and V to f32, then the simple kernel.
         let files: Vec<&str> = dispatches.iter().map(|(v, _)| v.file).collect();
         assert_eq!(
@@ -225,7 +225,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
         "{what}: {dispatches:?}"
     );
     let (v, grid) = &dispatches[0];
-    assert_eq!(*grid, grid_2d(plan.workgroups(&plan.shape) as u32, max), "{what}");
+    assert_eq!(*grid, grid_2d(plan.workgroups(&plan.problem) as u32, max), "{what}");
     assert_eq!(
         define(v, "K_VEC"),
         Some(if plan.k_vec { "1" } else { "0" }),
@@ -241,8 +241,8 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
         Some(if plan.mask_skip { "1" } else { "0" }),
         "{what}: {v}"
     );
-    let threads = match &plan.kernel {
-        Kernel::Tile(t) => {
+    let threads = match &plan.choice {
+        flash_attn::Choice::Tile(t) => {
             assert_eq!(v.file, "flash_attn_tile.wgsl", "{what}");
             assert_eq!(
                 define(v, "KV_TILE"),
@@ -251,7 +251,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
             );
             t.threads
         }
-        Kernel::Vec(t) => {
+        flash_attn::Choice::Vec(t) => {
             assert_eq!(v.file, "flash_attn_vec.wgsl", "{what}");
             assert_eq!(define(v, "VEC_LK"), Some(t.lanes.to_string().as_str()), "{what}: {v}");
             assert_eq!(
@@ -263,7 +263,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
             assert_eq!(flag(v, "VEC_QINT"), t.qint && !matches!(t.probe, 1 | 2), "{what}: {v}");
             t.threads
         }
-        Kernel::Mma(m) => {
+        flash_attn::Choice::Mma(m) => {
             assert_eq!(v.file, "flash_attn_mma.wgsl", "{what}");
             assert_eq!(
                 define(v, "KV_TILE"),
@@ -273,7 +273,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
             assert_eq!(define(v, "PROBE"), Some(m.probe.to_string().as_str()), "{what}: {v}");
             m.threads
         }
-        Kernel::Simple(_) => unreachable!(),
+        flash_attn::Choice::Simple(_) => unreachable!(),
     };
     assert_eq!(define(v, "NT"), Some(threads.to_string().as_str()), "{what}: {v}");
     assert_eq!(define(v, "ROWS"), Some(plan.rows.to_string().as_str()), "{what}: {v}");
@@ -291,7 +291,7 @@ fn record_flash_attn(
     v: &DeviceTensor,
     mask: &DeviceTensor,
     dst: &DeviceTensor,
-) -> flash_attn::Plan {
+) -> flash_attn::FlashAttnPlan {
     let ops = FlashAttnOperands {
         q,
         k,
@@ -308,7 +308,13 @@ fn record_flash_attn(
 fn flash_attn_encoders_follow_their_plans() {
     let mut kernels = std::collections::BTreeSet::new();
     for base in contexts() {
-        for knobs in ["", "path=tile,split=3", "path=vec,split=2", "path=mma", "path=simple"] {
+        for knobs in [
+            "",
+            "kernel=tile,split=3",
+            "kernel=vec,split=2",
+            "kernel=mma",
+            "kernel=simple",
+        ] {
             let ctx = base.with_tuning(Overrides::parse("", knobs).unwrap()).unwrap();
             for (hsk, hsv, n_q, kv, ty) in [
                 (64, 64, 1, 300, GgmlType::F16),
@@ -345,7 +351,7 @@ fn flash_attn_probes_run_and_name_themselves() {
     let ctx = GpuContext::new(ContextOptions::default()).expect("an adapter");
     for (probe, words) in [(1, "K/V staging only"), (2, "math only")] {
         let ctx = ctx
-            .with_tuning(Overrides::parse("", &format!("path=mma,mma_probe={probe},split=2")).unwrap())
+            .with_tuning(Overrides::parse("", &format!("kernel=mma,mma_probe={probe},split=2")).unwrap())
             .unwrap();
         let (hs, n_q, kv, heads) = (64, 20, 200, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, n_q, heads, 1]).unwrap();
@@ -355,7 +361,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         let dst = ctx.empty(GgmlType::F32, [hs, heads, n_q, 1]).unwrap();
         let mut stream = ctx.stream().unwrap();
         let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
-        let Kernel::Mma(m) = &plan.kernel else {
+        let flash_attn::Choice::Mma(m) = &plan.choice else {
             panic!("no mma kernel: {plan}")
         };
         assert_eq!(m.probe, probe);
@@ -373,7 +379,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         (3, GgmlType::Q8_0, "no reduce pass"),
     ] {
         let ctx = ctx
-            .with_tuning(Overrides::parse("", &format!("path=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
+            .with_tuning(Overrides::parse("", &format!("kernel=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
             .unwrap();
         let (hs, kv, heads) = (128, 256, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, 1, heads, 1]).unwrap();
@@ -383,7 +389,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         let dst = ctx.empty(GgmlType::F32, [hs, heads, 1, 1]).unwrap();
         let mut stream = ctx.stream().unwrap();
         let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
-        let Kernel::Vec(t) = &plan.kernel else {
+        let flash_attn::Choice::Vec(t) = &plan.choice else {
             panic!("no vec kernel: {plan}")
         };
         assert_eq!(t.probe, probe, "{plan}");

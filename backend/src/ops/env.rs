@@ -22,7 +22,7 @@ use super::{flash_attn, mul_mat};
 #[derive(Debug, Default)]
 pub(crate) struct PlanKernelMemos {
     pub mul_mat: PlanMemo<mul_mat::MulMatPlan, Arc<mul_mat::encode::PlanKernels>>,
-    pub flash_attn: PlanMemo<flash_attn::Plan, Arc<flash_attn::PlanKernels>>,
+    pub flash_attn: PlanMemo<flash_attn::FlashAttnPlan, Arc<flash_attn::PlanKernels>>,
 }
 
 /// The device and what runs on it, as the ops see it (borrowed from a context).

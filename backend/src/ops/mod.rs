@@ -84,7 +84,7 @@ impl GpuContext {
         &self,
         ops: &FlashAttnOperands<'_>,
         params: FlashAttnParams,
-    ) -> Result<flash_attn::Plan> {
+    ) -> Result<flash_attn::FlashAttnPlan> {
         flash_attn::flash_attn_ext(self, &mut self.stream.lock(), ops, params)
     }
 }

@@ -11,7 +11,7 @@ pub mod values;
 use crate::error::{BackendError, Result};
 use crate::facts::DeviceFacts;
 
-pub use crate::ops::flash_attn::Knobs as FlashAttnKnobs;
+pub use crate::ops::flash_attn::FlashAttnTuning;
 pub use crate::ops::mul_mat::MulMatTuning;
 
 /// The environment variable `backend-ops` reads MUL_MAT's overrides from (`name=value,…`).
@@ -23,7 +23,7 @@ pub const FLASH_ATTN_ENV: &str = "GGML_DAWN_FA";
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tuning {
     pub mul_mat: MulMatTuning,
-    pub flash_attn: FlashAttnKnobs,
+    pub flash_attn: FlashAttnTuning,
 }
 
 impl Tuning {
@@ -48,7 +48,7 @@ impl Tuning {
             name: MUL_MAT_ENV,
             message,
         })?;
-        crate::ops::flash_attn::validate_knobs(&self.flash_attn).map_err(|message| BackendError::Config {
+        self.flash_attn.validate().map_err(|message| BackendError::Config {
             name: FLASH_ATTN_ENV,
             message,
         })
@@ -70,7 +70,7 @@ impl Overrides {
     }
 
     /// Overrides of MUL_MAT's knobs (as [`MulMatTuning::apply`] reads them) and of
-    /// FLASH_ATTN_EXT's (as [`crate::ops::flash_attn::parse_knobs`] does); an empty text changes
+    /// FLASH_ATTN_EXT's (as [`FlashAttnTuning::apply`] does); an empty text changes
     /// nothing. An unknown knob, a knob given twice, or a value out of its knob's range is an
     /// error naming the knob and the variable it would come from.
     pub fn parse(mul_mat: &str, flash_attn: &str) -> Result<Overrides> {
@@ -103,14 +103,13 @@ impl Overrides {
                 name: MUL_MAT_ENV,
                 message,
             })?;
-        // FLASH_ATTN_EXT's knobs default to `None` (the planner's choice) until its profile
-        // holds values: its overrides replace them.
-        tuning.flash_attn =
-            crate::ops::flash_attn::parse_knobs(&self.flash_attn).map_err(|message| BackendError::Config {
+        tuning
+            .flash_attn
+            .apply(&self.flash_attn)
+            .map_err(|message| BackendError::Config {
                 name: FLASH_ATTN_ENV,
                 message,
-            })?;
-        Ok(())
+            })
     }
 }
 
@@ -121,7 +120,7 @@ mod tests {
 
     #[test]
     fn overrides_parse_apply_and_errors_name_their_variable() {
-        let o = Overrides::parse("vec_rows=8/16", "path=tile,split=4").unwrap();
+        let o = Overrides::parse("vec_rows=8/16", "kernel=tile,split=4").unwrap();
         let t = Tuning::with_overrides(&presets::h100(), &o).unwrap();
         assert_eq!(t.mul_mat.vec_rows, values::Pair(8, 16));
         assert_eq!(t.flash_attn.split, Some(4));
@@ -136,9 +135,9 @@ mod tests {
         let e = Overrides::parse("", "tile_kv=7").unwrap_err().to_string();
         assert!(e.contains(FLASH_ATTN_ENV) && e.contains("tile_kv"), "{e}");
         let built = Tuning {
-            flash_attn: FlashAttnKnobs {
-                tile_threads: Some(u32::MAX),
-                ..FlashAttnKnobs::default()
+            flash_attn: FlashAttnTuning {
+                tile_threads: u32::MAX,
+                ..base.flash_attn
             },
             ..base
         };
