@@ -94,7 +94,10 @@ fn spec() -> String {
 }
 
 fn spec_of<'a>(dawn: &str, packages: impl IntoIterator<Item = &'a str>) -> String {
-    format!("dawn={dawn}\npackages={}\n", packages.into_iter().collect::<Vec<_>>().join(","))
+    format!(
+        "dawn={dawn}\npackages={}\n",
+        packages.into_iter().collect::<Vec<_>>().join(",")
+    )
 }
 
 /// The Dawn version and package list a stamp names, if it is one.
@@ -112,9 +115,7 @@ fn parse_spec(stamp: &str) -> Option<(&str, Vec<&str>)> {
 /// additions share one root without updating it back and forth.
 fn covers(made_from: &str, wanted: &str) -> bool {
     match (parse_spec(made_from), parse_spec(wanted)) {
-        (Some((dawn, have)), Some((want_dawn, want))) => {
-            dawn == want_dawn && want.iter().all(|p| have.contains(p))
-        }
+        (Some((dawn, have)), Some((want_dawn, want))) => dawn == want_dawn && want.iter().all(|p| have.contains(p)),
         _ => false,
     }
 }
@@ -473,7 +474,10 @@ mod tests {
         assert!(covers(&longer, &older));
         assert!(covers(&older, &older));
         assert!(!covers(&older, &longer), "a new package updates the root");
-        assert!(!covers(&spec_of("2", ["gcc", "cmake", "glslc"]), &older), "another Dawn updates it");
+        assert!(
+            !covers(&spec_of("2", ["gcc", "cmake", "glslc"]), &older),
+            "another Dawn updates it"
+        );
         assert!(!covers("not a stamp", &older));
         assert!(!covers(&longer, "not a stamp"));
         assert!(covers(&spec(), &spec()));
