@@ -534,6 +534,45 @@ mod tests {
     }
 
     #[test]
+    fn a_pack_is_unpacked_into_the_bundle_with_its_launcher() {
+        if host::which("xz").is_none() {
+            eprintln!("no xz on this machine; skipped");
+            return;
+        }
+        let tmp = TempDir::new("bundle-pack");
+        let stage = tmp.path().join("stage");
+        fs::create_dir_all(stage.join("llama")).unwrap();
+        fs::write(stage.join("llama/llama-bench"), "elf").unwrap();
+        fs::write(stage.join("stray"), "not packed under llama/").unwrap();
+        let tarball = tmp.path().join("llama-0c1e570-tools.tar.xz");
+        let packed = Command::new("tar")
+            .arg("-cJf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&stage)
+            .args(["llama", "stray"])
+            .status()
+            .unwrap();
+        assert!(packed.success());
+        let out = tmp.path().join("gpu-bundle");
+        fs::create_dir(&out).unwrap();
+        add_pack(&out, &tarball, llama::PACK_DIR, "run-llama", &llama_launcher_script()).unwrap();
+        assert_eq!(fs::read_to_string(out.join("llama/llama-bench")).unwrap(), "elf");
+        assert!(!out.join("stray").exists(), "only the pack's folder is unpacked");
+        assert_eq!(
+            fs::read_to_string(out.join("run-llama")).unwrap(),
+            llama_launcher_script()
+        );
+        let mode = fs::metadata(out.join("run-llama")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+
+        let err = add_pack(&out, &tmp.path().join("missing.tar.xz"), "llama", "run-llama", "")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("re-run `cargo xtask upstream`"), "{err}");
+    }
+
+    #[test]
     fn reads_ldd_lines() {
         assert_eq!(
             resolved_path("\tlibwebgpu_dawn.so.0 => /lib/x86_64-linux-gnu/libwebgpu_dawn.so.0 (0x7f)"),
