@@ -9,7 +9,8 @@
 # --cpu-only: no CUDA (no nvcc needed), to check on any machine that the tarball configures and
 #   builds; the build folder is then build-cpu instead of build-cuda.
 # Environment: LLAMA_CUDA_DIR (where the source is unpacked and built, default /tmp/llama-cuda;
-#   kept, so a second run with the same tarball only rebuilds what changed), JOBS (default: all
+#   kept, so a second run with the same tarball only rebuilds what changed, and a run cut short
+#   by a time limit goes on where it stopped), JOBS (default: all
 #   cores), CUDA_ARCHS (default 90, the H100's and H200's), TARGETS (default the three above).
 # The programs are left in $LLAMA_CUDA_DIR/build-cuda/bin (they find their libraries there); the
 # build's log (build.log) and a list of what was built (built.txt: path, size) are kept in
@@ -89,6 +90,7 @@ keep() {
     fi
 }
 trap keep EXIT
+trap 'exit 143' TERM INT
 
 # Unpacked afresh when the tarball differs from the one unpacked last (its build folder too:
 # Ninja judges by times, which another source does not order).
