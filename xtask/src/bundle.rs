@@ -19,9 +19,9 @@ use crate::owned;
 use crate::sandbox;
 use crate::upstream;
 
-/// Libraries the NVIDIA Vulkan driver loads at run time (glvnd and X11), which `ldd` of our
-/// program cannot see.
-const DRIVER_LIBRARIES: &[&str] = &[
+/// Libraries the NVIDIA Vulkan driver loads at run time (glvnd and X11), and the Vulkan loader
+/// (which Dawn opens at run time), which `ldd` of our program cannot see.
+pub const DRIVER_LIBRARIES: &[&str] = &[
     "libGLdispatch.so.0",
     "libGLX.so.0",
     "libEGL.so.1",

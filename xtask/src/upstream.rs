@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{ArgGroup, Args};
 
-use crate::bundle::resolved_path;
+use crate::bundle::{DRIVER_LIBRARIES, resolved_path};
 use crate::host;
 use crate::llama;
 use crate::owned;
@@ -574,12 +574,16 @@ pub struct Linked<'a> {
 /// seen inside the root): each program as `<dir>/<name>`, and as `<dir>/<soname>` every library
 /// one needs that a bundle does not carry: upstream's own, from the build folder, and any system
 /// library outside Dawn's closure (a bundle carries Dawn and everything Dawn needs, since
-/// `backend-ops` links Dawn). The C library's loader is the bundle's. Every program must link
+/// `backend-ops` links Dawn, and [`DRIVER_LIBRARIES`], the Vulkan loader among them). The C
+/// library's loader is the bundle's. Every program must link
 /// each library named by a prefix in `links` (the backends it was built with).
 pub fn pack_layout(programs: &[Linked], dawn_ldd: &str, links: &[&str], dir: &str) -> Result<Vec<PackEntry>> {
     let mut entries = Vec::new();
     let mut libraries = Vec::new();
     let mut carried: Vec<String> = dawn_ldd.lines().filter_map(ldd_entry).map(|(s, _)| s).collect();
+    // The bundle also carries the libraries Dawn and the driver open at run time (the Vulkan
+    // loader among them).
+    carried.extend(DRIVER_LIBRARIES.iter().map(|l| (*l).to_owned()));
     for linked in programs {
         let program = linked.program;
         let missing: Vec<&str> = linked
