@@ -14,13 +14,14 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::host;
+use crate::llama;
 use crate::owned;
 use crate::sandbox;
 use crate::upstream;
 
-/// Libraries the NVIDIA Vulkan driver loads at run time (glvnd and X11), which `ldd` of our
-/// program cannot see.
-const DRIVER_LIBRARIES: &[&str] = &[
+/// Libraries the NVIDIA Vulkan driver loads at run time (glvnd and X11), and the Vulkan loader
+/// (which Dawn opens at run time), which `ldd` of our program cannot see.
+pub const DRIVER_LIBRARIES: &[&str] = &[
     "libGLdispatch.so.0",
     "libGLX.so.0",
     "libEGL.so.1",
@@ -49,8 +50,10 @@ pub struct BundleArgs {
     /// folder with other files in it is refused.
     #[arg(long, default_value = "gpu-bundle")]
     out: PathBuf,
-    /// Leave out upstream's `test-backend-ops`, which is otherwise included (as `up/` and the
-    /// `run-upstream` launcher) when `cargo xtask upstream` has packed it.
+    /// Leave out upstream's programs, which are otherwise included when `cargo xtask upstream`
+    /// has packed them: ggml's `test-backend-ops` (as `up/` and the `run-upstream` launcher),
+    /// llama.cpp's tools (as `llama/` and the `run-llama` launcher) and llama.cpp's source for a
+    /// CUDA build (`llama-<rev>-source.tar.xz`).
     #[arg(long)]
     no_upstream: bool,
 }
@@ -185,33 +188,54 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
         return Ok(());
     }
     match upstream::latest_tarball() {
-        Some(tarball) => add_upstream(&args.out, &tarball),
-        None => {
-            eprintln!(
-                "xtask: no upstream test-backend-ops in the bundle (`cargo xtask upstream --ggml DIR` builds one)"
-            );
-            Ok(())
-        }
+        Some(tarball) => add_pack(
+            &args.out,
+            &tarball,
+            upstream::PACK_DIR,
+            "run-upstream",
+            &upstream_launcher_script(),
+        )?,
+        None => eprintln!(
+            "xtask: no upstream test-backend-ops in the bundle (`cargo xtask upstream --ggml DIR` builds one)"
+        ),
     }
+    match llama::latest_tarball() {
+        Some(tarball) => add_pack(
+            &args.out,
+            &tarball,
+            llama::PACK_DIR,
+            "run-llama",
+            &llama_launcher_script(),
+        )?,
+        None => eprintln!("xtask: no llama.cpp tools in the bundle (`cargo xtask upstream --llama DIR` builds them)"),
+    }
+    if let Some(source) = llama::latest_source_tarball() {
+        let name = source.file_name().unwrap_or_default();
+        copy(&source, &args.out.join(name))?;
+        eprintln!(
+            "xtask: added llama.cpp's source for a CUDA build as {}; build it there with `bash bench/llama-cuda.sh`",
+            args.out.join(name).display()
+        );
+    }
+    Ok(())
 }
 
-/// Unpacks upstream's packed `test-backend-ops` (its `up/` folder) into the bundle and writes the
-/// `run-upstream` launcher beside `run`.
-fn add_upstream(out: &Path, tarball: &Path) -> Result<()> {
+/// Unpacks a tarball `cargo xtask upstream` packed (its folder `dir`) into the bundle and writes
+/// its launcher beside `run`.
+fn add_pack(out: &Path, tarball: &Path, dir: &str, launcher_name: &str, launcher_text: &str) -> Result<()> {
     let mut tar = Command::new("tar");
-    tar.arg("-xJf").arg(tarball).arg("-C").arg(out).arg(upstream::PACK_DIR);
+    tar.arg("-xJf").arg(tarball).arg("-C").arg(out).arg(dir);
     host::run_checked(
         &mut tar,
-        "Unpacking upstream's program failed; re-run `cargo xtask upstream --ggml DIR`.",
+        "Unpacking upstream's programs failed; re-run `cargo xtask upstream`.",
     )?;
-    let launcher = out.join("run-upstream");
-    fs::write(&launcher, upstream_launcher_script()).with_context(|| format!("writing {}", launcher.display()))?;
+    let launcher = out.join(launcher_name);
+    fs::write(&launcher, launcher_text).with_context(|| format!("writing {}", launcher.display()))?;
     fs::set_permissions(&launcher, fs::Permissions::from_mode(0o755))?;
     eprintln!(
-        "xtask: added upstream's test-backend-ops from {} as {}/{}/; run it there as `{}/run-upstream ARGS`",
+        "xtask: added {} as {}/{dir}/; run it there as `{}/{launcher_name} ARGS`",
         tarball.display(),
         out.display(),
-        upstream::PACK_DIR,
         out.display()
     );
     Ok(())
@@ -233,16 +257,20 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Every launcher's start: its folder, and the NVIDIA Vulkan driver when the machine has one where
+/// GPU containers mount it (unless `VK_DRIVER_FILES` already names a driver).
+const LAUNCHER_PRELUDE: &str = r#"here=$(cd "$(dirname "$0")" && pwd)
+nvidia=/usr/local/nvidia
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia/share/vulkan/icd.d/nvidia_icd.json" ]; then
+    export VK_DRIVER_FILES="$nvidia/share/vulkan/icd.d/nvidia_icd.json"
+fi
+"#;
+
 fn launcher_script(bin: &str) -> String {
     format!(
         r#"#!/bin/sh
 # Runs {bin} with the C library and Dawn bundled beside it, whatever the machine's own are.
-here=$(cd "$(dirname "$0")" && pwd)
-nvidia=/usr/local/nvidia
-if [ -z "${{VK_DRIVER_FILES:-}}" ] && [ -f "$nvidia/share/vulkan/icd.d/nvidia_icd.json" ]; then
-    export VK_DRIVER_FILES="$nvidia/share/vulkan/icd.d/nvidia_icd.json"
-fi
-exec "$here/ld-linux-x86-64.so.2" --library-path "$here:$nvidia/lib64:$nvidia/lib" "$here/{bin}" "$@"
+{LAUNCHER_PRELUDE}exec "$here/ld-linux-x86-64.so.2" --library-path "$here:$nvidia/lib64:$nvidia/lib" "$here/{bin}" "$@"
 "#
     )
 }
@@ -255,12 +283,31 @@ fn upstream_launcher_script() -> String {
         r#"#!/bin/sh
 # Runs upstream ggml's test-backend-ops ({up}/, built by `cargo xtask upstream`) with the C library
 # and Dawn bundled beside it, whatever the machine's own are.
-here=$(cd "$(dirname "$0")" && pwd)
-nvidia=/usr/local/nvidia
-if [ -z "${{VK_DRIVER_FILES:-}}" ] && [ -f "$nvidia/share/vulkan/icd.d/nvidia_icd.json" ]; then
-    export VK_DRIVER_FILES="$nvidia/share/vulkan/icd.d/nvidia_icd.json"
+{LAUNCHER_PRELUDE}exec "$here/ld-linux-x86-64.so.2" --library-path "$here/{up}:$here:$nvidia/lib64:$nvidia/lib" "$here/{up}/test-backend-ops" "$@"
+"#
+    )
+}
+
+/// The launcher of llama.cpp's tools (`llama/`): `run-llama TOOL ARGS…` runs `llama/TOOL` through
+/// the bundle's loader and libraries, llama.cpp's own first, with the NVIDIA driver as `run`
+/// picks it (for the Vulkan and WebGPU backends).
+fn llama_launcher_script() -> String {
+    let dir = llama::PACK_DIR;
+    format!(
+        r#"#!/bin/sh
+# Runs one of llama.cpp's tools ({dir}/, built by `cargo xtask upstream --llama`) with the C
+# library and Dawn bundled beside it, whatever the machine's own are: run-llama TOOL ARGS...
+{LAUNCHER_PRELUDE}tools=$(cd "$here/{dir}" && for f in *; do case "$f" in lib*) ;; *) printf '%s ' "$f" ;; esac; done)
+tool=${{1:-}}
+case "$tool" in
+    "" | */* | lib* | .*) tool= ;;
+esac
+if [ -z "$tool" ] || [ ! -f "$here/{dir}/$tool" ]; then
+    echo "usage: $0 TOOL ARGS... (TOOL: one of $tools)" >&2
+    exit 2
 fi
-exec "$here/ld-linux-x86-64.so.2" --library-path "$here/{up}:$here:$nvidia/lib64:$nvidia/lib" "$here/{up}/test-backend-ops" "$@"
+shift
+exec "$here/ld-linux-x86-64.so.2" --library-path "$here/{dir}:$here:$nvidia/lib64:$nvidia/lib" "$here/{dir}/$tool" "$@"
 "#
     )
 }
@@ -408,6 +455,121 @@ mod tests {
             "{script}"
         );
         assert!(script.contains(r#""$here/up/test-backend-ops" "$@""#), "{script}");
+    }
+
+    #[test]
+    fn every_launcher_picks_the_nvidia_driver_as_run_does() {
+        let run = launcher_script("backend-ops");
+        assert!(run.contains(LAUNCHER_PRELUDE));
+        assert!(run.contains(r#"export VK_DRIVER_FILES="$nvidia/share/vulkan/icd.d/nvidia_icd.json""#));
+        for script in [upstream_launcher_script(), llama_launcher_script()] {
+            assert!(script.starts_with("#!/bin/sh\n# Runs "), "{script}");
+            assert!(script.contains(LAUNCHER_PRELUDE), "{script}");
+        }
+    }
+
+    #[test]
+    fn the_llama_launcher_runs_a_tool_of_llama_through_the_bundles_loader() {
+        let script = llama_launcher_script();
+        assert!(
+            script.contains(
+                r#"exec "$here/ld-linux-x86-64.so.2" --library-path "$here/llama:$here:$nvidia/lib64:$nvidia/lib" "$here/llama/$tool" "$@""#
+            ),
+            "{script}"
+        );
+    }
+
+    /// A bundle whose loader only prints what it was given, to run `run-llama` on this machine.
+    fn fake_llama_bundle(dir: &Path) {
+        fs::create_dir_all(dir.join("llama")).unwrap();
+        let loader = dir.join("ld-linux-x86-64.so.2");
+        fs::write(&loader, "#!/bin/sh\necho \"$@\"\n").unwrap();
+        fs::set_permissions(&loader, fs::Permissions::from_mode(0o755)).unwrap();
+        for name in ["llama-bench", "llama-perplexity", "libllama.so.0", "libgomp.so.1"] {
+            fs::write(dir.join("llama").join(name), "elf").unwrap();
+        }
+        let launcher = dir.join("run-llama");
+        fs::write(&launcher, llama_launcher_script()).unwrap();
+        fs::set_permissions(&launcher, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn run_llama(dir: &Path, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(dir.join("run-llama"))
+            .args(args)
+            .env_remove("VK_DRIVER_FILES")
+            .output()
+            .unwrap();
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
+    }
+
+    #[test]
+    fn run_llama_passes_the_tool_and_its_arguments_and_refuses_anything_else() {
+        let tmp = TempDir::new("bundle-llama");
+        let dir = tmp.path().canonicalize().unwrap().join("gpu-bundle");
+        fake_llama_bundle(&dir);
+        let here = dir.display();
+
+        let (code, out, err) = run_llama(&dir, &["llama-bench", "-m", "model file.gguf", "-p", "64"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.starts_with(&format!("--library-path {here}/llama:{here}:/usr/local/nvidia/lib64:")),
+            "{out}"
+        );
+        assert!(
+            out.trim_end()
+                .ends_with(&format!("{here}/llama/llama-bench -m model file.gguf -p 64")),
+            "{out}"
+        );
+
+        for bad in [&[][..], &["llama-server"], &["../run-llama"], &["libllama.so.0"], &[""]] {
+            let (code, out, err) = run_llama(&dir, bad);
+            assert_eq!(code, 2, "{bad:?}: {out}");
+            assert!(out.is_empty(), "{bad:?} ran: {out}");
+            assert!(
+                err.contains("usage:") && err.contains("llama-bench llama-perplexity") && !err.contains("libgomp"),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pack_is_unpacked_into_the_bundle_with_its_launcher() {
+        if host::which("xz").is_none() {
+            eprintln!("no xz on this machine; skipped");
+            return;
+        }
+        let tmp = TempDir::new("bundle-pack");
+        let stage = tmp.path().join("stage");
+        fs::create_dir_all(stage.join("llama")).unwrap();
+        fs::write(stage.join("llama/llama-bench"), "elf").unwrap();
+        fs::write(stage.join("stray"), "not packed under llama/").unwrap();
+        let tarball = tmp.path().join("llama-0c1e570-tools.tar.xz");
+        let packed = Command::new("tar")
+            .arg("-cJf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&stage)
+            .args(["llama", "stray"])
+            .status()
+            .unwrap();
+        assert!(packed.success());
+        let out = tmp.path().join("gpu-bundle");
+        fs::create_dir(&out).unwrap();
+        add_pack(&out, &tarball, llama::PACK_DIR, "run-llama", &llama_launcher_script()).unwrap();
+        assert_eq!(fs::read_to_string(out.join("llama/llama-bench")).unwrap(), "elf");
+        assert!(!out.join("stray").exists(), "only the pack's folder is unpacked");
+        assert_eq!(
+            fs::read_to_string(out.join("run-llama")).unwrap(),
+            llama_launcher_script()
+        );
+        let mode = fs::metadata(out.join("run-llama")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+
+        let err = add_pack(&out, &tmp.path().join("missing.tar.xz"), "llama", "run-llama", "")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("re-run `cargo xtask upstream`"), "{err}");
     }
 
     #[test]

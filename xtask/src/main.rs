@@ -7,6 +7,7 @@ mod bundle;
 mod dawn_source;
 mod host;
 mod init;
+mod llama;
 mod model;
 mod msl_check;
 mod owned;
@@ -50,9 +51,9 @@ enum Command {
     /// Build a release binary in the root and gather it with the sid libraries it needs into a
     /// folder that runs on another Linux machine (for example one with an NVIDIA GPU).
     Bundle(bundle::BundleArgs),
-    /// Build upstream ggml's `test-backend-ops` (CPU and WebGPU backends) in the root against the
-    /// same Dawn, from a ggml checkout, and pack it for `bundle` (edits needed for that Dawn are
-    /// made in copies and printed).
+    /// Build upstream ggml's `test-backend-ops` (CPU and WebGPU backends), or llama.cpp's tools
+    /// (CPU, WebGPU and Vulkan backends), in the root against the same Dawn, from a checkout, and
+    /// pack them for `bundle` (edits needed for that Dawn are made in copies and printed).
     Upstream(upstream::UpstreamArgs),
     /// Make a crate of one's own that uses `ggml-dawn` from this checkout (a new crate with an
     /// example program, or the alias only for an existing one), anywhere on the machine; then
@@ -353,8 +354,33 @@ mod tests {
         let Command::Upstream(args) = parse(&["upstream", "--ggml", "/src/ggml", "-j", "2"]).unwrap().command else {
             panic!("not upstream");
         };
-        assert_eq!(args.ggml, std::path::PathBuf::from("/src/ggml"));
+        assert_eq!(args.ggml, Some(std::path::PathBuf::from("/src/ggml")));
         assert_eq!(args.jobs, Some(2));
+    }
+
+    #[test]
+    fn upstream_takes_a_ggml_or_a_llama_cpp_folder_not_both() {
+        let err = parse(&["upstream"]).unwrap_err().to_string();
+        assert!(err.contains("--llama <DIR>"), "{err}");
+        assert!(parse(&["upstream", "--ggml", "/a", "--llama", "/b"]).is_err());
+        assert!(parse(&["upstream", "--ggml", "/a", "--source-tarball"]).is_err());
+        assert!(parse(&["upstream", "--source-tarball"]).is_err());
+
+        let Command::Upstream(args) = parse(&["upstream", "--llama", "/src/llama.cpp", "-j", "2"])
+            .unwrap()
+            .command
+        else {
+            panic!("not upstream");
+        };
+        assert_eq!(args.llama, Some(std::path::PathBuf::from("/src/llama.cpp")));
+        assert_eq!((args.ggml, args.jobs, args.source_tarball), (None, Some(2), false));
+        let Command::Upstream(args) = parse(&["upstream", "--llama", "/l", "--source-tarball"])
+            .unwrap()
+            .command
+        else {
+            panic!("not upstream");
+        };
+        assert!(args.source_tarball);
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub enum Kind {
     BundleStaging,
     /// Where `cargo xtask upstream` builds upstream ggml (`<cache>/upstream-build`).
     UpstreamBuild,
+    /// Where `cargo xtask upstream --llama` builds llama.cpp (`<cache>/upstream-build/llama`).
+    LlamaBuild,
     /// Where `cargo xtask msl-check` writes the shaders and their MSL (`<cache>/msl-check`).
     MslCheck,
 }
@@ -38,6 +40,7 @@ impl Kind {
             Kind::Bundle => "bundle",
             Kind::BundleStaging => "bundle-staging",
             Kind::UpstreamBuild => "upstream-build",
+            Kind::LlamaBuild => "upstream-llama-build",
             Kind::MslCheck => "msl-check",
         }
     }
@@ -48,6 +51,7 @@ impl Kind {
             Kind::Bundle => "bundle",
             Kind::BundleStaging => "bundle staging folder",
             Kind::UpstreamBuild => "build folder of upstream ggml",
+            Kind::LlamaBuild => "build folder of llama.cpp",
             Kind::MslCheck => "folder of the MSL check",
         }
     }
@@ -58,7 +62,7 @@ impl Kind {
             Kind::SidRoot => "set DAWN_COMPUTE_SYSROOT to a folder that does not exist yet",
             Kind::Bundle => "pass `--out` a folder that does not exist yet or is empty",
             Kind::BundleStaging => "set DAWN_COMPUTE_TARGET_DIR to a folder of its own",
-            Kind::UpstreamBuild | Kind::MslCheck => "set DAWN_COMPUTE_CACHE to a folder of its own",
+            Kind::UpstreamBuild | Kind::LlamaBuild | Kind::MslCheck => "set DAWN_COMPUTE_CACHE to a folder of its own",
         }
     }
 }

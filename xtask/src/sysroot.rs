@@ -60,6 +60,9 @@ const PACKAGES: &[&str] = &[
     "libx11-dev",
     "libx11-xcb-dev",
     "libgbm-dev",
+    // ggml-vulkan's shader compiler, for `cargo xtask upstream --llama` (its Vulkan headers and
+    // SPIR-V headers are above).
+    "glslc",
 ];
 
 /// Written last: its presence means the root is complete; its content says what it was made from.
@@ -87,7 +90,50 @@ pub fn root_dir() -> PathBuf {
 
 /// What a root is made from; a change here updates an existing root.
 fn spec() -> String {
-    format!("dawn={DAWN_VERSION}\npackages={}\n", PACKAGES.join(","))
+    spec_of(DAWN_VERSION, PACKAGES.iter().copied())
+}
+
+fn spec_of<'a>(dawn: &str, packages: impl IntoIterator<Item = &'a str>) -> String {
+    format!(
+        "dawn={dawn}\npackages={}\n",
+        packages.into_iter().collect::<Vec<_>>().join(",")
+    )
+}
+
+/// The Dawn version and package list a stamp names, if it is one.
+fn parse_spec(stamp: &str) -> Option<(&str, Vec<&str>)> {
+    let mut lines = stamp.lines();
+    let dawn = lines.next()?.strip_prefix("dawn=")?;
+    let packages = lines.next()?.strip_prefix("packages=")?;
+    let packages = packages.split(',').filter(|p| !p.is_empty()).collect();
+    Some((dawn, packages))
+}
+
+/// Whether a root whose stamp says `made_from` already holds everything `wanted` asks for: the
+/// same Dawn and every package of its list. A root made from a longer list serves a shorter one
+/// as it is (apt never removes what leaves the list), so checkouts whose lists differ only by
+/// additions share one root without updating it back and forth.
+fn covers(made_from: &str, wanted: &str) -> bool {
+    match (parse_spec(made_from), parse_spec(wanted)) {
+        (Some((dawn, have)), Some((want_dawn, want))) => dawn == want_dawn && want.iter().all(|p| have.contains(p)),
+        _ => false,
+    }
+}
+
+/// The stamp written after updating a root made from `made_from` to `wanted`: `wanted`'s list,
+/// then the packages only the older list had, which stay installed.
+fn updated_spec(made_from: Option<&str>, wanted: &str) -> String {
+    let Some((dawn, mut packages)) = parse_spec(wanted) else {
+        return wanted.to_owned();
+    };
+    if let Some((_, older)) = made_from.and_then(parse_spec) {
+        for package in older {
+            if !packages.contains(&package) {
+                packages.push(package);
+            }
+        }
+    }
+    spec_of(dawn, packages)
 }
 
 /// The root, if it is complete; otherwise an error saying how to make it.
@@ -139,7 +185,7 @@ pub fn provision() -> Result<PathBuf> {
         // Only xtask writes the stamp: a root made before xtask marked its folders is xtask's.
         owned::mark(&root, owned::Kind::SidRoot)?;
     }
-    if made_from.as_deref() == Some(spec().as_str()) {
+    if made_from.as_deref().is_some_and(|m| covers(m, &spec())) {
         eprintln!("xtask: sid root at {} is up to date", root.display());
         return Ok(root);
     }
@@ -173,7 +219,8 @@ pub fn provision() -> Result<PathBuf> {
     }
     install_dawn(&root, &log)?;
     write_manifest(&root, &log)?;
-    fs::write(&stamp, spec()).with_context(|| format!("writing {}", stamp.display()))?;
+    let stamp_text = updated_spec(made_from.as_deref(), &spec());
+    fs::write(&stamp, stamp_text).with_context(|| format!("writing {}", stamp.display()))?;
     eprintln!("xtask: sid root ready at {}", root.display());
     Ok(root)
 }
@@ -419,6 +466,40 @@ fn write_manifest(root: &Path, log: &host::Log) -> Result<()> {
 mod tests {
     use super::*;
     use crate::owned::TempDir;
+
+    #[test]
+    fn a_root_made_from_a_longer_list_serves_a_shorter_one() {
+        let older = spec_of("1", ["gcc", "cmake"]);
+        let longer = spec_of("1", ["gcc", "cmake", "glslc"]);
+        assert!(covers(&longer, &older));
+        assert!(covers(&older, &older));
+        assert!(!covers(&older, &longer), "a new package updates the root");
+        assert!(
+            !covers(&spec_of("2", ["gcc", "cmake", "glslc"]), &older),
+            "another Dawn updates it"
+        );
+        assert!(!covers("not a stamp", &older));
+        assert!(!covers(&longer, "not a stamp"));
+        assert!(covers(&spec(), &spec()));
+    }
+
+    #[test]
+    fn an_update_keeps_the_packages_only_the_older_list_had_in_the_stamp() {
+        let older = spec_of("1", ["gcc", "libold"]);
+        let wanted = spec_of("2", ["gcc", "glslc"]);
+        let written = updated_spec(Some(&older), &wanted);
+        assert_eq!(written, spec_of("2", ["gcc", "glslc", "libold"]));
+        assert!(covers(&written, &wanted) && covers(&written, &older.replace("dawn=1", "dawn=2")));
+        assert_eq!(updated_spec(None, &wanted), wanted);
+        assert_eq!(updated_spec(Some("garbage"), &wanted), wanted);
+    }
+
+    #[test]
+    fn the_root_has_what_ggml_vulkan_needs() {
+        for package in ["glslc", "libvulkan-dev", "spirv-headers"] {
+            assert!(PACKAGES.contains(&package), "{package}");
+        }
+    }
 
     /// What would let debootstrap or apt install packages without verifying their signatures.
     const INSECURE: &[&str] = &[

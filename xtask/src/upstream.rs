@@ -1,14 +1,16 @@
-//! `cargo xtask upstream --ggml DIR`: upstream ggml's `test-backend-ops` (CPU and WebGPU
-//! backends), built inside the sid root against the very Dawn this project links, and packed for a
-//! GPU machine.
+//! `cargo xtask upstream`: upstream's own programs, built inside the sid root against the very
+//! Dawn this project links, and packed for a GPU machine. Two projects: ggml (`--ggml DIR`: its
+//! `test-backend-ops`, CPU and WebGPU backends) and llama.cpp (`--llama DIR`, see
+//! [`crate::llama`]: its tools, CPU, WebGPU and Vulkan backends).
 //!
-//! The user's checkout is never written to: inside the root it is mounted read-only at
-//! [`SOURCE_INSIDE`], and the few files that need an edit to compile against Debian's Dawn are
-//! edited in copies under `<cache>/upstream-build/edited/`, each mounted over its original for the
-//! build only. CMake and Ninja build out of tree in `<cache>/upstream-build/build/`, which is kept,
-//! so a second run with nothing changed does no work. The program and the ggml libraries it needs
-//! are packed as `<cache>/upstream/ggml-<rev>-webgpu-test-backend-ops.tar.xz` (everything under
-//! `up/`), which `cargo xtask bundle` then puts into the bundle.
+//! The user's checkout is never written to: inside the root it is mounted read-only (at
+//! [`SOURCE_INSIDE`] for ggml), and the few files that need an edit to compile against Debian's
+//! Dawn are edited in copies under `<cache>/upstream-build/<project>/edited/`, each mounted over
+//! its original for the build only. CMake and Ninja build out of tree in
+//! `<cache>/upstream-build/<project>/build/`, which is kept, so a second run with nothing changed
+//! does no work. The programs and the libraries they need are packed as
+//! `<cache>/upstream/<project>-<rev>-….tar.xz` (everything under one folder, [`PACK_DIR`] for
+//! ggml), which `cargo xtask bundle` then puts into the bundle.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,10 +18,11 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
+use clap::{ArgGroup, Args};
 
-use crate::bundle::resolved_path;
+use crate::bundle::{DRIVER_LIBRARIES, resolved_path};
 use crate::host;
+use crate::llama;
 use crate::owned;
 use crate::sandbox::{self, Mount};
 use crate::sysroot;
@@ -28,26 +31,36 @@ use crate::sysroot;
 pub const SOURCE_INSIDE: &str = "/opt/dawn-compute/ggml";
 
 /// Dawn's CMake package in the root (Debian's `libwebgpu-dawn-dev`).
-const DAWN_CMAKE_DIR: &str = "/usr/lib/x86_64-linux-gnu/cmake/Dawn";
+pub const DAWN_CMAKE_DIR: &str = "/usr/lib/x86_64-linux-gnu/cmake/Dawn";
 
-/// The folder every packed file lies under.
+/// The folder every packed file of ggml's program lies under.
 pub const PACK_DIR: &str = "up";
 
 /// The program built and packed.
 const PROGRAM: &str = "test-backend-ops";
 
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("checkout").required(true).args(["ggml", "llama"])))]
 pub struct UpstreamArgs {
     /// A checkout of upstream ggml (https://github.com/ggml-org/ggml), anywhere on this machine;
     /// it is only read, never changed.
     #[arg(long, value_name = "DIR")]
-    pub ggml: PathBuf,
+    pub ggml: Option<PathBuf>,
+    /// A checkout of llama.cpp (https://github.com/ggml-org/llama.cpp, or the copy vendored in
+    /// llama-cpp-python's source distribution), anywhere on this machine; it is only read.
+    #[arg(long, value_name = "DIR")]
+    pub llama: Option<PathBuf>,
+    /// With `--llama`: only pack the part of the checkout that a CUDA build of llama-bench,
+    /// llama-perplexity and test-backend-ops needs, as `<cache>/upstream/llama-<rev>-source.tar.xz`
+    /// (for `bench/llama-cuda.sh` on the GPU machine); nothing is built.
+    #[arg(long, requires = "llama", conflicts_with = "ggml")]
+    pub source_tarball: bool,
     /// Parallel compile jobs (default: the number of CPUs).
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub jobs: Option<u32>,
 }
 
-/// A ggml checkout that was checked: its canonical path and its revision.
+/// A checkout that was checked: its canonical path and its revision.
 #[derive(Debug)]
 pub struct Checkout {
     pub dir: PathBuf,
@@ -66,8 +79,18 @@ const REQUIRED: &[(&str, &str)] = &[
 /// Checks what can be checked before the root is touched: the checkout, and that the build folder
 /// is one xtask may use.
 pub fn check(args: &UpstreamArgs) -> Result<Checkout> {
-    let dir = check_checkout(&args.ggml)?;
-    owned::check_fresh(&work_dir(), owned::Kind::UpstreamBuild)?;
+    let (dir, work, kind) = match (&args.ggml, &args.llama) {
+        (Some(ggml), _) => (check_checkout(ggml)?, work_dir(), owned::Kind::UpstreamBuild),
+        (None, Some(llama)) => (
+            llama::check_checkout(llama)?,
+            llama::work_dir(),
+            owned::Kind::LlamaBuild,
+        ),
+        (None, None) => bail!("pass `--ggml DIR` or `--llama DIR`"),
+    };
+    if !args.source_tarball {
+        owned::check_fresh(&work, kind)?;
+    }
     let rev = revision(&dir).unwrap_or_else(|| "unknown".to_owned());
     Ok(Checkout { dir, rev })
 }
@@ -76,20 +99,13 @@ pub fn check(args: &UpstreamArgs) -> Result<Checkout> {
 /// WebGPU backend and `test-backend-ops`.
 pub fn check_checkout(dir: &Path) -> Result<PathBuf> {
     let shown = dir.display();
-    let meta = fs::metadata(dir).with_context(|| format!("`--ggml {shown}`: no such folder"))?;
-    if !meta.is_dir() {
-        bail!("`--ggml {shown}` is not a folder; pass a checkout of https://github.com/ggml-org/ggml");
-    }
-    let canonical = dir.canonicalize().with_context(|| format!("resolving {shown}"))?;
-    let missing: Vec<String> = REQUIRED
-        .iter()
-        .filter(|(file, _)| !canonical.join(file).is_file())
-        .map(|(file, what)| format!("{file} ({what})"))
-        .collect();
+    let canonical = existing_folder(dir, "--ggml", "https://github.com/ggml-org/ggml")?;
+    let missing = missing_files(&canonical, REQUIRED);
     if !missing.is_empty() {
         let llama = if canonical.join("ggml/CMakeLists.txt").is_file() {
             " It looks like llama.cpp, which carries ggml under ggml/ but builds test-backend-ops \
-             from its own tree; pass a checkout of ggml itself."
+             from its own tree; pass it as `--llama` for llama.cpp's tools, or a checkout of ggml \
+             itself as `--ggml`."
         } else {
             ""
         };
@@ -109,6 +125,25 @@ pub fn check_checkout(dir: &Path) -> Result<PathBuf> {
     Ok(canonical)
 }
 
+/// `dir`'s canonical path if it is a folder, else an error naming `flag` and what to pass.
+pub fn existing_folder(dir: &Path, flag: &str, what: &str) -> Result<PathBuf> {
+    let shown = dir.display();
+    let meta = fs::metadata(dir).with_context(|| format!("`{flag} {shown}`: no such folder"))?;
+    if !meta.is_dir() {
+        bail!("`{flag} {shown}` is not a folder; pass a checkout of {what}");
+    }
+    dir.canonicalize().with_context(|| format!("resolving {shown}"))
+}
+
+/// The files of `required` that `dir` lacks, each with what it is.
+pub fn missing_files(dir: &Path, required: &[(&str, &str)]) -> Vec<String> {
+    required
+        .iter()
+        .filter(|(file, _)| !dir.join(file).is_file())
+        .map(|(file, what)| format!("{file} ({what})"))
+        .collect()
+}
+
 /// The checkout's short commit (`-dirty` when tracked files were changed), if it is a git work
 /// tree and git is there to ask.
 fn revision(dir: &Path) -> Option<String> {
@@ -125,6 +160,12 @@ fn revision(dir: &Path) -> Option<String> {
             .filter(|out| out.status.success())
             .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
     };
+    // A folder inside some other repository is not a checkout of its own: git would answer for
+    // the outer one.
+    let top = git(&["rev-parse", "--show-toplevel"])?;
+    if Path::new(&top).canonicalize().ok()? != dir.canonicalize().ok()? {
+        return None;
+    }
     let rev = git(&["rev-parse", "--short=7", "HEAD"]).filter(|r| is_rev(r))?;
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     Some(if dirty { format!("{rev}-dirty") } else { rev })
@@ -153,6 +194,24 @@ pub struct Edit {
     pub replacements: &'static [(&'static str, &'static str)],
 }
 
+/// Why the WebGPU backend's adapter callback is edited.
+pub const ADAPTER_CALLBACK_WHY: &str = "the adapter-request callback takes its message as `wgpu::StringView` \
+     (this Dawn revision passes one, not a `const char *`), printed as the file's other callbacks \
+     print theirs";
+
+/// The adapter callback's edit, in ggml's `src/ggml-webgpu/ggml-webgpu.cpp` (llama.cpp carries
+/// the same file under `ggml/`).
+pub const ADAPTER_CALLBACK: &[(&str, &str)] = &[
+    (
+        "[&adapter](wgpu::RequestAdapterStatus status, wgpu::Adapter _adapter, const char * message)",
+        "[&adapter](wgpu::RequestAdapterStatus status, wgpu::Adapter _adapter, wgpu::StringView message)",
+    ),
+    (
+        r#"GGML_LOG_ERROR("ggml_webgpu: Failed to get an adapter: %s\n", message);"#,
+        r#"GGML_LOG_ERROR("ggml_webgpu: Failed to get an adapter: %s\n", std::string(message).c_str());"#,
+    ),
+];
+
 /// The edits, smallest first. Each is made only where its text is found.
 pub const EDITS: &[Edit] = &[
     Edit {
@@ -162,18 +221,8 @@ pub const EDITS: &[Edit] = &[
     },
     Edit {
         file: "src/ggml-webgpu/ggml-webgpu.cpp",
-        why: "the adapter-request callback takes its message as `wgpu::StringView` (this Dawn revision \
-              passes one, not a `const char *`), printed as the file's other callbacks print theirs",
-        replacements: &[
-            (
-                "[&adapter](wgpu::RequestAdapterStatus status, wgpu::Adapter _adapter, const char * message)",
-                "[&adapter](wgpu::RequestAdapterStatus status, wgpu::Adapter _adapter, wgpu::StringView message)",
-            ),
-            (
-                r#"GGML_LOG_ERROR("ggml_webgpu: Failed to get an adapter: %s\n", message);"#,
-                r#"GGML_LOG_ERROR("ggml_webgpu: Failed to get an adapter: %s\n", std::string(message).c_str());"#,
-            ),
-        ],
+        why: ADAPTER_CALLBACK_WHY,
+        replacements: ADAPTER_CALLBACK,
     },
 ];
 
@@ -210,16 +259,23 @@ pub fn apply_edit(edit: &Edit, text: &str) -> (String, Outcome) {
     (out, outcome)
 }
 
-/// Applies every edit of `file` to `text`, in order: the edited text and each edit's outcome.
-pub fn edit_file(file: &str, text: &str) -> (String, Vec<(&'static Edit, Outcome)>) {
+/// Applies every edit of `edits` for `file` to `text`, in order: the edited text and each edit's
+/// outcome.
+pub fn edit_file_with<'e>(edits: &'e [Edit], file: &str, text: &str) -> (String, Vec<(&'e Edit, Outcome)>) {
     let mut out = text.to_owned();
     let mut outcomes = Vec::new();
-    for edit in EDITS.iter().filter(|e| e.file == file) {
+    for edit in edits.iter().filter(|e| e.file == file) {
         let (edited, outcome) = apply_edit(edit, &out);
         out = edited;
         outcomes.push((edit, outcome));
     }
     (out, outcomes)
+}
+
+/// [`edit_file_with`] ggml's [`EDITS`].
+#[cfg(test)]
+pub fn edit_file(file: &str, text: &str) -> (String, Vec<(&'static Edit, Outcome)>) {
+    edit_file_with(EDITS, file, text)
 }
 
 /// The line printed for one edit's outcome.
@@ -240,10 +296,10 @@ pub fn report(edit: &Edit, outcome: Outcome) -> String {
     }
 }
 
-/// The distinct files [`EDITS`] touch, in order.
-fn edited_files() -> Vec<&'static str> {
+/// The distinct files `edits` touch, in order.
+fn edited_files(edits: &[Edit]) -> Vec<&'static str> {
     let mut files: Vec<&'static str> = Vec::new();
-    for edit in EDITS {
+    for edit in edits {
         if !files.contains(&edit.file) {
             files.push(edit.file);
         }
@@ -254,9 +310,14 @@ fn edited_files() -> Vec<&'static str> {
 // ---------------------------------------------------------------------------------------------
 // Building
 
-/// `<cache>/upstream-build`: the edited copies, the CMake build folder, the packing stage.
-pub fn work_dir() -> PathBuf {
+/// `<cache>/upstream-build`: one folder per project below it.
+pub fn builds_dir() -> PathBuf {
     sysroot::cache_dir().join("upstream-build")
+}
+
+/// `<cache>/upstream-build/ggml`: ggml's edited copies, CMake build folder and packing stage.
+pub fn work_dir() -> PathBuf {
+    builds_dir().join("ggml")
 }
 
 /// `<cache>/upstream`: the packed programs, and `latest` naming the last one packed.
@@ -266,13 +327,10 @@ pub fn out_dir() -> PathBuf {
 
 /// The CMake configure command (run inside the root).
 pub fn configure_command(build_dir: &Path) -> Vec<String> {
-    let mut command: Vec<String> = ["cmake", "-S", SOURCE_INSIDE, "-B"].map(String::from).into();
-    command.push(build_dir.display().to_string());
-    command.extend(
-        [
-            "-G",
-            "Ninja",
-            "-DCMAKE_BUILD_TYPE=Release",
+    cmake_configure(
+        SOURCE_INSIDE,
+        build_dir,
+        &[
             "-DBUILD_SHARED_LIBS=ON",
             "-DGGML_CPU=ON",
             "-DGGML_WEBGPU=ON",
@@ -282,15 +340,77 @@ pub fn configure_command(build_dir: &Path) -> Vec<String> {
             "-DGGML_BUILD_TESTS=ON",
             "-DGGML_BUILD_EXAMPLES=OFF",
             "-DGGML_CCACHE=OFF",
-        ]
-        .map(String::from),
-    );
+        ],
+    )
+}
+
+/// `cmake -S source -B build -G Ninja -DCMAKE_BUILD_TYPE=Release OPTIONS… -DDawn_DIR=…`.
+pub fn cmake_configure(source: &str, build_dir: &Path, options: &[&str]) -> Vec<String> {
+    let mut command: Vec<String> = ["cmake", "-S", source, "-B"].map(String::from).into();
+    command.push(build_dir.display().to_string());
+    command.extend(["-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"].map(String::from));
+    command.extend(options.iter().map(|o| (*o).to_owned()));
     command.push(format!("-DDawn_DIR={DAWN_CMAKE_DIR}"));
     command
 }
 
-/// Builds upstream's `test-backend-ops` in the root and packs it; returns the tarball's path.
+/// One upstream project as this command builds and packs it.
+pub struct Project {
+    /// Its name in messages.
+    pub name: &'static str,
+    /// Where the checkout is mounted (read-only) inside the root.
+    pub source_inside: &'static str,
+    /// The build's own folder (edited copies, CMake's build folder, the packing stage).
+    pub work: PathBuf,
+    /// How that folder is marked.
+    pub kind: owned::Kind,
+    /// Edits to upstream's source, relative to the checkout.
+    pub edits: &'static [Edit],
+    /// CMake's configure command, given the build folder.
+    pub configure: fn(&Path) -> Vec<String>,
+    /// The programs built and packed (CMake targets, found in `bin/` of the build folder).
+    pub programs: &'static [&'static str],
+    /// Library name prefixes every program must link (checked with `ldd`).
+    pub links: &'static [&'static str],
+    /// The folder of the tarball every file lies under.
+    pub pack_dir: &'static str,
+    /// The tarball's file name for a revision.
+    pub tarball_name: fn(&str) -> String,
+    /// The file of [`out_dir`] that names the tarball packed last.
+    pub latest: &'static str,
+}
+
+/// ggml's `test-backend-ops`.
+pub fn ggml_project() -> Project {
+    Project {
+        name: "ggml",
+        source_inside: SOURCE_INSIDE,
+        work: work_dir(),
+        kind: owned::Kind::UpstreamBuild,
+        edits: EDITS,
+        configure: configure_command,
+        programs: &[PROGRAM],
+        links: &["libwebgpu_dawn"],
+        pack_dir: PACK_DIR,
+        tarball_name,
+        latest: "latest",
+    }
+}
+
+/// Builds the project named by `args` in the root and packs it (or, with `--source-tarball`, packs
+/// llama.cpp's source); returns the tarball's path.
 pub fn build(root: &Path, args: &UpstreamArgs, checkout: &Checkout) -> Result<PathBuf> {
+    if args.llama.is_some() && args.ggml.is_none() {
+        if args.source_tarball {
+            return llama::pack_source(checkout);
+        }
+        return build_project(root, &llama::project(), args.jobs, checkout);
+    }
+    build_project(root, &ggml_project(), args.jobs, checkout)
+}
+
+/// Builds `project`'s programs in the root and packs them; returns the tarball's path.
+pub fn build_project(root: &Path, project: &Project, jobs: Option<u32>, checkout: &Checkout) -> Result<PathBuf> {
     if !root
         .join(DAWN_CMAKE_DIR.trim_start_matches('/'))
         .join("DawnConfig.cmake")
@@ -303,21 +423,26 @@ pub fn build(root: &Path, args: &UpstreamArgs, checkout: &Checkout) -> Result<Pa
     }
     let cache = sysroot::cache_dir();
     fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
-    // One build at a time: two would share the build folder.
-    let lock_path = cache.join(".upstream-build.lock");
+    // One build of a project at a time: two would share its build folder.
+    let lock_path = cache.join(format!(".upstream-build-{}.lock", project.pack_dir));
     let lock = host::open_own_file(&lock_path)?;
     lock.lock()
         .with_context(|| format!("locking {}", lock_path.display()))?;
 
-    println!("xtask: upstream ggml {} from {}", checkout.rev, checkout.dir.display());
-    let work = work_dir();
+    println!(
+        "xtask: upstream {} {} from {}",
+        project.name,
+        checkout.rev,
+        checkout.dir.display()
+    );
+    let work = &project.work;
 
     // The edits, decided before the build folder is kept or started afresh.
     let mut edited = Vec::new();
-    for file in edited_files() {
+    for file in edited_files(project.edits) {
         let path = checkout.dir.join(file);
         let original = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        let (text, outcomes) = edit_file(file, &original);
+        let (text, outcomes) = edit_file_with(project.edits, file, &original);
         for (edit, outcome) in outcomes {
             println!("{}", report(edit, outcome));
         }
@@ -334,20 +459,22 @@ pub fn build(root: &Path, args: &UpstreamArgs, checkout: &Checkout) -> Result<Pa
         edited.iter().map(|(f, _)| *f).collect::<Vec<_>>().join(",")
     );
     let record_path = work.join("source");
-    let kept = owned::is_marked(&work, owned::Kind::UpstreamBuild)
-        && fs::read_to_string(&record_path).is_ok_and(|r| r == record);
+    let kept = owned::is_marked(work, project.kind) && fs::read_to_string(&record_path).is_ok_and(|r| r == record);
     if !kept {
-        if owned::is_marked(&work, owned::Kind::UpstreamBuild) {
+        if owned::is_marked(work, project.kind) {
             println!(
                 "xtask: {} was built from another checkout or other edits; starting it afresh",
                 work.display()
             );
         }
-        owned::fresh_dir(&work, owned::Kind::UpstreamBuild)?;
+        if let Some(parent) = work.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        owned::fresh_dir(work, project.kind)?;
         fs::write(&record_path, &record).with_context(|| format!("writing {}", record_path.display()))?;
     }
 
-    let inside = Path::new(SOURCE_INSIDE);
+    let inside = Path::new(project.source_inside);
     let mut mounts = vec![Mount {
         source: checkout.dir.clone(),
         inside: inside.to_owned(),
@@ -369,7 +496,7 @@ pub fn build(root: &Path, args: &UpstreamArgs, checkout: &Checkout) -> Result<Pa
     });
 
     let build_dir = work.join("build");
-    let configure = configure_command(&build_dir);
+    let configure = (project.configure)(&build_dir);
     let stamp = work.join("configured");
     let configured =
         build_dir.join("build.ninja").is_file() && fs::read_to_string(&stamp).is_ok_and(|s| s == configure.join("\n"));
@@ -381,30 +508,38 @@ pub fn build(root: &Path, args: &UpstreamArgs, checkout: &Checkout) -> Result<Pa
             root,
             &command,
             &mounts,
-            "CMake could not configure upstream ggml; see its messages above.",
+            &format!(
+                "CMake could not configure upstream {}; see its messages above.",
+                project.name
+            ),
         )?;
         fs::write(&stamp, configure.join("\n")).with_context(|| format!("writing {}", stamp.display()))?;
     }
-    let jobs = args
-        .jobs
+    let jobs = jobs
         .map(|j| j as usize)
         .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
         .unwrap_or(1)
         .to_string();
     let build_str = build_dir.display().to_string();
+    let mut command = vec!["cmake", "--build", &build_str, "--parallel", &jobs, "--target"];
+    command.extend(project.programs.iter().copied());
     sandbox::run_in_root_with(
         root,
-        &["cmake", "--build", &build_str, "--target", PROGRAM, "--parallel", &jobs],
+        &command,
         &mounts,
-        "Upstream ggml did not build against this Dawn; its compiler messages are above. An edit \
-         this command makes may no longer match upstream's source (see the `xtask: … edit` lines).",
+        &format!(
+            "Upstream {} did not build against this Dawn; its compiler messages are above. An edit \
+             this command makes may no longer match upstream's source (see the `xtask: … edit` lines).",
+            project.name
+        ),
     )?;
     println!(
-        "xtask: upstream's {PROGRAM} is built ({:.0} s)",
+        "xtask: upstream's {} built ({:.0} s)",
+        project.programs.join(", "),
         started.elapsed().as_secs_f64()
     );
 
-    pack(root, checkout, &work, &build_dir, &mounts)
+    pack(root, project, checkout, &build_dir, &mounts)
 }
 
 /// Writes `text` to `path` unless it already holds exactly that, so that its time (what Ninja
@@ -429,47 +564,68 @@ pub struct PackEntry {
     pub name: String,
 }
 
-/// What goes into the tarball, decided from `ldd` of the program and of Dawn's library (both as
-/// seen inside the root): the program as `up/test-backend-ops`, and as `up/<soname>` every library
-/// it needs that a bundle does not carry: ggml's own, from the build folder, and any system
-/// library outside Dawn's closure (a bundle carries Dawn and everything Dawn needs, since
-/// `backend-ops` links Dawn). The C library's loader is the bundle's.
-pub fn pack_layout(program: &str, program_ldd: &str, dawn_ldd: &str) -> Result<Vec<PackEntry>> {
-    let missing: Vec<&str> = program_ldd
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.contains("=> not found"))
-        .collect();
-    if !missing.is_empty() {
-        bail!(
-            "{program} needs libraries the root does not have: {}",
-            missing.join("; ")
-        );
-    }
-    let dawn = program_ldd
-        .lines()
-        .filter_map(ldd_entry)
-        .find(|(soname, _)| soname.starts_with("libwebgpu_dawn"));
-    let Some((_, dawn_path)) = dawn else {
-        bail!("{program} does not link Dawn's libwebgpu_dawn: it was not built with the WebGPU backend");
-    };
-    let mut carried: Vec<String> = dawn_ldd.lines().filter_map(ldd_entry).map(|(s, _)| s).collect();
-    carried.push(file_name(&dawn_path));
+/// One program to pack: its path inside the root and what `ldd` says of it there.
+pub struct Linked<'a> {
+    pub program: &'a str,
+    pub ldd: &'a str,
+}
 
-    let mut entries = vec![PackEntry {
-        from: program.to_owned(),
-        name: format!("{PACK_DIR}/{PROGRAM}"),
-    }];
-    for (soname, path) in program_ldd.lines().filter_map(ldd_entry) {
-        let loader = soname.starts_with("ld-linux");
-        if loader || carried.contains(&soname) {
-            continue;
+/// What goes into the tarball, decided from `ldd` of each program and of Dawn's library (all as
+/// seen inside the root): each program as `<dir>/<name>`, and as `<dir>/<soname>` every library
+/// one needs that a bundle does not carry: upstream's own, from the build folder, and any system
+/// library outside Dawn's closure (a bundle carries Dawn and everything Dawn needs, since
+/// `backend-ops` links Dawn, and [`DRIVER_LIBRARIES`], the Vulkan loader among them). The C
+/// library's loader is the bundle's. Every program must link
+/// each library named by a prefix in `links` (the backends it was built with).
+pub fn pack_layout(programs: &[Linked], dawn_ldd: &str, links: &[&str], dir: &str) -> Result<Vec<PackEntry>> {
+    let mut entries = Vec::new();
+    let mut libraries = Vec::new();
+    let mut carried: Vec<String> = dawn_ldd.lines().filter_map(ldd_entry).map(|(s, _)| s).collect();
+    // The bundle also carries the libraries Dawn and the driver open at run time (the Vulkan
+    // loader among them).
+    carried.extend(DRIVER_LIBRARIES.iter().map(|l| (*l).to_owned()));
+    for linked in programs {
+        let program = linked.program;
+        let missing: Vec<&str> = linked
+            .ldd
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.contains("=> not found"))
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "{program} needs libraries the root does not have: {}",
+                missing.join("; ")
+            );
         }
-        let name = format!("{PACK_DIR}/{soname}");
-        if !entries.iter().any(|e| e.name == name) {
-            entries.push(PackEntry { from: path, name });
+        let needed: Vec<(String, String)> = linked.ldd.lines().filter_map(ldd_entry).collect();
+        for prefix in links {
+            if !needed.iter().any(|(soname, _)| soname.starts_with(prefix)) {
+                if prefix.starts_with("libwebgpu_dawn") {
+                    bail!("{program} does not link Dawn's {prefix}: it was not built with the WebGPU backend");
+                }
+                bail!("{program} does not link {prefix}: it was not built with that backend");
+            }
+        }
+        if let Some((_, dawn_path)) = needed.iter().find(|(soname, _)| soname.starts_with("libwebgpu_dawn")) {
+            carried.push(file_name(dawn_path));
+        }
+        entries.push(PackEntry {
+            from: program.to_owned(),
+            name: format!("{dir}/{}", file_name(program)),
+        });
+        for (soname, path) in needed {
+            let name = format!("{dir}/{soname}");
+            if !libraries.iter().any(|e: &PackEntry| e.name == name) {
+                libraries.push(PackEntry { from: path, name });
+            }
         }
     }
+    libraries.retain(|e| {
+        let soname = &e.name[dir.len() + 1..];
+        !soname.starts_with("ld-linux") && !carried.iter().any(|c| c == soname)
+    });
+    entries.extend(libraries);
     Ok(entries)
 }
 
@@ -487,15 +643,22 @@ fn file_name(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(path).to_owned()
 }
 
-/// Packs the program and its libraries as `<out>/ggml-<rev>-webgpu-test-backend-ops.tar.xz`
-/// unless that tarball already holds exactly these files, and records it as the latest.
-fn pack(root: &Path, checkout: &Checkout, work: &Path, build_dir: &Path, mounts: &[Mount]) -> Result<PathBuf> {
-    let program = build_dir.join("bin").join(PROGRAM).display().to_string();
+/// Packs the programs and their libraries as `<out>/<tarball>` unless that tarball already holds
+/// exactly these files, and records it as the project's latest.
+fn pack(root: &Path, project: &Project, checkout: &Checkout, build_dir: &Path, mounts: &[Mount]) -> Result<PathBuf> {
     let fix = "ldd could not read upstream's program; re-run `cargo xtask upstream`.";
-    let program_ldd = sandbox::output_in_root_with(root, &["ldd", &program], mounts, fix)?;
-    let dawn_path = program_ldd
-        .lines()
-        .filter_map(ldd_entry)
+    let programs: Vec<String> = project
+        .programs
+        .iter()
+        .map(|p| build_dir.join("bin").join(p).display().to_string())
+        .collect();
+    let mut ldds = Vec::new();
+    for program in &programs {
+        ldds.push(sandbox::output_in_root_with(root, &["ldd", program], mounts, fix)?);
+    }
+    let dawn_path = ldds
+        .iter()
+        .flat_map(|ldd| ldd.lines().filter_map(ldd_entry))
         .find(|(soname, _)| soname.starts_with("libwebgpu_dawn"))
         .map(|(_, path)| path)
         .unwrap_or_default();
@@ -504,7 +667,13 @@ fn pack(root: &Path, checkout: &Checkout, work: &Path, build_dir: &Path, mounts:
     } else {
         sandbox::output_in_root_with(root, &["ldd", &dawn_path], mounts, fix)?
     };
-    let entries = pack_layout(&program, &program_ldd, &dawn_ldd)?;
+    let linked: Vec<Linked> = programs
+        .iter()
+        .zip(&ldds)
+        .map(|(program, ldd)| Linked { program, ldd })
+        .collect();
+    let entries = pack_layout(&linked, &dawn_ldd, project.links, project.pack_dir)?;
+    let work = &project.work;
 
     // What the tarball would hold: each file's name, size and time, as seen inside the root.
     let mut stat: Vec<&str> = vec!["stat", "-L", "--format", "%s %Y"];
@@ -518,7 +687,8 @@ fn pack(root: &Path, checkout: &Checkout, work: &Path, build_dir: &Path, mounts:
 
     let out = out_dir();
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let tarball = out.join(tarball_name(&checkout.rev));
+    let name = (project.tarball_name)(&checkout.rev);
+    let tarball = out.join(&name);
     let packed = work.join("packed");
     let unchanged = tarball.is_file()
         && fs::read_to_string(&packed).is_ok_and(|p| p == format!("{}\n{fingerprint}", tarball.display()));
@@ -527,7 +697,7 @@ fn pack(root: &Path, checkout: &Checkout, work: &Path, build_dir: &Path, mounts:
         if stage.exists() {
             fs::remove_dir_all(&stage).with_context(|| format!("removing {}", stage.display()))?;
         }
-        fs::create_dir_all(stage.join(PACK_DIR)).with_context(|| format!("creating {}", stage.display()))?;
+        fs::create_dir_all(stage.join(project.pack_dir)).with_context(|| format!("creating {}", stage.display()))?;
         // Copied inside the root, where `cp -L` resolves the root's own symbolic links.
         let mut cp: Vec<String> = [
             "sh",
@@ -542,45 +712,54 @@ fn pack(root: &Path, checkout: &Checkout, work: &Path, build_dir: &Path, mounts:
             cp.push(stage.join(&entry.name).display().to_string());
         }
         let cp: Vec<&str> = cp.iter().map(String::as_str).collect();
-        sandbox::run_in_root_with(root, &cp, mounts, "Copying upstream's program and libraries failed.")?;
+        sandbox::run_in_root_with(root, &cp, mounts, "Copying upstream's programs and libraries failed.")?;
 
-        let partial = out.join(format!(".{}.partial", tarball_name(&checkout.rev)));
+        let partial = out.join(format!(".{name}.partial"));
         let mut tar = Command::new("tar");
         tar.args(["--sort=name", "--owner=0", "--group=0", "--numeric-owner", "-cJf"])
             .arg(&partial)
             .arg("-C")
             .arg(&stage)
-            .arg(PACK_DIR);
+            .arg(project.pack_dir);
         host::run_checked(
             &mut tar,
-            "Packing upstream's program failed (tar with xz on this machine).",
+            "Packing upstream's programs failed (tar with xz on this machine).",
         )?;
         fs::rename(&partial, &tarball).with_context(|| format!("writing {}", tarball.display()))?;
         fs::write(&packed, format!("{}\n{fingerprint}", tarball.display()))
             .with_context(|| format!("writing {}", packed.display()))?;
     }
-    let latest = out.join("latest");
-    write_if_changed(&latest, &format!("{}\n", tarball_name(&checkout.rev)))?;
+    write_if_changed(&out.join(project.latest), &format!("{name}\n"))?;
+    let size = fs::metadata(&tarball).map(|m| m.len()).unwrap_or(0);
     println!(
-        "xtask: {} upstream's {PROGRAM} (ggml {}) with {} libraries {} {}",
+        "xtask: {} upstream's {} ({} {}) with {} libraries {} {} ({:.1} MB)",
         if unchanged { "already packed" } else { "packed" },
+        project.programs.join(", "),
+        project.name,
         checkout.rev,
-        entries.len() - 1,
+        entries.len() - project.programs.len(),
         if unchanged { "in" } else { "into" },
-        tarball.display()
+        tarball.display(),
+        size as f64 / 1e6
     );
-    println!("xtask: `cargo xtask bundle` now puts it into the bundle, run there as `gpu-bundle/run-upstream ARGS`");
+    println!("xtask: `cargo xtask bundle` now puts it into the bundle");
     Ok(tarball)
 }
 
-/// The tarball `cargo xtask upstream` packed last, if it is still there.
-pub fn latest_tarball() -> Option<PathBuf> {
+/// The tarball named by `latest` in [`out_dir`], if it is still there and is named
+/// `<prefix>…tar.xz`.
+pub fn latest_of(latest: &str, prefix: &str) -> Option<PathBuf> {
     let out = out_dir();
-    let name = fs::read_to_string(out.join("latest")).ok()?;
+    let name = fs::read_to_string(out.join(latest)).ok()?;
     let name = name.trim();
-    let ok = name.starts_with("ggml-") && name.ends_with(".tar.xz") && !name.contains('/');
+    let ok = name.starts_with(prefix) && name.ends_with(".tar.xz") && !name.contains('/');
     let path = out.join(name);
     (ok && path.is_file()).then_some(path)
+}
+
+/// The tarball `cargo xtask upstream --ggml` packed last, if it is still there.
+pub fn latest_tarball() -> Option<PathBuf> {
+    latest_of("latest", "ggml-")
 }
 
 #[cfg(test)]
@@ -653,7 +832,7 @@ mod tests {
 
     #[test]
     fn code_without_the_patterns_is_left_alone_and_reported_as_needing_nothing() {
-        for file in edited_files() {
+        for file in edited_files(EDITS) {
             let text = "cmake_minimum_required(VERSION 3.14)\nset(CMAKE_CXX_STANDARD 23)\n";
             let (out, outcomes) = edit_file(file, text);
             assert_eq!(out, text);
@@ -744,6 +923,56 @@ mod tests {
     }
 
     #[test]
+    fn ggml_and_llama_cpp_build_in_folders_of_their_own() {
+        let (ggml, llama) = (ggml_project(), llama::project());
+        assert_eq!(ggml.work, builds_dir().join("ggml"));
+        assert_eq!(llama.work, builds_dir().join("llama"));
+        // Starting one afresh deletes only its own folder, and a marker of one kind does not let
+        // the other's be deleted.
+        assert!(!ggml.work.starts_with(&llama.work) && !llama.work.starts_with(&ggml.work));
+        assert_ne!(ggml.kind, llama.kind);
+        assert_ne!(ggml.latest, llama.latest);
+        assert_ne!(ggml.pack_dir, llama.pack_dir);
+        assert_ne!(ggml.source_inside, llama.source_inside);
+    }
+
+    #[test]
+    fn a_folder_inside_another_repository_has_no_revision_of_its_own() {
+        let tmp = TempDir::new("upstream-rev");
+        let git = |dir: &Path, args: &[&str]| {
+            Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "commit.gpgsign=false",
+                ])
+                .args(args)
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        };
+        let repo = tmp.path().join("repo");
+        fs::create_dir_all(repo.join("inner")).unwrap();
+        fs::write(repo.join("inner/file"), "one").unwrap();
+        if !git(&repo, &["init", "-q"]) {
+            eprintln!("no git on this machine; skipped");
+            return;
+        }
+        assert!(git(&repo, &["add", "."]) && git(&repo, &["commit", "-qm", "one"]));
+        let rev = revision(&repo).unwrap();
+        assert!(rev.len() == 7 && is_rev(&rev), "{rev}");
+        assert_eq!(revision(&repo.join("inner")), None);
+        fs::write(repo.join("inner/file"), "two").unwrap();
+        assert_eq!(revision(&repo).unwrap(), format!("{rev}-dirty"));
+        assert_eq!(revision(tmp.path()), None);
+    }
+
+    #[test]
     fn the_tarball_is_named_by_revision() {
         assert_eq!(tarball_name("d99724f"), "ggml-d99724f-webgpu-test-backend-ops.tar.xz");
         assert!(is_rev("d99724f") && !is_rev("") && !is_rev("HEAD") && !is_rev("../x"));
@@ -798,7 +1027,12 @@ mod tests {
     #[test]
     fn the_pack_holds_the_program_ggmls_libraries_and_what_dawn_does_not_bring() {
         let program = format!("{BUILD}/test-backend-ops");
-        let entries = pack_layout(&program, &program_ldd(), DAWN_LDD).unwrap();
+        let ldd = program_ldd();
+        let linked = [Linked {
+            program: &program,
+            ldd: &ldd,
+        }];
+        let entries = pack_layout(&linked, DAWN_LDD, &["libwebgpu_dawn"], PACK_DIR).unwrap();
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(
             names,
@@ -825,7 +1059,15 @@ mod tests {
     fn the_pack_refuses_a_program_with_missing_libraries_or_without_dawn() {
         let program = format!("{BUILD}/test-backend-ops");
         let broken = program_ldd().replace(&format!("{BUILD}/libggml-cpu.so.0 (0x7f07)"), "not found");
-        let err = pack_layout(&program, &broken, DAWN_LDD).unwrap_err().to_string();
+        let layout = |ldd: &str| {
+            pack_layout(
+                &[Linked { program: &program, ldd }],
+                DAWN_LDD,
+                &["libwebgpu_dawn"],
+                PACK_DIR,
+            )
+        };
+        let err = layout(&broken).unwrap_err().to_string();
         assert!(err.contains("libggml-cpu.so.0 => not found"), "{err}");
 
         let no_dawn: String = program_ldd()
@@ -833,7 +1075,7 @@ mod tests {
             .filter(|l| !l.contains("webgpu_dawn"))
             .map(|l| format!("{l}\n"))
             .collect();
-        let err = pack_layout(&program, &no_dawn, DAWN_LDD).unwrap_err().to_string();
+        let err = layout(&no_dawn).unwrap_err().to_string();
         assert!(err.contains("does not link Dawn"), "{err}");
     }
 }
