@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use dawn::{
     Adapter, AdapterInfo, BackendType, Buffer, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature,
-    Instance, InstanceDescriptor, Limits, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
+    Instance, InstanceDescriptor, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
 };
 use parking_lot::Mutex;
 
-use crate::error::{BackendError, Result};
+pub use crate::error::{AdapterChoice, ContextError};
+use crate::error::Result;
 use crate::exec::{DEFAULT_TIMEOUT, Stream};
+pub use crate::facts::Capabilities;
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::kernel::{Access, Pipeline, PipelineCache};
 use crate::memory::DeviceTensor;
@@ -75,22 +77,6 @@ impl Default for ContextOptions {
     }
 }
 
-/// What the device can do, as the kernels need to know it.
-#[derive(Debug, Clone)]
-pub struct Capabilities {
-    pub info: AdapterInfo,
-    pub limits: Limits,
-    /// The device's features (those the context enabled).
-    pub features: Vec<Feature>,
-    /// The adapter's features (all it offers).
-    pub adapter_features: Vec<Feature>,
-    pub shader_f16: bool,
-    pub subgroups: bool,
-    pub timestamp_query: bool,
-    /// The f16 subgroup-matrix config the kernels use, if any (and not masked off).
-    pub subgroup_matrix: Option<SubgroupMatrixConfig>,
-}
-
 /// A device set up for the backend, with what runs on it: compiled kernels, scratch memory, the
 /// tuning and a stream that batches the ops' dispatches until [`GpuContext::synchronize`].
 ///
@@ -114,33 +100,6 @@ pub struct GpuContext {
     scratch: Arc<Scratch>,
     /// The stream of the context's own ops (`GpuContext::mul_mat` and the like).
     pub(crate) stream: Arc<Mutex<Stream>>,
-}
-
-/// Why the context could not be made (converts into [`crate::Error`] with `?`).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ContextError {
-    #[error(transparent)]
-    Dawn(#[from] dawn::Error),
-    #[error("the adapter has no subgroup-matrix config {0}x{1}x{2} with f16 inputs; it has: {3}")]
-    NoSuchConfig(u32, u32, u32, String),
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-    /// A toggle name Dawn does not know (Dawn would ignore it without a word).
-    #[error("unknown Dawn toggle `{name}`{hint}")]
-    UnknownToggle { name: String, hint: String },
-    /// The adapter Dawn chose is its Null backend, which accepts every call and computes
-    /// nothing: no driver was found ([`check_default_adapter`]).
-    #[error(
-        "no GPU or CPU driver was found: the only adapter is Dawn's Null backend (`{device}`), which computes nothing; \
-         install a Vulkan driver (lavapipe runs on the CPU), or ask for the Null backend by name"
-    )]
-    NullBackend { device: String },
-    /// [`ContextOptions::adapter`] matches none of the adapters [`adapters`] lists.
-    #[error("no adapter matches {choice}; the adapters are: {known}")]
-    NoSuchAdapter { choice: AdapterChoice, known: String },
-    /// A request for the adapter or the device took longer than [`ContextOptions::timeout`].
-    #[error("{what} timed out after {after:?}: the GPU driver does not answer")]
-    Timeout { what: &'static str, after: Duration },
 }
 
 impl ContextOptions {
@@ -337,37 +296,6 @@ pub fn check_default_adapter(info: &AdapterInfo, requested: Option<BackendType>)
         });
     }
     Ok(())
-}
-
-/// Which adapter [`GpuContext::new`] takes ([`ContextOptions::adapter`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AdapterChoice {
-    /// The adapter at this index of [`adapters`]' list.
-    Index(usize),
-    /// The first adapter of [`adapters`]' list whose device name contains this text (ASCII
-    /// case ignored).
-    Name(String),
-}
-
-impl std::fmt::Display for AdapterChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AdapterChoice::Index(i) => write!(f, "adapter #{i}"),
-            AdapterChoice::Name(name) => write!(f, "an adapter named like `{name}`"),
-        }
-    }
-}
-
-impl std::str::FromStr for AdapterChoice {
-    type Err = std::convert::Infallible;
-
-    /// A number is an index, anything else a part of a name.
-    fn from_str(text: &str) -> Result<AdapterChoice, Self::Err> {
-        Ok(match text.trim().parse::<usize>() {
-            Ok(i) => AdapterChoice::Index(i),
-            Err(_) => AdapterChoice::Name(text.trim().to_owned()),
-        })
-    }
 }
 
 /// The adapters the backend can run on, in a stable order ([`AdapterChoice::Index`] counts in

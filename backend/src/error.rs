@@ -1,6 +1,8 @@
 //! The crate's one error type, [`Error`]: every failure is a value naming what failed, and
 //! [`Error::kind`] says what kind of failure it is, for a program to match on.
 
+use std::time::Duration;
+
 use crate::format::FormatError;
 use crate::shader_lib::PreprocessError;
 use crate::tensor::LayoutError;
@@ -66,7 +68,7 @@ pub enum Error {
     /// The context could not be made (no adapter, a refused option, a driver that does not
     /// answer).
     #[error(transparent)]
-    Context(Box<crate::context::ContextError>),
+    Context(Box<ContextError>),
     /// A file named by the caller could not be read (the message names it).
     #[error("{0}")]
     File(String),
@@ -135,7 +137,7 @@ impl Error {
             Error::Overlap(_) => ErrorKind::Overlap,
             Error::StreamFailed(_) => ErrorKind::DeviceLost,
             Error::Context(e) => {
-                use crate::context::ContextError as C;
+                use ContextError as C;
                 match &**e {
                     C::Dawn(e) => dawn_kind(e),
                     C::Backend(e) => e.kind(),
@@ -162,11 +164,11 @@ fn dawn_kind(e: &dawn::Error) -> ErrorKind {
     }
 }
 
-impl From<crate::context::ContextError> for Error {
-    fn from(e: crate::context::ContextError) -> Self {
+impl From<ContextError> for Error {
+    fn from(e: ContextError) -> Self {
         match e {
             // Not wrapped twice.
-            crate::context::ContextError::Backend(e) => e,
+            ContextError::Backend(e) => e,
             e => Error::Context(Box::new(e)),
         }
     }
@@ -190,5 +192,63 @@ impl From<PreprocessError> for Error {
             variant: e.file.clone(),
             message: e.to_string(),
         }
+    }
+}
+
+/// Why the context could not be made (converts into [`crate::Error`] with `?`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ContextError {
+    #[error(transparent)]
+    Dawn(#[from] dawn::Error),
+    #[error("the adapter has no subgroup-matrix config {0}x{1}x{2} with f16 inputs; it has: {3}")]
+    NoSuchConfig(u32, u32, u32, String),
+    #[error(transparent)]
+    Backend(#[from] Error),
+    /// A toggle name Dawn does not know (Dawn would ignore it without a word).
+    #[error("unknown Dawn toggle `{name}`{hint}")]
+    UnknownToggle { name: String, hint: String },
+    /// The adapter Dawn chose is its Null backend, which accepts every call and computes
+    /// nothing: no driver was found ([`check_default_adapter`](crate::context::check_default_adapter)).
+    #[error(
+        "no GPU or CPU driver was found: the only adapter is Dawn's Null backend (`{device}`), which computes nothing; \
+         install a Vulkan driver (lavapipe runs on the CPU), or ask for the Null backend by name"
+    )]
+    NullBackend { device: String },
+    /// [`ContextOptions::adapter`](crate::context::ContextOptions::adapter) matches none of the adapters [`adapters`](crate::context::adapters) lists.
+    #[error("no adapter matches {choice}; the adapters are: {known}")]
+    NoSuchAdapter { choice: AdapterChoice, known: String },
+    /// A request for the adapter or the device took longer than [`ContextOptions::timeout`](crate::context::ContextOptions::timeout).
+    #[error("{what} timed out after {after:?}: the GPU driver does not answer")]
+    Timeout { what: &'static str, after: Duration },
+}
+
+/// Which adapter [`GpuContext::new`](crate::GpuContext::new) takes ([`ContextOptions::adapter`](crate::context::ContextOptions::adapter)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdapterChoice {
+    /// The adapter at this index of [`adapters`](crate::context::adapters)' list.
+    Index(usize),
+    /// The first adapter of [`adapters`](crate::context::adapters)' list whose device name contains this text (ASCII
+    /// case ignored).
+    Name(String),
+}
+
+impl std::fmt::Display for AdapterChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdapterChoice::Index(i) => write!(f, "adapter #{i}"),
+            AdapterChoice::Name(name) => write!(f, "an adapter named like `{name}`"),
+        }
+    }
+}
+
+impl std::str::FromStr for AdapterChoice {
+    type Err = std::convert::Infallible;
+
+    /// A number is an index, anything else a part of a name.
+    fn from_str(text: &str) -> Result<AdapterChoice, Self::Err> {
+        Ok(match text.trim().parse::<usize>() {
+            Ok(i) => AdapterChoice::Index(i),
+            Err(_) => AdapterChoice::Name(text.trim().to_owned()),
+        })
     }
 }

@@ -3,9 +3,23 @@
 //! functions of (problem, facts, tuning), testable without a GPU and for devices one does not
 //! have.
 
-use dawn::{ComponentType, SubgroupMatrixConfig};
+use dawn::{AdapterInfo, ComponentType, Feature, Limits, SubgroupMatrixConfig};
 
-use crate::context::Capabilities;
+/// What the device can do, as the kernels need to know it.
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    pub info: AdapterInfo,
+    pub limits: Limits,
+    /// The device's features (those the context enabled).
+    pub features: Vec<Feature>,
+    /// The adapter's features (all it offers).
+    pub adapter_features: Vec<Feature>,
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    pub timestamp_query: bool,
+    /// The f16 subgroup-matrix config the kernels use, if any (and not masked off).
+    pub subgroup_matrix: Option<SubgroupMatrixConfig>,
+}
 
 /// A subgroup-matrix shape with f16 inputs (rows of the left and result, columns of the right
 /// and result, depth), and the result types the adapter offers for it.
