@@ -1,6 +1,7 @@
-//! [`crate::GpuContext`]'s methods for the decoder's ops: each records its op on the context's own
-//! stream through [`crate::ops`] (which take an [`crate::ops::Env`], not the context), one file a
-//! family of ops.
+//! [`crate::GpuContext`]'s methods for its tensors and its ops: each op records on the context's
+//! own stream through [`crate::ops`] (which take an [`crate::ops::Env`], not the context), one
+//! file a family of ops.
 
+mod memory;
 mod rope;
 mod rows;
