@@ -194,7 +194,7 @@ fn check_mul_mat(ctx: &GpuContext, file: &GgufFile) -> Result<Verdict> {
     }
     let up = ctx.upload_all(&[&a, &b])?;
     let dst = ctx.filled(dst_layout, 0xff)?;
-    let run = |stream: &mut Stream| ops::mul_mat::mul_mat(ctx, stream, &up[0], &up[1], &dst).map(|_| ());
+    let run = |stream: &mut Stream| ops::mul_mat::mul_mat(&ctx.env(), stream, &up[0], &up[1], &dst).map(|_| ());
     compare(
         ctx,
         run,
@@ -291,7 +291,7 @@ fn check_flash_attn(ctx: &GpuContext, file: &GgufFile, case: &str) -> Result<Ver
         max_bias: case.max_bias,
         logit_softcap: case.logit_softcap,
     };
-    let run = |stream: &mut Stream| ops::flash_attn::flash_attn_ext(ctx, stream, &operands, params).map(|_| ());
+    let run = |stream: &mut Stream| ops::flash_attn::flash_attn_ext(&ctx.env(), stream, &operands, params).map(|_| ());
     compare(
         ctx,
         run,
@@ -328,7 +328,7 @@ pub fn gpu_dequantize(ctx: &GpuContext, src: &HostTensor) -> Result<Vec<f32>> {
     let out_layout = Layout::contiguous(GgmlType::F32, src.layout.ne)?;
     let out = ctx.filled(out_layout, 0xff)?;
     let mut stream = ctx.stream()?;
-    ops::dequantize::dequantize(ctx, &mut stream, &uploaded, &out)?;
+    ops::dequantize::dequantize(&ctx.env(), &mut stream, &uploaded, &out)?;
     stream.synchronize(Duration::from_secs(60))?;
     ctx.read_f32(&out)
 }

@@ -172,7 +172,7 @@ impl Prepared {
                     return Err(missing());
                 };
                 let (la, lb) = (a.layout(), b.layout());
-                let plan = mul_mat::mul_mat(ctx, stream, a, b, dst)?;
+                let plan = mul_mat::mul_mat(&ctx.env(), stream, a, b, dst)?;
                 Ok(OpPlan::MulMat(la.ty, lb.ty, plan))
             }
             Op::FlashAttn {
@@ -188,7 +188,7 @@ impl Prepared {
                     return Err(missing());
                 };
                 flash_attn::flash_attn_ext(
-                    ctx,
+                    &ctx.env(),
                     stream,
                     &FlashAttnOperands {
                         q,
@@ -603,12 +603,12 @@ pub fn supports(ctx: &GpuContext, case: &Case) -> std::result::Result<(), String
 pub fn describe(ctx: &GpuContext, case: &Case) -> String {
     match case {
         Case::MulMat(c) => match c.tensors() {
-            Ok(t) => mul_mat::describe(ctx, &t.a.view, &t.b.view, &t.dst),
+            Ok(t) => mul_mat::describe(&ctx.env(), &t.a.view, &t.b.view, &t.dst),
             Err(e) => format!("not run: {e}"),
         },
         Case::FlashAttnExt(c) => match c.tensors() {
             Ok(t) => flash_attn::describe(
-                ctx,
+                &ctx.env(),
                 &flash_attn::FlashAttnLayouts {
                     q: t.q.view,
                     k: t.k.view,

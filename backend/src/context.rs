@@ -10,20 +10,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dawn::{
-    Adapter, AdapterInfo, BackendType, Buffer, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature,
-    Instance, InstanceDescriptor, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
+    Adapter, AdapterInfo, BackendType, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature, Instance,
+    InstanceDescriptor, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
 };
 use parking_lot::Mutex;
 
-pub use crate::error::{AdapterChoice, ContextError};
 use crate::error::Result;
+pub use crate::error::{AdapterChoice, ContextError};
 use crate::exec::{DEFAULT_TIMEOUT, Stream};
 pub use crate::facts::Capabilities;
 use crate::facts::{DeviceFacts, MatrixConfig};
-use crate::kernel::{Access, Pipeline, PipelineCache};
+use crate::kernel::PipelineCache;
 use crate::memory::DeviceTensor;
 use crate::scratch::Scratch;
-use crate::shader_lib::ShaderVariant;
 use crate::tuning::{Overrides, Tuning};
 
 /// How to set up the device, and how the context runs.
@@ -527,11 +526,6 @@ impl GpuContext {
         self.kernels.compile_time()
     }
 
-    /// The kernel of `variant`, compiled on first use.
-    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Pipeline>> {
-        self.env().kernel(variant, storage)
-    }
-
     /// What the ops need of this context ([`crate::ops::Env`]), borrowed from it.
     pub fn env(&self) -> crate::ops::Env<'_> {
         crate::ops::Env::new(
@@ -545,11 +539,6 @@ impl GpuContext {
         )
     }
 
-    /// The kernels of the ops' recent plans.
-    pub(crate) fn plan_kernels(&self) -> &crate::ops::PlanKernelMemos {
-        self.env().plan_kernels()
-    }
-
     /// Bytes of scratch memory the context holds now.
     pub fn scratch_bytes(&self) -> u64 {
         self.scratch.held_bytes()
@@ -559,11 +548,6 @@ impl GpuContext {
     /// what it uses until it is done); the next op that needs scratch allocates it anew.
     pub fn release_scratch(&self) {
         self.scratch.release();
-    }
-
-    /// The context's scratch buffer for `label`, at least `bytes` long.
-    pub(crate) fn scratch_buffer(&self, label: &'static str, bytes: u64) -> Result<Buffer> {
-        self.env().scratch_buffer(label, bytes)
     }
 
     /// Refuses tensors whose buffer belongs to another device ([`crate::ops::Env`] says why).

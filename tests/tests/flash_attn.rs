@@ -69,7 +69,7 @@ fn run(ctx: &GpuContext, cases: &[Case], seed: u64) -> Vec<String> {
                             sinks: t.sinks,
                             dst: t.dst,
                         };
-                        flash_attn::describe(ctx, &layouts)
+                        flash_attn::describe(&ctx.env(), &layouts)
                     }
                     Case::MulMat(_) | Case::Decoder(_) => String::new(),
                 };
@@ -352,7 +352,7 @@ fn describe_names_the_kernel() {
         dst: t.dst,
     };
     for (name, ctx) in contexts() {
-        let text = flash_attn::describe(&ctx, &layouts);
+        let text = flash_attn::describe(&ctx.env(), &layouts);
         assert!(text.starts_with("vec") && text.contains("split"), "{name}: {text}");
     }
 }

@@ -20,7 +20,7 @@ fn a_tensor_over_the_binding_limit_is_an_error() {
     let b = tensor(&ctx, GgmlType::F32, [k, 1, 1, 1]);
     let dst = tensor(&ctx, GgmlType::F32, [rows, 1, 1, 1]);
     let mut stream = ctx.stream().unwrap();
-    let err = ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap_err();
+    let err = ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut stream, &a, &b, &dst).unwrap_err();
     assert!(
         matches!(
             err,
@@ -58,13 +58,13 @@ fn mismatched_operands_are_errors() {
     let b = tensor(&ctx, GgmlType::F32, [32, 2, 1, 1]);
     let dst = tensor(&ctx, GgmlType::F32, [8, 2, 1, 1]);
     let mut stream = ctx.stream().unwrap();
-    let err = ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap_err();
+    let err = ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut stream, &a, &b, &dst).unwrap_err();
     assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
     // A broadcast that does not divide.
     let a = tensor(&ctx, GgmlType::F16, [32, 8, 2, 1]);
     let b = tensor(&ctx, GgmlType::F32, [32, 2, 3, 1]);
     let dst = tensor(&ctx, GgmlType::F32, [8, 2, 3, 1]);
-    assert!(ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).is_err());
+    assert!(ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut stream, &a, &b, &dst).is_err());
     // Nothing was recorded for the refused calls.
     assert_eq!(stream.pending(), 0);
 }
@@ -125,7 +125,7 @@ fn degenerate_attention_shapes_are_errors() {
     };
     let params = FlashAttnParams::scaled(0.125);
     let mut stream = ctx.stream().unwrap();
-    let err = flash_attn::flash_attn_ext(&ctx, &mut stream, &ops, params).unwrap_err();
+    let err = flash_attn::flash_attn_ext(&ctx.env(), &mut stream, &ops, params).unwrap_err();
     assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
     assert_eq!(stream.pending(), 0);
 }
@@ -147,7 +147,7 @@ fn a_timed_out_wait_leaves_the_stream_and_context_usable() {
     let b = ctx.upload(&b_host).unwrap();
     let dst = tensor(&ctx, GgmlType::F32, [1024, 512, 1, 1]);
     let mut stream = ctx.stream().unwrap();
-    ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut stream, &a, &b, &dst).unwrap();
     let err = stream.synchronize(std::time::Duration::ZERO).unwrap_err();
     assert!(
         matches!(err, BackendError::Dawn(dawn::Error::Timeout(_))),
@@ -155,7 +155,7 @@ fn a_timed_out_wait_leaves_the_stream_and_context_usable() {
     );
     assert!(stream.failure().is_none(), "{err}");
     // More work is taken, and a zero-time poll never blocks.
-    ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut stream, &a, &b, &dst).unwrap();
     let polled = stream.poll().unwrap();
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
     assert!(
@@ -196,7 +196,7 @@ fn repeated_attention_reuses_its_buffers() {
     let mut stream = ctx.stream().unwrap();
     let mut counts = Vec::new();
     for _ in 0..6 {
-        flash_attn::flash_attn_ext(&ctx, &mut stream, &ops, params).unwrap();
+        flash_attn::flash_attn_ext(&ctx.env(), &mut stream, &ops, params).unwrap();
         counts.push(stream.cached_bind_groups());
     }
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
@@ -249,12 +249,12 @@ fn an_ops_scratch_is_not_overwritten_by_another_stream() {
     let (mut a, mut b) = (ctx.stream().unwrap(), ctx.stream().unwrap());
     let (x, y) = (kv(6), tensor(&ctx, GgmlType::F32, [64, 32, 1, 1]));
     for _ in 0..FIRST_SUBMIT_DISPATCHES - 2 {
-        dequantize::dequantize(&ctx, &mut a, &x, &y).unwrap();
+        dequantize::dequantize(&ctx.env(), &mut a, &x, &y).unwrap();
     }
-    flash_attn::flash_attn_ext(&ctx, &mut a, &ops(&q, &k1, &v1, &dst1), params).unwrap();
+    flash_attn::flash_attn_ext(&ctx.env(), &mut a, &ops(&q, &k1, &v1, &dst1), params).unwrap();
     // The copies and the kernel wait in `a`, all three, not split over two submits.
     assert_eq!(a.pending(), 3, "{:?}", a.pending_dispatches());
-    flash_attn::flash_attn_ext(&ctx, &mut b, &ops(&q, &k2, &v2, &dst2), params).unwrap();
+    flash_attn::flash_attn_ext(&ctx.env(), &mut b, &ops(&q, &k2, &v2, &dst2), params).unwrap();
     b.synchronize(std::time::Duration::from_secs(600)).unwrap();
     a.synchronize(std::time::Duration::from_secs(600)).unwrap();
     assert_eq!(ctx.read_f32(&dst1).unwrap(), expected);
@@ -271,15 +271,15 @@ fn cached_bind_groups_let_go_of_dropped_tensors() {
     let src = ctx.zeros(GgmlType::F16, [256, 4, 1, 1]).unwrap();
     let kept = tensor(&ctx, GgmlType::F32, [256, 4, 1, 1]);
     let mut stream = ctx.stream().unwrap();
-    dequantize::dequantize(&ctx, &mut stream, &src, &kept).unwrap();
+    dequantize::dequantize(&ctx.env(), &mut stream, &src, &kept).unwrap();
     for _ in 0..40 {
         let fresh = tensor(&ctx, GgmlType::F32, [256, 4, 1, 1]);
-        dequantize::dequantize(&ctx, &mut stream, &src, &fresh).unwrap();
+        dequantize::dequantize(&ctx.env(), &mut stream, &src, &fresh).unwrap();
     }
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
     // Only the group of the tensors still held is left.
     assert_eq!(stream.cached_bind_groups(), 1);
-    dequantize::dequantize(&ctx, &mut stream, &src, &kept).unwrap();
+    dequantize::dequantize(&ctx.env(), &mut stream, &src, &kept).unwrap();
     assert_eq!(stream.cached_bind_groups(), 1, "reused, not made again");
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
     assert_eq!(stream.cached_bind_groups(), 1);
@@ -298,7 +298,7 @@ fn tensors_of_another_device_are_refused() {
     assert!(ctx.read(&b).is_err());
     let mut stream = ctx.stream().unwrap();
     let dst = tensor(&ctx, GgmlType::F32, [4, 2, 1, 1]);
-    assert!(ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).is_err());
+    assert!(ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut stream, &a, &b, &dst).is_err());
     assert_eq!(stream.pending(), 0);
 }
 
@@ -313,7 +313,7 @@ fn streams_of_another_device_are_refused() {
     let a = tensor(&ctx, GgmlType::F32, [32, 4, 1, 1]);
     let b = tensor(&ctx, GgmlType::F32, [32, 2, 1, 1]);
     let dst = tensor(&ctx, GgmlType::F32, [4, 2, 1, 1]);
-    let err = ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut foreign, &a, &b, &dst).unwrap_err();
+    let err = ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut foreign, &a, &b, &dst).unwrap_err();
     assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
 
     let q = tensor(&ctx, GgmlType::F32, [64, 1, 2, 1]);
@@ -329,17 +329,17 @@ fn streams_of_another_device_are_refused() {
         dst: &out,
     };
     let params = FlashAttnParams::scaled(0.125);
-    let err = flash_attn::flash_attn_ext(&ctx, &mut foreign, &ops, params).unwrap_err();
+    let err = flash_attn::flash_attn_ext(&ctx.env(), &mut foreign, &ops, params).unwrap_err();
     assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
 
     let f32_k = tensor(&ctx, GgmlType::F32, [64, 32, 1, 1]);
-    let err = ggml_dawn::ops::dequantize::dequantize(&ctx, &mut foreign, &k, &f32_k).unwrap_err();
+    let err = ggml_dawn::ops::dequantize::dequantize(&ctx.env(), &mut foreign, &k, &f32_k).unwrap_err();
     assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
     assert_eq!(foreign.pending(), 0);
 
     // The context's own streams still take the same operands.
     let mut own = ctx.stream().unwrap();
-    ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut own, &a, &b, &dst).unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut own, &a, &b, &dst).unwrap();
     own.synchronize(std::time::Duration::from_secs(600)).unwrap();
 }
 
@@ -410,11 +410,12 @@ fn facts_beyond_the_device_are_refused() {
             },
         ),
     ] {
-        let err = ggml_dawn::ops::mul_mat::mul_mat_with(&ctx, &mut stream, &a, &b, &dst, &claimed, &mul_mat_tuning)
-            .unwrap_err();
-        assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
         let err =
-            flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &claimed, &flash_attn_tuning).unwrap_err();
+            ggml_dawn::ops::mul_mat::mul_mat_with(&ctx.env(), &mut stream, &a, &b, &dst, &claimed, &mul_mat_tuning)
+                .unwrap_err();
+        assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
+        let err = flash_attn::flash_attn_ext_with(&ctx.env(), &mut stream, &ops, params, &claimed, &flash_attn_tuning)
+            .unwrap_err();
         assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
     }
     assert_eq!(stream.pending(), 0);
@@ -425,8 +426,8 @@ fn facts_beyond_the_device_are_refused() {
         max_workgroup_storage: facts.max_workgroup_storage / 2,
         ..facts
     };
-    ggml_dawn::ops::mul_mat::mul_mat_with(&ctx, &mut stream, &a, &b, &dst, &less, &mul_mat_tuning).unwrap();
-    flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &less, &flash_attn_tuning).unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat_with(&ctx.env(), &mut stream, &a, &b, &dst, &less, &mul_mat_tuning).unwrap();
+    flash_attn::flash_attn_ext_with(&ctx.env(), &mut stream, &ops, params, &less, &flash_attn_tuning).unwrap();
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
 }
 
@@ -462,7 +463,7 @@ fn plans_for_huge_views_do_not_overflow() {
         offset: 252,
         ..Layout::contiguous(GgmlType::F32, [m, 1, 1, 1]).unwrap()
     };
-    let plan = ggml_dawn::ops::mul_mat::plan_for(&ctx, &la, &lb, &ld).unwrap();
+    let plan = ggml_dawn::ops::mul_mat::plan_for(&ctx.env(), &la, &lb, &ld).unwrap();
     assert_eq!(plan.problem.m, m as u64);
 }
 
@@ -541,7 +542,7 @@ fn reads_wait_for_the_stream_they_name() {
         .filled(Layout::contiguous(GgmlType::F32, [32, 4, 1, 1]).unwrap(), 0xFF)
         .unwrap();
     let mut stream = ctx.stream().unwrap();
-    ggml_dawn::ops::mul_mat::mul_mat(&ctx, &mut stream, &a, &b, &dst).unwrap();
+    ggml_dawn::ops::mul_mat::mul_mat(&ctx.env(), &mut stream, &a, &b, &dst).unwrap();
     assert!(stream.pending() > 0);
     let got = ctx.read_after(&mut stream, &dst).unwrap().to_f32().unwrap();
     let expected = ggml_dawn::reference::mul_mat(&a_host, &b_host).unwrap();

@@ -94,7 +94,7 @@ fn every_upstream_case_takes_a_fast_path() {
         for case in &all {
             let Case::MulMat(c) = case else { continue };
             let t = c.tensors().unwrap();
-            let plan = mul_mat::plan_for(&ctx, &t.a.view, &t.b.view, &t.dst).unwrap();
+            let plan = mul_mat::plan_for(&ctx.env(), &t.a.view, &t.b.view, &t.dst).unwrap();
             let n = t.dst.ne[1] as u64;
             let ok = match plan.choice {
                 Choice::MatVec(_) => n <= u64::from(ctx.tuning().mul_mat.vec_max_n),
@@ -277,8 +277,8 @@ fn run_random(
     let up = ctx.upload_all(&[&p.a, &p.b]).map_err(|e| e.to_string())?;
     let dst = ctx.filled(p.dst, 0xff).map_err(|e| e.to_string())?;
     let mut stream = ctx.stream().map_err(|e| e.to_string())?;
-    let plan =
-        mul_mat::mul_mat_with(ctx, &mut stream, &up[0], &up[1], &dst, facts, tuning).map_err(|e| e.to_string())?;
+    let plan = mul_mat::mul_mat_with(&ctx.env(), &mut stream, &up[0], &up[1], &dst, facts, tuning)
+        .map_err(|e| e.to_string())?;
     stream.synchronize(harness::TIMEOUT).map_err(|e| e.to_string())?;
     let actual = ctx.read_f32(&dst).map_err(|e| e.to_string())?;
     let expected = reference::mul_mat::mul_mat(&p.a, &p.b).map_err(|e| e.to_string())?;
@@ -580,7 +580,7 @@ fn misaligned_float_views_take_the_fast_paths() {
                 .unwrap_or_else(|e| panic!("{}: {e}", p.text));
             eprintln!("{}: nmse {nmse:e}, {plan}", p.text);
             assert!(!matches!(plan.choice, Choice::Simple(_)), "{plan}");
-            let described = mul_mat::describe(&ctx, &p.a.layout, &p.b.layout, &p.dst);
+            let described = mul_mat::describe(&ctx.env(), &p.a.layout, &p.b.layout, &p.dst);
             assert!(described.starts_with("MUL_MAT f16xf32: "), "{described}");
         }
     }

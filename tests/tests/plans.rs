@@ -194,7 +194,7 @@ fn mul_mat_encoders_follow_their_plans() {
                 let b_view = ctx.zeros(b_type, [k, 2, n, 1]).unwrap().permute([0, 2, 1, 3]).unwrap();
                 for b in [&b, &b_view] {
                     let mut stream = ctx.stream().unwrap();
-                    let plan = mul_mat::mul_mat(&ctx, &mut stream, &a, b, &dst).unwrap();
+                    let plan = mul_mat::mul_mat(&ctx.env(), &mut stream, &a, b, &dst).unwrap();
                     check_mul_mat(&plan, &stream.pending_dispatches());
                     paths.insert(plan.to_string().split(':').next().unwrap_or_default().to_owned());
                 }
@@ -301,7 +301,7 @@ fn record_flash_attn(
         dst,
     };
     let params = FlashAttnParams::scaled(0.125);
-    flash_attn::flash_attn_ext(ctx, stream, &ops, params).unwrap()
+    flash_attn::flash_attn_ext(&ctx.env(), stream, &ops, params).unwrap()
 }
 
 #[test]
@@ -410,7 +410,7 @@ fn returned_plans_match_the_planned_ones() {
             let b = ctx.zeros(GgmlType::F32, [256, n, 1, 1]).unwrap();
             let dst = ctx.empty(GgmlType::F32, [64, n, 1, 1]).unwrap();
             let ran = ctx.mul_mat_into(&a, &b, &dst).unwrap();
-            let planned = mul_mat::plan_for(&ctx, a.layout(), b.layout(), dst.layout()).unwrap();
+            let planned = mul_mat::plan_for(&ctx.env(), a.layout(), b.layout(), dst.layout()).unwrap();
             assert_eq!(ran, planned);
         }
         ctx.synchronize().unwrap();

@@ -2,6 +2,8 @@
 //! own stream through [`crate::ops`] (which take an [`crate::ops::Env`], not the context), one
 //! file a family of ops.
 
+mod flash_attn;
 mod memory;
+mod mul_mat;
 mod rope;
 mod rows;

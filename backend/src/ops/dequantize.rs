@@ -1,11 +1,11 @@
 //! Conversion of a tensor of any supported type to f32 on the GPU (ggml's dequantization).
 
-use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::DeviceTensor;
+use crate::ops::Env;
 use crate::params::DequantizeUniforms;
 
 /// Threads per workgroup (one element each).
@@ -47,7 +47,7 @@ pub fn supports(ty: GgmlType) -> bool {
 
 /// Records `dst = f32(src)`: `src` any view whose rows are contiguous, `dst` a contiguous f32
 /// tensor with the same number of elements (in `src`'s logical order).
-pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst: &DeviceTensor) -> Result<()> {
+pub fn dequantize(env: &Env, stream: &mut Stream, src: &DeviceTensor, dst: &DeviceTensor) -> Result<()> {
     let ty = src.layout().ty;
     if !supports(ty) {
         return Err(BackendError::Unsupported(format!("dequantizing {ty} on the GPU")));
@@ -65,14 +65,14 @@ pub fn dequantize(ctx: &GpuContext, stream: &mut Stream, src: &DeviceTensor, dst
         )));
     }
     let count = u32::try_from(count).map_err(|_| BackendError::Unsupported("more than 2^32 elements".into()))?;
-    ctx.check_operands(&[src, dst])?;
-    ctx.check_stream(stream)?;
-    let limits = &ctx.capabilities().limits;
+    env.check_operands(&[src, dst])?;
+    env.check_stream(stream)?;
+    let limits = env.limits();
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
     let (s, d) = (src.binding(align, max)?, dst.binding(align, max)?);
     let variant = crate::variants::dequantize_variant(ty);
-    let kernel = ctx.kernel(&variant, &[Access::Read, Access::ReadWrite])?;
+    let kernel = env.kernel(&variant, &[Access::Read, Access::ReadWrite])?;
     let grid = grid_2d(count.div_ceil(WG_SIZE), limits.max_compute_workgroups_per_dimension);
     let l = &src.layout();
     let word = |v: usize| u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a stride of {v} bytes")));

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use super::plan::{Choice, FlashAttnPlan, Placement};
 use super::{FlashAttnOperands, FlashAttnParams};
-use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
 use crate::kernel::{Access, Pipeline};
 use crate::memory::{Binding, DeviceTensor};
+use crate::ops::Env;
 use crate::ops::dequantize;
 use crate::params::{FlashAttnReduceUniforms, FlashAttnSimpleUniforms, FlashAttnUniforms, alibi_slopes};
 use crate::tensor::Layout;
@@ -24,13 +24,13 @@ pub struct PlanKernels {
 }
 
 /// `plan`'s kernels, from the context's memo of recent plans or compiled now.
-fn plan_kernels(ctx: &GpuContext, plan: &FlashAttnPlan) -> Result<Arc<PlanKernels>> {
-    ctx.plan_kernels().flash_attn.get_or_try_insert(plan, || {
+fn plan_kernels(env: &Env, plan: &FlashAttnPlan) -> Result<Arc<PlanKernels>> {
+    env.plan_kernels().flash_attn.get_or_try_insert(plan, || {
         let variants = crate::variants::flash_attn(plan);
         let reduce = [Access::Read, Access::Read, Access::Read, Access::ReadWrite];
         Ok(Arc::new(PlanKernels {
-            kernel: ctx.kernel(&variants.kernel, &STORAGE)?,
-            reduce: variants.reduce.map(|v| ctx.kernel(&v, &reduce)).transpose()?,
+            kernel: env.kernel(&variants.kernel, &STORAGE)?,
+            reduce: variants.reduce.map(|v| env.kernel(&v, &reduce)).transpose()?,
         }))
     })
 }
@@ -49,8 +49,8 @@ pub(super) struct Bound {
 }
 
 impl Bound {
-    pub(super) fn new(ctx: &GpuContext, ops: &FlashAttnOperands<'_>) -> Result<Bound> {
-        let limits = &ctx.capabilities().limits;
+    pub(super) fn new(env: &Env, ops: &FlashAttnOperands<'_>) -> Result<Bound> {
+        let limits = env.limits();
         let align = u64::from(limits.min_storage_buffer_offset_alignment);
         let max = limits.max_storage_buffer_binding_size;
         let (k, k_vec) = kv_binding(ops.k, align, max)?;
@@ -82,7 +82,7 @@ impl Bound {
 
 /// Records the plan's dispatches.
 pub(super) fn record(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
@@ -90,8 +90,8 @@ pub(super) fn record(
     plan: &FlashAttnPlan,
 ) -> Result<()> {
     match &plan.choice {
-        Choice::Simple(_) => simple(ctx, stream, ops, p, bound, plan),
-        Choice::Tile(_) | Choice::Mma(_) | Choice::Vec(_) => fast(ctx, stream, ops, p, bound, plan),
+        Choice::Simple(_) => simple(env, stream, ops, p, bound, plan),
+        Choice::Tile(_) | Choice::Mma(_) | Choice::Vec(_) => fast(env, stream, ops, p, bound, plan),
     }
 }
 
@@ -120,7 +120,7 @@ fn kv_binding(t: &DeviceTensor, align: u64, max: u64) -> Result<(Binding, Option
 }
 
 fn fast(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
@@ -128,7 +128,7 @@ fn fast(
     plan: &FlashAttnPlan,
 ) -> Result<()> {
     let shape = &plan.problem;
-    let limits = &ctx.capabilities().limits;
+    let limits = env.limits();
     let (q, k, v) = (ops.q.layout(), ops.k.layout(), ops.v.layout());
     let vector = |on: bool, plain: Binding, vec: Option<Binding>| match (on, vec) {
         (false, _) => Ok(plain),
@@ -145,7 +145,7 @@ fn fast(
     let split = plan.n_split > 1;
     let scratch_bytes = plan.scratch_bytes(shape);
     let scratch = if split {
-        Some(ctx.scratch_buffer("flash attention split scratch", scratch_bytes)?)
+        Some(env.scratch_buffer("flash attention split scratch", scratch_bytes)?)
     } else {
         None
     };
@@ -195,7 +195,7 @@ fn fast(
         n_rows: word(n_rows)?,
         tau: plan.tau,
     };
-    let kernels = plan_kernels(ctx, plan)?;
+    let kernels = plan_kernels(env, plan)?;
     let kernel = &kernels.kernel;
     let q_range = BufferRange::new(ops.q.buffer(), bq);
     let out = match &scratch {
@@ -290,14 +290,14 @@ fn score_params(p: FlashAttnParams, n_heads: usize) -> Result<(f32, u32, f32, f3
 
 /// K and V converted to contiguous f32, then the simple kernel.
 fn simple(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     bound: &Bound,
     plan: &FlashAttnPlan,
 ) -> Result<()> {
-    let limits = &ctx.capabilities().limits;
+    let limits = env.limits();
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
     let f32_copy = |t: &DeviceTensor, stream: &mut Stream| -> Result<DeviceTensor> {
@@ -310,9 +310,9 @@ fn simple(
         } else {
             "FLASH_ATTN_EXT f32 V"
         };
-        let buffer = ctx.scratch_buffer(label, bytes)?;
+        let buffer = env.scratch_buffer(label, bytes)?;
         let out = DeviceTensor::new(layout, buffer, 0, bytes)?;
-        dequantize::dequantize(ctx, stream, t, &out)?;
+        dequantize::dequantize(env, stream, t, &out)?;
         Ok(out)
     };
     // The f32 copies live in the context's scratch until the kernel reads them: one submit.
@@ -358,7 +358,7 @@ fn simple(
         groups_x: grid[0],
     };
     let variant = crate::variants::flash_attn(plan).kernel;
-    let kernel = ctx.kernel(&variant, &STORAGE)?;
+    let kernel = env.kernel(&variant, &STORAGE)?;
     let buffers = [
         BufferRange::new(ops.q.buffer(), bq),
         BufferRange::new(k.buffer(), bk),

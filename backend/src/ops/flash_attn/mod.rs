@@ -18,12 +18,12 @@ pub mod plan;
 mod plan_grid;
 pub mod tuning;
 
-use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::Stream;
 use crate::facts::DeviceFacts;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
+use crate::ops::Env;
 use crate::ops::dequantize;
 use crate::tensor::Layout;
 
@@ -204,19 +204,19 @@ pub fn check_params(p: &FlashAttnParams) -> Result<()> {
 
 /// Records FLASH_ATTN_EXT with the context's knobs; returns the plan it followed.
 pub fn flash_attn_ext(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
 ) -> Result<FlashAttnPlan> {
     // The context checked its knobs when it was made, and its facts are the device's own.
-    record(ctx, stream, ops, p, &ctx.facts(), &ctx.tuning().flash_attn)
+    record(env, stream, ops, p, &env.facts(), &env.tuning().flash_attn)
 }
 
-/// [`flash_attn_ext`] planned for other device facts or tuning than `ctx`'s own. Facts that claim
+/// [`flash_attn_ext`] planned for other device facts or tuning than `env`'s own. Facts that claim
 /// more than the device has are refused ([`DeviceFacts::check_within`]); the knobs are checked.
 pub fn flash_attn_ext_with(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
@@ -228,17 +228,17 @@ pub fn flash_attn_ext_with(
         message,
     })?;
     facts
-        .check_within(&ctx.facts())
+        .check_within(&env.facts())
         .map_err(|message| BackendError::Config {
             name: "FLASH_ATTN_EXT device facts",
             message,
         })?;
-    record(ctx, stream, ops, p, facts, tuning)
+    record(env, stream, ops, p, facts, tuning)
 }
 
 /// Checks the operands, plans and records, with knobs and facts already checked.
 fn record(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
@@ -251,22 +251,22 @@ fn record(
     let mut tensors = vec![ops.q, ops.k, ops.v, ops.dst];
     tensors.extend(ops.mask);
     tensors.extend(ops.sinks);
-    ctx.check_operands(&tensors)?;
+    env.check_operands(&tensors)?;
     let mut inputs = vec![("Q", ops.q), ("K", ops.k), ("V", ops.v)];
     inputs.extend(ops.mask.map(|m| ("the mask", m)));
     inputs.extend(ops.sinks.map(|s| ("the sinks", s)));
     crate::memory::check_output_disjoint("FLASH_ATTN_EXT", ops.dst, &inputs)?;
-    ctx.check_stream(stream)?;
-    let bound = encode::Bound::new(ctx, ops)?;
+    env.check_stream(stream)?;
+    let bound = encode::Bound::new(env, ops)?;
     let plan = plan::plan_placed(&problem(&layouts), facts, tuning, bound.placement());
-    encode::record(ctx, stream, ops, p, &bound, &plan)?;
+    encode::record(env, stream, ops, p, &bound, &plan)?;
     Ok(plan)
 }
 
-/// The plan FLASH_ATTN_EXT follows for operands of these layouts on `ctx`'s device (views
+/// The plan FLASH_ATTN_EXT follows for operands of these layouts on `env`'s device (views
 /// placed at their layout's offset from a binding-aligned base, as the context places tensors).
-pub fn plan_for(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> FlashAttnPlan {
-    let align = ctx.capabilities().limits.min_storage_buffer_offset_alignment.max(1) as usize;
+pub fn plan_for(env: &Env, layouts: &FlashAttnLayouts) -> FlashAttnPlan {
+    let align = env.limits().min_storage_buffer_offset_alignment.max(1) as usize;
     let start = |l: &Layout| l.offset % align;
     let vec = |l: &Layout| encode::vec_layout(l) && start(l).is_multiple_of(16);
     let placement = Placement {
@@ -277,15 +277,15 @@ pub fn plan_for(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> FlashAttnPlan {
         k_vec: vec(&layouts.k),
         v_vec: vec(&layouts.v),
     };
-    plan::plan_placed(&problem(layouts), &ctx.facts(), &ctx.tuning().flash_attn, placement)
+    plan::plan_placed(&problem(layouts), &env.facts(), &env.tuning().flash_attn, placement)
 }
 
 /// The plan FLASH_ATTN_EXT follows for these operands, in words (`backend-ops -v` prints the
 /// plan an op returned; this serves when it did not run).
-pub fn describe(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> String {
+pub fn describe(env: &Env, layouts: &FlashAttnLayouts) -> String {
     match check(layouts) {
         Err(e) => format!("not run: {e}"),
-        Ok(()) => plan_for(ctx, layouts).to_string(),
+        Ok(()) => plan_for(env, layouts).to_string(),
     }
 }
 

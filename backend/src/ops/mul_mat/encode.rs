@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream};
 use crate::kernel::{Access, Pipeline};
 use crate::memory::{Binding, DeviceTensor};
+use crate::ops::Env;
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 
 use super::plan::{Choice, MulMatPlan, SIMPLE_WG};
@@ -20,8 +20,8 @@ pub struct Bindings {
 }
 
 impl Bindings {
-    pub fn new(ctx: &GpuContext, a: &DeviceTensor, b: &DeviceTensor, dst: &DeviceTensor) -> Result<Bindings> {
-        let limits = &ctx.capabilities().limits;
+    pub fn new(env: &Env, a: &DeviceTensor, b: &DeviceTensor, dst: &DeviceTensor) -> Result<Bindings> {
+        let limits = env.limits();
         let align = u64::from(limits.min_storage_buffer_offset_alignment);
         let max = limits.max_storage_buffer_binding_size;
         Ok(Bindings {
@@ -46,8 +46,8 @@ pub struct PlanKernels {
 }
 
 /// `plan`'s kernels, from the context's memo of recent plans or compiled now.
-fn plan_kernels(ctx: &GpuContext, plan: &MulMatPlan) -> Result<Arc<PlanKernels>> {
-    ctx.plan_kernels().mul_mat.get_or_try_insert(plan, || {
+fn plan_kernels(env: &Env, plan: &MulMatPlan) -> Result<Arc<PlanKernels>> {
+    env.plan_kernels().mul_mat.get_or_try_insert(plan, || {
         let variants = crate::variants::mul_mat(plan);
         let main: &[Access] = if plan.a_vec4 {
             &[Access::Read, Access::Read, Access::ReadWrite, Access::Read]
@@ -55,9 +55,9 @@ fn plan_kernels(ctx: &GpuContext, plan: &MulMatPlan) -> Result<Arc<PlanKernels>>
             &[Access::Read, Access::Read, Access::ReadWrite]
         };
         let pass = [Access::Read, Access::Read, Access::ReadWrite];
-        let compile = |v: Option<&crate::shader_lib::ShaderVariant>| v.map(|v| ctx.kernel(v, &pass)).transpose();
+        let compile = |v: Option<&crate::shader_lib::ShaderVariant>| v.map(|v| env.kernel(v, &pass)).transpose();
         Ok(Arc::new(PlanKernels {
-            kernel: ctx.kernel(&variants.kernel, main)?,
+            kernel: env.kernel(&variants.kernel, main)?,
             quantize_b: compile(variants.quantize_b.as_ref())?,
             dequantize_a: compile(variants.dequantize_a.as_ref())?,
             convert_b: compile(variants.convert_b.as_ref())?,
@@ -68,7 +68,7 @@ fn plan_kernels(ctx: &GpuContext, plan: &MulMatPlan) -> Result<Arc<PlanKernels>>
 /// Records the planned kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn encode(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     a: &DeviceTensor,
     b: &DeviceTensor,
@@ -77,9 +77,9 @@ pub fn encode(
     plan: &MulMatPlan,
 ) -> Result<()> {
     if matches!(plan.choice, Choice::Simple(_)) {
-        return simple(ctx, stream, a, b, dst, bound, plan);
+        return simple(env, stream, a, b, dst, bound, plan);
     }
-    let kernels = plan_kernels(ctx, plan)?;
+    let kernels = plan_kernels(env, plan)?;
     let kernel = &kernels.kernel;
     let mut params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan)?;
     let mut buffers = vec![
@@ -99,7 +99,7 @@ pub fn encode(
         let (m, n, k) = (u64::from(params.m), u64::from(params.n), u64::from(params.k));
         if let Some(q) = &plan.dequantize_a {
             let copy = copy_pass(
-                ctx,
+                env,
                 stream,
                 &originals,
                 kernels.dequantize_a.as_ref(),
@@ -120,7 +120,7 @@ pub fn encode(
         }
         if let Some(q) = &plan.convert_b {
             let copy = copy_pass(
-                ctx,
+                env,
                 stream,
                 &originals,
                 kernels.convert_b.as_ref(),
@@ -142,7 +142,7 @@ pub fn encode(
         // The quantize pass and the kernel share the context's scratch: one submit.
         stream.reserve(if q.twice() { 3 } else { 2 })?;
         // b's 8-bit blocks go to scratch first; the mat-vec reads them in b's place.
-        let scratch = ctx.scratch_buffer("MUL_MAT 8-bit b", q.scratch_bytes)?;
+        let scratch = env.scratch_buffer("MUL_MAT 8-bit b", q.scratch_bytes)?;
         let quantize = kernels.quantize_b.as_ref().ok_or_else(|| {
             BackendError::InvalidOperands("a plan that quantizes b without the quantize kernel".into())
         })?;
@@ -166,7 +166,7 @@ pub fn encode(
 /// (bound as the pass's dst beside a and b); returns the copy's range.
 #[allow(clippy::too_many_arguments)]
 fn copy_pass(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     originals: &[BufferRange; 2],
     kernel: Option<&Arc<Pipeline>>,
@@ -178,7 +178,7 @@ fn copy_pass(
     let kernel = kernel
         .ok_or_else(|| BackendError::InvalidOperands(format!("a plan with a {label} copy but no kernel for it")))?;
     let copy = BufferRange {
-        buffer: ctx.scratch_buffer(label, bytes)?,
+        buffer: env.scratch_buffer(label, bytes)?,
         offset: 0,
         size: bytes,
     };
@@ -225,7 +225,7 @@ fn operand_params(
 
 /// The simple kernel: one thread per output element.
 fn simple(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     a: &DeviceTensor,
     b: &DeviceTensor,
@@ -234,7 +234,7 @@ fn simple(
     plan: &MulMatPlan,
 ) -> Result<()> {
     let (la, lb) = (&a.layout(), &b.layout());
-    let kernels = plan_kernels(ctx, plan)?;
+    let kernels = plan_kernels(env, plan)?;
     let outputs = dst.layout().elements();
     u32::try_from(outputs).map_err(|_| BackendError::Unsupported("more than 2^32 outputs".into()))?;
     let w = |v: usize| word(v as u64);

@@ -13,11 +13,11 @@ pub mod plan;
 mod plan_grid;
 mod tuning;
 
-use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::Stream;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
+use crate::ops::Env;
 use crate::ops::dequantize;
 use crate::tensor::Layout;
 
@@ -70,22 +70,22 @@ pub fn check(la: &Layout, lb: &Layout, ld: &Layout) -> Result<()> {
 
 /// Records `dst = a × b` with the context's tuning; returns the plan it followed.
 pub fn mul_mat(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     a: &DeviceTensor,
     b: &DeviceTensor,
     dst: &DeviceTensor,
 ) -> Result<MulMatPlan> {
     // The context checked its knobs when it was made, and its facts are the device's own.
-    record(ctx, stream, a, b, dst, &ctx.facts(), &ctx.tuning().mul_mat)
+    record(env, stream, a, b, dst, &env.facts(), &env.tuning().mul_mat)
 }
 
-/// [`mul_mat`] planned for other device facts or knobs than `ctx`'s own: a device with fewer
+/// [`mul_mat`] planned for other device facts or knobs than `env`'s own: a device with fewer
 /// capabilities (no subgroups, less workgroup memory, no subgroup matrices) or other tiles.
 /// Facts that claim more than the device has are refused ([`DeviceFacts::check_within`]), and
 /// the knobs are checked.
 pub fn mul_mat_with(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     a: &DeviceTensor,
     b: &DeviceTensor,
@@ -98,17 +98,17 @@ pub fn mul_mat_with(
         message,
     })?;
     facts
-        .check_within(&ctx.facts())
+        .check_within(&env.facts())
         .map_err(|message| BackendError::Config {
             name: "MUL_MAT device facts",
             message,
         })?;
-    record(ctx, stream, a, b, dst, facts, tuning)
+    record(env, stream, a, b, dst, facts, tuning)
 }
 
 /// Checks the operands, plans and records, with knobs and facts already checked.
 fn record(
-    ctx: &GpuContext,
+    env: &Env,
     stream: &mut Stream,
     a: &DeviceTensor,
     b: &DeviceTensor,
@@ -121,10 +121,10 @@ fn record(
         // Nothing to dispatch.
         return Ok(plan::plan(&problem(a.layout(), b.layout(), 0, 0, 0), facts, tuning));
     }
-    ctx.check_operands(&[a, b, dst])?;
+    env.check_operands(&[a, b, dst])?;
     crate::memory::check_output_disjoint("MUL_MAT", dst, &[("a", a), ("b", b)])?;
-    ctx.check_stream(stream)?;
-    let bound = encode::Bindings::new(ctx, a, b, dst)?;
+    env.check_stream(stream)?;
+    let bound = encode::Bindings::new(env, a, b, dst)?;
     let problem = problem(
         a.layout(),
         b.layout(),
@@ -133,15 +133,15 @@ fn record(
         bound.dst.size,
     );
     let plan = plan::plan(&problem, facts, tuning);
-    encode::encode(ctx, stream, a, b, dst, &bound, &plan)?;
+    encode::encode(env, stream, a, b, dst, &bound, &plan)?;
     Ok(plan)
 }
 
 /// The plan [`mul_mat`] would follow for tensors of these layouts (views placed at their
 /// layout's offset from a binding-aligned base, as the context places tensors).
-pub fn plan_for(ctx: &GpuContext, la: &Layout, lb: &Layout, ld: &Layout) -> Result<MulMatPlan> {
+pub fn plan_for(env: &Env, la: &Layout, lb: &Layout, ld: &Layout) -> Result<MulMatPlan> {
     check(la, lb, ld)?;
-    let align = u64::from(ctx.capabilities().limits.min_storage_buffer_offset_alignment.max(1));
+    let align = u64::from(env.limits().min_storage_buffer_offset_alignment.max(1));
     // Saturating: a view of nearly 2^64 bytes at an unaligned offset must not overflow (it is
     // planned, and refused where it would be bound).
     let dst_bytes = (ld.offset as u64 % align)
@@ -150,13 +150,13 @@ pub fn plan_for(ctx: &GpuContext, la: &Layout, lb: &Layout, ld: &Layout) -> Resu
         .unwrap_or(u64::MAX)
         .max(4);
     let p = problem(la, lb, la.offset as u64 % align, lb.offset as u64 % align, dst_bytes);
-    Ok(plan::plan(&p, &ctx.facts(), &ctx.tuning().mul_mat))
+    Ok(plan::plan(&p, &env.facts(), &env.tuning().mul_mat))
 }
 
 /// The plan [`mul_mat`] follows for these layouts, in words (`backend-ops -v` prints the plan
 /// an op returned; this serves when it did not run).
-pub fn describe(ctx: &GpuContext, a: &Layout, b: &Layout, dst: &Layout) -> String {
-    match plan_for(ctx, a, b, dst) {
+pub fn describe(env: &Env, a: &Layout, b: &Layout, dst: &Layout) -> String {
+    match plan_for(env, a, b, dst) {
         Ok(plan) => format!("MUL_MAT {}x{}: {plan}", a.ty, b.ty),
         Err(e) => format!("MUL_MAT not run: {e}"),
     }
