@@ -15,10 +15,11 @@ use dawn::{ComponentType, SubgroupMatrixConfig};
 
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::ggml_type::GgmlType;
-use crate::ops::dequantize::{self, supports};
-use crate::ops::flash_attn::plan::{self as fa, MmaPlan, Placement, TilePlan, VecPlan};
+use crate::ops::dequantize::kernel::{WG_SIZE as DEQUANTIZE_WG_SIZE, supports};
+use crate::ops::flash_attn::plan::{
+    self as fa, MmaPlan, Placement, SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG, TilePlan, VecPlan,
+};
 use crate::ops::flash_attn::tuning::Force;
-use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG};
 use crate::ops::mul_mat::plan::{
     self as mm, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, QUANTIZE_WG, SIMPLE_WG,
     SubgroupMatrixPlan, TiledPlan,
@@ -301,7 +302,7 @@ fn mma_variant(m: &MmaPlan) -> ShaderVariant {
 pub fn dequantize_variant(ty: GgmlType) -> ShaderVariant {
     ShaderVariant::new("dequantize.wgsl")
         .define("SRC_TYPE", ty.gguf_id())
-        .define("WG_SIZE", format!("{}u", dequantize::WG_SIZE))
+        .define("WG_SIZE", format!("{DEQUANTIZE_WG_SIZE}u"))
 }
 
 /// The kernel of a GET_ROWS, SET_ROWS or CPY plan.
@@ -545,7 +546,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
 /// The GET_ROWS, SET_ROWS, CPY and ROPE variants: every type pair the checks admit, every unit
 /// and store form, every ROPE mode with and without factors, in place or not.
 fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
-    use crate::ops::rows::{reads, writes};
+    use crate::ops::rows::plan::{reads, writes};
     let readable: Vec<GgmlType> = GgmlType::ALL.iter().copied().filter(|&t| reads(t)).collect();
     let writable: Vec<GgmlType> = GgmlType::ALL.iter().copied().filter(|&t| writes(t)).collect();
     let mut rows = |op: RowsOp, src: GgmlType, dst: GgmlType, ids_i64: bool| {

@@ -11,8 +11,8 @@ pub mod values;
 use crate::error::{BackendError, Result};
 use crate::facts::DeviceFacts;
 
-pub use crate::ops::flash_attn::FlashAttnTuning;
-pub use crate::ops::mul_mat::MulMatTuning;
+pub use crate::ops::flash_attn::tuning::FlashAttnTuning;
+pub use crate::ops::mul_mat::tuning::MulMatTuning;
 
 /// The environment variable `backend-ops` reads MUL_MAT's overrides from (`name=value,…`).
 pub const MUL_MAT_ENV: &str = "GGML_DAWN_MUL_MAT";

@@ -29,7 +29,8 @@ use crate::tensor::Layout;
 
 pub(crate) use encode::PlanKernels;
 pub use plan::{Choice, FlashAttnPlan, Placement};
-pub use tuning::{FlashAttnTuning, Force};
+use plan::{SIMPLE_DV_PER_THREAD, SIMPLE_WG};
+pub use tuning::{FlashAttnTuning, Force, MAX_SPLIT};
 
 /// The scalar parameters of FLASH_ATTN_EXT.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,14 +64,6 @@ pub struct FlashAttnOperands<'a> {
     pub sinks: Option<&'a DeviceTensor>,
     pub dst: &'a DeviceTensor,
 }
-
-/// Workgroup size of the simple kernel and the value dimensions each thread holds.
-pub(crate) const SIMPLE_WG: usize = 64;
-pub(crate) const SIMPLE_DV_PER_THREAD: usize = 16;
-
-/// Most KV splits (partials beyond this cost more to write and reduce than they gain): the
-/// planner's limit and the `split` knob's range.
-pub const MAX_SPLIT: u32 = 512;
 
 /// The layouts of FLASH_ATTN_EXT's operands, for checking them without device memory.
 #[derive(Debug, Clone, Copy)]

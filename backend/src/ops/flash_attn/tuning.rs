@@ -3,7 +3,9 @@
 //! from the device's profile ([`crate::tuning::profiles::flash_attn`]); `auto` (`None`) leaves a
 //! knob to the planner, which picks from the problem's shape.
 
-use crate::ops::flash_attn::MAX_SPLIT;
+/// Most KV splits (partials beyond this cost more to write and reduce than they gain): the
+/// planner's limit and the `split` knob's range.
+pub const MAX_SPLIT: u32 = 512;
 
 crate::knob_enum! {
     /// A kernel to force (the planner falls back, saying why, when it cannot run the shapes).

@@ -11,7 +11,7 @@ pub mod encode;
 pub mod plan;
 #[cfg(test)]
 mod plan_grid;
-mod tuning;
+pub(crate) mod tuning;
 
 use crate::error::{BackendError, Result};
 use crate::exec::Stream;

@@ -15,21 +15,10 @@ use crate::error::{BackendError, Result};
 use crate::exec::Stream;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
-use crate::ops::{Env, dequantize};
+use crate::ops::Env;
 use crate::tensor::Layout;
 
-pub use plan::{Problem, RowsOp, RowsPlan};
-
-/// The types SET_ROWS and CPY write from f32, f16 or bf16 values.
-pub fn writes(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(ty, F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL | Q1_0)
-}
-
-/// The types GET_ROWS and CPY read (every type MUL_MAT reads, and i32).
-pub fn reads(ty: GgmlType) -> bool {
-    dequantize::supports(ty) || ty == GgmlType::I32
-}
+pub use plan::{Problem, RowsOp, RowsPlan, reads, writes};
 
 fn plain(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)

@@ -12,9 +12,21 @@ use std::fmt;
 use crate::exec::grid_2d;
 use crate::facts::DeviceFacts;
 use crate::ggml_type::GgmlType;
+use crate::ops::dequantize::kernel::supports;
 
 /// Threads per workgroup.
 pub const WG_SIZE: u32 = 256;
+
+/// The types SET_ROWS and CPY write from f32, f16 or bf16 values.
+pub fn writes(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(ty, F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL | Q1_0)
+}
+
+/// The types GET_ROWS and CPY read (every type MUL_MAT reads, and i32).
+pub fn reads(ty: GgmlType) -> bool {
+    supports(ty) || ty == GgmlType::I32
+}
 
 /// Which op the kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

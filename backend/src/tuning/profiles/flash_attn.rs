@@ -1,7 +1,7 @@
 //! FLASH_ATTN_EXT's defaults per class of device.
 
 use crate::facts::DeviceClass;
-use crate::tuning::FlashAttnTuning;
+use crate::ops::flash_attn::tuning::FlashAttnTuning;
 
 /// FLASH_ATTN_EXT's defaults for `class`.
 pub fn flash_attn(class: DeviceClass) -> FlashAttnTuning {

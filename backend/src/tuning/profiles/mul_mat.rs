@@ -5,7 +5,7 @@
 
 use crate::facts::DeviceClass;
 use crate::ggml_type::GgmlType::{self, *};
-use crate::ops::mul_mat::{BVec4, MulMatTuning};
+use crate::ops::mul_mat::tuning::{BVec4, MulMatTuning};
 use crate::tuning::values::{FromN, Pair, TypeNs, TypeSet};
 
 /// MUL_MAT's defaults for `class`.

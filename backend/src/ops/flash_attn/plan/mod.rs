@@ -38,6 +38,7 @@ use super::tuning::{FlashAttnTuning, Force};
 pub use crate::facts::{DeviceFacts, MatrixConfig};
 pub use mma::{MmaPlan, mma_plan};
 pub use simple::simple;
+pub(crate) use simple::{SIMPLE_DV_PER_THREAD, SIMPLE_WG};
 pub use tile::{TilePlan, tile_plan};
 pub use vec::{VecPlan, vec_plan};
 

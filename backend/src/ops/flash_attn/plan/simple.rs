@@ -3,6 +3,10 @@
 
 use super::{Choice, FlashAttnPlan, Problem};
 
+/// Workgroup size of the simple kernel and the value dimensions each thread holds.
+pub(crate) const SIMPLE_WG: usize = 64;
+pub(crate) const SIMPLE_DV_PER_THREAD: usize = 16;
+
 /// The simple kernel (over f32 copies of K and V), for `why`.
 pub fn simple(shape: &Problem, why: String) -> FlashAttnPlan {
     FlashAttnPlan {

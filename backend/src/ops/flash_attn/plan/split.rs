@@ -4,7 +4,7 @@
 
 use super::{DeviceFacts, FlashAttnTuning, Problem};
 use crate::ggml_type::GgmlType;
-use crate::ops::flash_attn::MAX_SPLIT;
+use crate::ops::flash_attn::tuning::MAX_SPLIT;
 
 /// K/V bytes a split reads per byte of partial results it writes, at least (unless that leaves
 /// too few workgroups).

@@ -1,6 +1,6 @@
 use super::tile::TILE_ACC_BUDGET;
 use super::*;
-use crate::ops::flash_attn::MAX_SPLIT;
+use crate::ops::flash_attn::tuning::MAX_SPLIT;
 use crate::tuning::profiles;
 
 fn shape(hsk: usize, hsv: usize, nh: usize, r2: usize, kv: usize, nb: usize, ty: GgmlType) -> Problem {

@@ -1,5 +1,7 @@
 //! Conversion of a tensor of any supported type to f32 on the GPU (ggml's dequantization).
 
+pub(crate) mod kernel;
+
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
@@ -8,42 +10,8 @@ use crate::memory::DeviceTensor;
 use crate::ops::Env;
 use crate::params::DequantizeUniforms;
 
-/// Threads per workgroup (one element each).
-pub(crate) const WG_SIZE: u32 = 256;
-
-/// The types `formats.wgsl` reads.
-pub fn supports(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(
-        ty,
-        F32 | F16
-            | BF16
-            | Q4_0
-            | Q4_1
-            | Q5_0
-            | Q5_1
-            | Q8_0
-            | Q2_K
-            | Q3_K
-            | Q4_K
-            | Q5_K
-            | Q6_K
-            | IQ4_NL
-            | IQ4_XS
-            | MXFP4
-            | NVFP4
-            | Q1_0
-            | TQ1_0
-            | TQ2_0
-            | IQ2_XXS
-            | IQ2_XS
-            | IQ2_S
-            | IQ3_XXS
-            | IQ3_S
-            | IQ1_S
-            | IQ1_M
-    )
-}
+pub(crate) use kernel::WG_SIZE;
+pub use kernel::supports;
 
 /// Records `dst = f32(src)`: `src` any view whose rows are contiguous, `dst` a contiguous f32
 /// tensor with the same number of elements (in `src`'s logical order).
