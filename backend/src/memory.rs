@@ -82,8 +82,9 @@ impl DeviceTensor {
     /// # Safety
     ///
     /// The buffer may belong to a device without Dawn's validation (see
-    /// [`GpuContext::device`]): the caller must not destroy it while work that uses it is
-    /// recorded or in flight, nor use it in ways that device's toggles leave unchecked.
+    /// [`GpuContext::device`](crate::GpuContext::device)): the caller must not destroy it while
+    /// work that uses it is recorded or in flight, nor use it in ways that device's toggles leave
+    /// unchecked.
     pub unsafe fn raw_buffer(&self) -> &Buffer {
         &self.buffer
     }
