@@ -27,15 +27,24 @@
 //! ```
 
 pub mod config;
+pub mod cpu;
+pub mod decoder;
 pub mod error;
 pub mod meta;
 pub mod model;
+pub mod ops;
+pub mod perplexity;
 pub mod sampling;
+pub mod session;
 pub mod synth;
 pub mod tokenizer;
 
 pub use config::{Architecture, ModelConfig, RopeScaling};
+pub use cpu::CpuOps;
+pub use decoder::{Decoder, DecoderParams, KvCache};
 pub use error::{LlmError, Result};
 pub use model::Model;
+pub use ops::Ops;
 pub use sampling::{Sampler, SamplerParams};
+pub use session::{Generation, Session};
 pub use tokenizer::{TokenId, Tokenizer};
