@@ -172,9 +172,10 @@ impl<O: Ops> Decoder<O> {
             return Err(LlmError::InvalidArgument("a context of 0 tokens".into()));
         }
         let width = self.params.n_embd_kv();
-        if !width.is_multiple_of(ty.block_size()) {
+        let head = self.params.head_dim;
+        if !head.is_multiple_of(ty.block_size()) {
             return Err(LlmError::InvalidArgument(format!(
-                "cache type {ty}: rows of {width} values are not whole {}-value blocks",
+                "cache type {ty}: heads of {head} values are not whole {}-value blocks",
                 ty.block_size()
             )));
         }
