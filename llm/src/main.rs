@@ -5,16 +5,18 @@
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use ggml_dawn::GgmlType;
-use ggml_dawn_llm::synth::{self, ModelShape, WeightType};
 use ggml_dawn_llm::session::{self, Session};
-use ggml_dawn_llm::{CpuOps, Decoder, LlmError, Model, Ops, Sampler, SamplerParams, TokenId, Tokenizer, perplexity as ppl};
+use ggml_dawn_llm::synth::{self, ModelShape, WeightType};
+use ggml_dawn_llm::{
+    CpuOps, Decoder, LlmError, Model, Ops, Sampler, SamplerParams, TokenId, Tokenizer, perplexity as ppl,
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "dawn-llm", version, about = "llama-family GGUF models on Dawn (WebGPU)")]
@@ -159,7 +161,12 @@ struct PerplexityArgs {
     #[command(flatten)]
     run: RunArgs,
     /// The text file (not needed with --kl-divergence: the base file holds the tokens).
-    #[arg(short = 'f', long = "file", value_name = "FNAME", required_unless_present = "kl_divergence")]
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FNAME",
+        required_unless_present = "kl_divergence"
+    )]
     file: Option<PathBuf>,
     #[arg(short = 'c', long = "ctx-size", default_value_t = 512)]
     ctx_size: usize,
@@ -297,7 +304,11 @@ fn generate(args: GenerateArgs) -> Result<(), LlmError> {
     params.validate()?;
     let (model, tokenizer, decoder) = load(&args.run)?;
     let prompt = tokenizer.encode(&args.prompt, true, true)?;
-    let n_ctx = if args.ctx_size == 0 { model.config.n_ctx_train } else { args.ctx_size };
+    let n_ctx = if args.ctx_size == 0 {
+        model.config.n_ctx_train
+    } else {
+        args.ctx_size
+    };
     if prompt.is_empty() {
         return Err(LlmError::InvalidArgument("the prompt has no tokens".into()));
     }
@@ -325,7 +336,8 @@ fn run_generate<O: Ops>(
     args: &GenerateArgs,
     sampler: Sampler,
 ) -> Result<(), LlmError> {
-    let mut session = Session::new(decoder, n_ctx, cache_type(&args.run.cache_type)?)?.with_batch_size(args.run.batch_size);
+    let mut session =
+        Session::new(decoder, n_ctx, cache_type(&args.run.cache_type)?)?.with_batch_size(args.run.batch_size);
     let mut out = std::io::stdout().lock();
     let text = args.output == OutputFormat::Text;
     if text {
@@ -374,7 +386,11 @@ fn run_generate<O: Ops>(
         generated.len() as f64 / secs,
         decoder.ops().name()
     );
-    if interrupted { Err(LlmError::Interrupted) } else { Ok(()) }
+    if interrupted {
+        Err(LlmError::Interrupted)
+    } else {
+        Ok(())
+    }
 }
 
 fn perplexity(args: PerplexityArgs) -> Result<(), LlmError> {
@@ -391,7 +407,8 @@ fn perplexity(args: PerplexityArgs) -> Result<(), LlmError> {
     }
     let path = args.file.as_deref().unwrap_or(Path::new(""));
     let raw = std::fs::read(path).map_err(|e| io_error(path, e))?;
-    let mut text = String::from_utf8(raw).map_err(|_| LlmError::InvalidArgument(format!("{}: not UTF-8", path.display())))?;
+    let mut text =
+        String::from_utf8(raw).map_err(|_| LlmError::InvalidArgument(format!("{}: not UTF-8", path.display())))?;
     // llama.cpp's -f drops one trailing newline.
     if text.ends_with('\n') {
         text.pop();
@@ -420,7 +437,8 @@ fn perplexity(args: PerplexityArgs) -> Result<(), LlmError> {
         decoder.ops().name()
     );
     let bar = progress(n_chunk);
-    let mut session = Session::new(&decoder, n_ctx, cache_type(&args.run.cache_type)?)?.with_batch_size(args.run.batch_size);
+    let mut session =
+        Session::new(&decoder, n_ctx, cache_type(&args.run.cache_type)?)?.with_batch_size(args.run.batch_size);
     let bos = tokenizer.adds_bos().then_some(tokenizer.special().bos).flatten();
     let first = n_ctx / 2;
     let n_vocab = decoder.params().n_vocab;
@@ -485,7 +503,9 @@ fn run_kl_divergence<O: Ops>(
         )));
     }
     if let Some(&bad) = header.tokens.iter().find(|&&t| t as usize >= n_vocab) {
-        return Err(LlmError::InvalidArgument(format!("the base file holds token {bad}, outside the vocabulary")));
+        return Err(LlmError::InvalidArgument(format!(
+            "the base file holds token {bad}, outside the vocabulary"
+        )));
     }
     let n_ctx = header.n_ctx;
     let n_chunk = max_chunks.map_or(header.n_chunk, |m| m.min(header.n_chunk));
@@ -494,8 +514,13 @@ fn run_kl_divergence<O: Ops>(
     let first = n_ctx / 2;
     let len = ppl::row_len(n_vocab);
     let mut stats = ppl::KlStats::default();
-    eprintln!("kl-divergence: {n_chunk} chunks of {n_ctx}, {} backend", decoder.ops().name());
-    println!("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p");
+    eprintln!(
+        "kl-divergence: {n_chunk} chunks of {n_ctx}, {} backend",
+        decoder.ops().name()
+    );
+    println!(
+        "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p"
+    );
     for i in 0..n_chunk {
         check_interrupt()?;
         let rows = ppl::read_chunk(&mut r, n_ctx, n_vocab)?;
@@ -503,7 +528,11 @@ fn run_kl_divergence<O: Ops>(
         let input = ppl::chunk_input(&header.tokens, n_ctx, i, bos);
         let logits = session.eval_from(&input, first)?;
         let chunk = &header.tokens[i * n_ctx..(i + 1) * n_ctx];
-        for (k, row) in logits.chunks_exact(n_vocab).take(ppl::scored_per_chunk(n_ctx)).enumerate() {
+        for (k, row) in logits
+            .chunks_exact(n_vocab)
+            .take(ppl::scored_per_chunk(n_ctx))
+            .enumerate()
+        {
             stats.add(row, &rows[k * len..(k + 1) * len], chunk[first + k + 1]);
         }
         println!("{}", stats.chunk_line(i + 1));

@@ -91,7 +91,10 @@ impl Nll {
         let mean = self.sum / n;
         let var = self.sum2 / n - mean * mean;
         let ppl = mean.exp();
-        (ppl, (var > 0.0 && self.count > 1).then(|| (var / (n - 1.0)).sqrt() * ppl))
+        (
+            ppl,
+            (var > 0.0 && self.count > 1).then(|| (var / (n - 1.0)).sqrt() * ppl),
+        )
     }
 }
 
@@ -160,7 +163,9 @@ impl BaseHeader {
         let mut magic = [0u8; 8];
         r.read_exact(&mut magic).map_err(|_| bad("too short"))?;
         if &magic != MAGIC {
-            return Err(bad("does not start with `_logits_` (not a llama-perplexity logits file)"));
+            return Err(bad(
+                "does not start with `_logits_` (not a llama-perplexity logits file)",
+            ));
         }
         let mut int = || -> Result<usize> {
             let mut b = [0u8; 4];
@@ -191,7 +196,10 @@ pub fn read_chunk(mut r: impl Read, n_ctx: usize, n_vocab: usize) -> Result<Vec<
     let mut bytes = vec![0u8; scored_per_chunk(n_ctx) * row_len(n_vocab) * 2];
     r.read_exact(&mut bytes)
         .map_err(|_| LlmError::InvalidArgument("the base logits file is cut short".into()))?;
-    Ok(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect())
+    Ok(bytes
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect())
 }
 
 /// Writes one chunk's rows.
@@ -324,8 +332,16 @@ impl KlStats {
         let top = self.same_top();
         [
             "====== Perplexity statistics ======".to_string(),
-            format!("Mean PPL(Q)                   : {:10.6} ± {:10.6}", lp.exp(), lp.exp() * lpu),
-            format!("Mean PPL(base)                : {:10.6} ± {:10.6}", lb.exp(), lb.exp() * lbu),
+            format!(
+                "Mean PPL(Q)                   : {:10.6} ± {:10.6}",
+                lp.exp(),
+                lp.exp() * lpu
+            ),
+            format!(
+                "Mean PPL(base)                : {:10.6} ± {:10.6}",
+                lb.exp(),
+                lb.exp() * lbu
+            ),
             format!("Mean ln(PPL(Q)/PPL(base))     : {:10.6}", lp - lb),
             String::new(),
             "====== KL divergence statistics ======".to_string(),
@@ -375,7 +391,11 @@ mod tests {
         let (max, lse) = log_sum_exp(&logits);
         for (i, &x) in logits.iter().enumerate() {
             let back = scale * f32::from(row[4 + i]) + min;
-            assert!((back - (x - max - lse)).abs() <= scale, "{i}: {back} vs {}", x - max - lse);
+            assert!(
+                (back - (x - max - lse)).abs() <= scale,
+                "{i}: {back} vs {}",
+                x - max - lse
+            );
         }
         // The same logits against their own base row: no divergence, same top token.
         let mut stats = KlStats::default();

@@ -141,7 +141,23 @@ fn ppl_text(dir: &Path) -> String {
 fn generate_prints_one_json_line_and_stops_at_n() {
     let dir = TempDir::new("cli-generate");
     let model = tiny_model(dir.path());
-    let args = ["generate", "-m", &model, "-p", "hello world", "-n", "5", "--temp", "0", "-c", "64", "-o", "json", "--backend", "cpu"];
+    let args = [
+        "generate",
+        "-m",
+        &model,
+        "-p",
+        "hello world",
+        "-n",
+        "5",
+        "--temp",
+        "0",
+        "-c",
+        "64",
+        "-o",
+        "json",
+        "--backend",
+        "cpu",
+    ];
     let out = dawn_llm(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     let line = String::from_utf8(out.stdout).unwrap();
@@ -157,7 +173,9 @@ fn generate_prints_one_json_line_and_stops_at_n() {
     let again = dawn_llm(&[&args[..], &["-b", "1"]].concat());
     assert_eq!(String::from_utf8(again.stdout).unwrap(), line);
     // Sampled with a seed: repeatable too.
-    let sampled = ["generate", "-m", &model, "-p", "hello", "-n", "4", "--seed", "7", "-c", "64", "-o", "json"];
+    let sampled = [
+        "generate", "-m", &model, "-p", "hello", "-n", "4", "--seed", "7", "-c", "64", "-o", "json",
+    ];
     let a = dawn_llm(&sampled);
     assert!(a.status.success(), "{}", stderr(&a));
     assert_eq!(a.stdout, dawn_llm(&sampled).stdout);
@@ -169,7 +187,19 @@ fn perplexity_prints_llama_cpps_final_estimate() {
     let model = tiny_model(dir.path());
     let text = ppl_text(dir.path());
     let base = dir.path().join("base.kld").display().to_string();
-    let out = dawn_llm(&["perplexity", "-m", &model, "-f", &text, "-c", "32", "--chunks", "2", "--kl-divergence-base", &base]);
+    let out = dawn_llm(&[
+        "perplexity",
+        "-m",
+        &model,
+        "-f",
+        &text,
+        "-c",
+        "32",
+        "--chunks",
+        "2",
+        "--kl-divergence-base",
+        &base,
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let ppl: f64 = stdout
@@ -182,7 +212,14 @@ fn perplexity_prints_llama_cpps_final_estimate() {
     assert!(ppl > 30.0 && ppl < 3000.0, "{ppl}");
     assert!(stdout.contains("[1]") && stdout.contains("[2]"), "{stdout}");
     // The same model against its own base file: no divergence, the same top token everywhere.
-    let out = dawn_llm(&["perplexity", "-m", &model, "--kl-divergence-base", &base, "--kl-divergence"]);
+    let out = dawn_llm(&[
+        "perplexity",
+        "-m",
+        &model,
+        "--kl-divergence-base",
+        &base,
+        "--kl-divergence",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let kld: f64 = stdout
@@ -202,12 +239,37 @@ fn bad_decoder_input_exits_2_with_one_line() {
     let text = ppl_text(dir.path());
     let long_prompt = "word ".repeat(40);
     for (args, needle) in [
-        (vec!["generate", "-m", &model, "-p", &long_prompt, "-c", "16"], "raise -c"),
-        (vec!["generate", "-m", &model, "-p", "hi", "--cache-type", "q5_9"], "cache type"),
-        (vec!["generate", "-m", &model, "-p", "hi", "--backend", "gpu"], "GPU decoder"),
-        (vec!["perplexity", "-m", &model, "-f", &text, "-c", "4096"], "at least 8192"),
-        (vec!["perplexity", "-m", &model, "--kl-divergence-base", &text, "--kl-divergence"], "_logits_"),
-        (vec!["perplexity", "-m", &model, "-f", "/nonexistent/t.txt"], "/nonexistent/t.txt"),
+        (
+            vec!["generate", "-m", &model, "-p", &long_prompt, "-c", "16"],
+            "raise -c",
+        ),
+        (
+            vec!["generate", "-m", &model, "-p", "hi", "--cache-type", "q5_9"],
+            "cache type",
+        ),
+        (
+            vec!["generate", "-m", &model, "-p", "hi", "--backend", "gpu"],
+            "GPU decoder",
+        ),
+        (
+            vec!["perplexity", "-m", &model, "-f", &text, "-c", "4096"],
+            "at least 8192",
+        ),
+        (
+            vec![
+                "perplexity",
+                "-m",
+                &model,
+                "--kl-divergence-base",
+                &text,
+                "--kl-divergence",
+            ],
+            "_logits_",
+        ),
+        (
+            vec!["perplexity", "-m", &model, "-f", "/nonexistent/t.txt"],
+            "/nonexistent/t.txt",
+        ),
     ] {
         assert_refused(&dawn_llm(&args), needle);
     }

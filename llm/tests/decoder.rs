@@ -83,7 +83,11 @@ fn plain_forward(model: &Model, file: &GgufFile, tokens: &[u32]) -> Vec<Vec<f64>
             weights(file, &n.attn_output),
         );
         let (an, fnw) = (weights(file, &n.attn_norm), weights(file, &n.ffn_norm));
-        let (wg, wu, wd) = (weights(file, &n.ffn_gate), weights(file, &n.ffn_up), weights(file, &n.ffn_down));
+        let (wg, wu, wd) = (
+            weights(file, &n.ffn_gate),
+            weights(file, &n.ffn_up),
+            weights(file, &n.ffn_down),
+        );
         let mut keys = Vec::new();
         let mut values = Vec::new();
         for (pos, x) in xs.iter_mut().enumerate() {
@@ -102,7 +106,9 @@ fn plain_forward(model: &Model, file: &GgufFile, tokens: &[u32]) -> Vec<Vec<f64>
                 let qh = &q[head * d..(head + 1) * d];
                 let scores: Vec<f64> = keys
                     .iter()
-                    .map(|k| qh.iter().zip(&k[kv * d..(kv + 1) * d]).map(|(a, b)| a * b).sum::<f64>() / (d as f64).sqrt())
+                    .map(|k| {
+                        qh.iter().zip(&k[kv * d..(kv + 1) * d]).map(|(a, b)| a * b).sum::<f64>() / (d as f64).sqrt()
+                    })
                     .collect();
                 let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
@@ -182,7 +188,9 @@ fn batches_and_calls_share_one_cache() {
     let all = whole.eval_from(&TOKENS, 2).unwrap();
     assert_eq!(whole.n_past(), TOKENS.len());
     for batch in [1, 3] {
-        let mut s = Session::new(&decoder, 16, GgmlType::F16).unwrap().with_batch_size(batch);
+        let mut s = Session::new(&decoder, 16, GgmlType::F16)
+            .unwrap()
+            .with_batch_size(batch);
         let got = s.eval_from(&TOKENS, 2).unwrap();
         assert_eq!(got.len(), all.len());
         let err = got.iter().zip(&all).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);

@@ -189,11 +189,18 @@ fn smollm2_greedy_generation_matches_llama_simple() {
                 eprintln!(
                     "{prompt:?}: {matched} ids as llama.cpp's, then {best} where it picks {want} (its lead {lead:.3}, ours for {best} {ours:.3}); its first near-tie is at step {first_near_tie}"
                 );
-                assert!(lead < MAX_LEAD_AT_DIFFERENCE, "{prompt:?}: step {matched}: llama.cpp's lead {lead}");
+                assert!(
+                    lead < MAX_LEAD_AT_DIFFERENCE,
+                    "{prompt:?}: step {matched}: llama.cpp's lead {lead}"
+                );
                 break;
             }
             text.extend(tok.token_to_piece(best, true));
-            assert!(want_text.as_bytes().starts_with(&text), "{prompt:?}: {:?}", String::from_utf8_lossy(&text));
+            assert!(
+                want_text.as_bytes().starts_with(&text),
+                "{prompt:?}: {:?}",
+                String::from_utf8_lossy(&text)
+            );
             matched += 1;
             input = vec![best];
         }
