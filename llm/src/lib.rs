@@ -11,7 +11,8 @@
 //! - [`synth`]: seeded random-weight models in real models' shapes, as GGUF files llama.cpp loads.
 //!
 //! - [`Decoder`]: the model's weights on a backend and llama.cpp's `llama` graph over them, written
-//!   once over the [`Ops`] trait; [`CpuOps`] runs it on `ggml_dawn::reference`'s ops.
+//!   once over the [`Ops`] trait; [`CpuOps`] runs it on `ggml_dawn::reference`'s ops, [`GpuOps`] on
+//!   a GPU context (MUL_MAT and attention there; the other ops on the host until their kernels land).
 //! - [`Session`]: a KV cache and position; [`Session::eval`] (prompts in micro-batches) and
 //!   [`Session::generate`], an iterator of tokens.
 //! - [`perplexity`]: llama-perplexity's chunks, its KL-divergence base file and statistics.
@@ -69,6 +70,7 @@ pub mod config;
 pub mod cpu;
 pub mod decoder;
 pub mod error;
+pub mod gpu;
 pub mod meta;
 pub mod model;
 pub mod ops;
@@ -82,6 +84,7 @@ pub use config::{Architecture, ModelConfig, RopeScaling};
 pub use cpu::CpuOps;
 pub use decoder::{Decoder, DecoderParams, KvCache};
 pub use error::{LlmError, Result};
+pub use gpu::GpuOps;
 pub use model::Model;
 pub use ops::Ops;
 pub use sampling::{Sampler, SamplerParams};

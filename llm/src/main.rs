@@ -15,7 +15,7 @@ use ggml_dawn::GgmlType;
 use ggml_dawn_llm::session::{self, Session};
 use ggml_dawn_llm::synth::{self, ModelShape, WeightType};
 use ggml_dawn_llm::{
-    CpuOps, Decoder, LlmError, Model, Ops, Sampler, SamplerParams, TokenId, Tokenizer, perplexity as ppl,
+    CpuOps, Decoder, GpuOps, LlmError, Model, Ops, Sampler, SamplerParams, TokenId, Tokenizer, perplexity as ppl,
 };
 
 #[derive(Debug, Parser)]
@@ -269,23 +269,22 @@ fn cache_type(name: &str) -> Result<GgmlType, LlmError> {
     }
 }
 
-/// The model and its tokenizer, checked, and the decoder on the chosen backend.
-fn load(run: &RunArgs) -> Result<(Model, Tokenizer, Decoder<CpuOps>), LlmError> {
+/// The model and its tokenizer, checked.
+fn open(run: &RunArgs) -> Result<(Model, Tokenizer), LlmError> {
     cache_type(&run.cache_type)?;
     if run.batch_size == 0 {
         return Err(LlmError::InvalidArgument("batch size 0".into()));
     }
     let model = Model::open(&run.model)?;
     let tokenizer = Tokenizer::from_metadata(model.metadata())?;
-    match run.backend {
-        BackendChoice::Cpu => {
-            let decoder = Decoder::load(&model, CpuOps)?;
-            Ok((model, tokenizer, decoder))
-        }
-        BackendChoice::Gpu => Err(LlmError::NotYetImplemented(
-            "the GPU decoder (its ops are not on this branch yet); use --backend cpu".into(),
-        )),
-    }
+    Ok((model, tokenizer))
+}
+
+/// A GPU context for the decoder.
+fn gpu_ops() -> Result<GpuOps, LlmError> {
+    let ctx = ggml_dawn::GpuContext::new(ggml_dawn::ContextOptions::default())
+        .map_err(|e| LlmError::Backend(e.to_string()))?;
+    Ok(GpuOps::new(ctx))
 }
 
 fn generate(args: GenerateArgs) -> Result<(), LlmError> {
@@ -302,7 +301,7 @@ fn generate(args: GenerateArgs) -> Result<(), LlmError> {
         },
     };
     params.validate()?;
-    let (model, tokenizer, decoder) = load(&args.run)?;
+    let (model, tokenizer) = open(&args.run)?;
     let prompt = tokenizer.encode(&args.prompt, true, true)?;
     let n_ctx = if args.ctx_size == 0 {
         model.config.n_ctx_train
@@ -319,7 +318,17 @@ fn generate(args: GenerateArgs) -> Result<(), LlmError> {
         )));
     }
     catch_interrupt();
-    run_generate(&decoder, &tokenizer, &prompt, n_ctx, &args, Sampler::new(params)?)
+    let sampler = Sampler::new(params)?;
+    match args.run.backend {
+        BackendChoice::Cpu => {
+            let decoder = Decoder::load(&model, CpuOps)?;
+            run_generate(&decoder, &tokenizer, &prompt, n_ctx, &args, sampler)
+        }
+        BackendChoice::Gpu => {
+            let decoder = Decoder::load(&model, gpu_ops()?)?;
+            run_generate(&decoder, &tokenizer, &prompt, n_ctx, &args, sampler)
+        }
+    }
 }
 
 fn rand_seed() -> u64 {
@@ -399,11 +408,23 @@ fn perplexity(args: PerplexityArgs) -> Result<(), LlmError> {
         c if c > 0 => Some(c as usize),
         c => return Err(LlmError::InvalidArgument(format!("--chunks {c}"))),
     };
-    let (_model, tokenizer, decoder) = load(&args.run)?;
+    let (model, tokenizer) = open(&args.run)?;
     catch_interrupt();
+    match args.run.backend {
+        BackendChoice::Cpu => run_perplexity(&Decoder::load(&model, CpuOps)?, &tokenizer, &args, max_chunks),
+        BackendChoice::Gpu => run_perplexity(&Decoder::load(&model, gpu_ops()?)?, &tokenizer, &args, max_chunks),
+    }
+}
+
+fn run_perplexity<O: Ops>(
+    decoder: &Decoder<O>,
+    tokenizer: &Tokenizer,
+    args: &PerplexityArgs,
+    max_chunks: Option<usize>,
+) -> Result<(), LlmError> {
     if args.kl_divergence {
         let base = args.kl_divergence_base.as_deref().unwrap_or(Path::new(""));
-        return run_kl_divergence(&decoder, &tokenizer, base, max_chunks, &args.run);
+        return run_kl_divergence(decoder, tokenizer, base, max_chunks, &args.run);
     }
     let path = args.file.as_deref().unwrap_or(Path::new(""));
     let raw = std::fs::read(path).map_err(|e| io_error(path, e))?;
@@ -438,7 +459,7 @@ fn perplexity(args: PerplexityArgs) -> Result<(), LlmError> {
     );
     let bar = progress(n_chunk);
     let mut session =
-        Session::new(&decoder, n_ctx, cache_type(&args.run.cache_type)?)?.with_batch_size(args.run.batch_size);
+        Session::new(decoder, n_ctx, cache_type(&args.run.cache_type)?)?.with_batch_size(args.run.batch_size);
     let bos = tokenizer.adds_bos().then_some(tokenizer.special().bos).flatten();
     let first = n_ctx / 2;
     let n_vocab = decoder.params().n_vocab;

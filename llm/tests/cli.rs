@@ -248,10 +248,6 @@ fn bad_decoder_input_exits_2_with_one_line() {
             "cache type",
         ),
         (
-            vec!["generate", "-m", &model, "-p", "hi", "--backend", "gpu"],
-            "GPU decoder",
-        ),
-        (
             vec!["perplexity", "-m", &model, "-f", &text, "-c", "4096"],
             "at least 8192",
         ),
