@@ -381,11 +381,14 @@ fn run_generate<O: Ops>(
     if text {
         writeln!(out)?;
     } else {
-        let line = serde_json::json!({
-            "prompt": prompt,
-            "generated": generated,
-            "text": String::from_utf8_lossy(&bytes),
-        });
+        // The keys in the documented order (a serde_json map would sort them).
+        let json = |v: serde_json::Value| v.to_string();
+        let line = format!(
+            "{{\"prompt\": {}, \"generated\": {}, \"text\": {}}}",
+            json(serde_json::json!(prompt)),
+            json(serde_json::json!(generated)),
+            json(serde_json::json!(String::from_utf8_lossy(&bytes)))
+        );
         writeln!(out, "{line}")?;
     }
     let secs = start.elapsed().as_secs_f64();

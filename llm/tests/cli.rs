@@ -162,6 +162,7 @@ fn generate_prints_one_json_line_and_stops_at_n() {
     assert!(out.status.success(), "{}", stderr(&out));
     let line = String::from_utf8(out.stdout).unwrap();
     assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(line.starts_with("{\"prompt\": [298,"), "{line}");
     let v: serde_json::Value = serde_json::from_str(&line).unwrap();
     let prompt = v["prompt"].as_array().unwrap();
     let generated = v["generated"].as_array().unwrap();
