@@ -149,6 +149,7 @@ enum Op {
         has_sinks: bool,
         params: FlashAttnParams,
     },
+    Decoder(decoder::GpuOp),
 }
 
 /// One case's operands on the device (dst last), and the CPU reference, ready to run.
@@ -201,6 +202,7 @@ impl Prepared {
                 )
                 .map(OpPlan::FlashAttn)
             }
+            Op::Decoder(op) => decoder::gpu_record(ctx, stream, op, &self.tensors).map(OpPlan::Decoder),
         }
     }
 }
@@ -322,10 +324,16 @@ fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Re
         Case::MulMat(c) => prepare_mul_mat(ctx, c, &mut rng, with_reference, case_error),
         Case::FlashAttnExt(c) => prepare_flash_attn(ctx, c, &mut rng, with_reference, case_error),
         Case::Decoder(c) => {
-            // The GPU kernels of issue #38 plug in at `decoder::gpu_support` (and an `Op` here);
-            // until then nothing of these ops runs on the device.
+            // The GPU kernels of issue #38 plug in at `decoder::gpu_support` and `gpu_plan`.
             decoder::gpu_support(c).map_err(BackendError::Unsupported)?;
-            Err(BackendError::Unsupported(format!("{}: no GPU path", c.op_name())))
+            let op = decoder::gpu_plan(c).map_err(BackendError::Unsupported)?;
+            let run = decoder::host_run(c, seed)?;
+            let tensors = decoder::gpu_operands(ctx, &run)?;
+            Ok(Prepared {
+                op: Op::Decoder(op),
+                tensors,
+                reference: run.reference,
+            })
         }
     }
 }
@@ -440,6 +448,7 @@ fn prepare_flash_attn(
 enum OpPlan {
     MulMat(GgmlType, GgmlType, mul_mat::MulMatPlan),
     FlashAttn(flash_attn::FlashAttnPlan),
+    Decoder(String),
 }
 
 impl std::fmt::Display for OpPlan {
@@ -447,6 +456,7 @@ impl std::fmt::Display for OpPlan {
         match self {
             OpPlan::MulMat(a, b, plan) => write!(f, "MUL_MAT {a}x{b}: {plan}"),
             OpPlan::FlashAttn(plan) => plan.fmt(f),
+            OpPlan::Decoder(plan) => f.write_str(plan),
         }
     }
 }
@@ -511,6 +521,8 @@ pub struct Timing {
     /// Close to `us_per_run`, the host is the limit, not the GPU.
     pub host_us_per_run: f64,
     pub flops_per_run: u64,
+    /// Bytes read and written per run, for the memory-bound decoder ops (0 for the others).
+    pub bytes_per_run: u64,
     /// The plan the op followed, in words.
     pub plan: String,
 }
@@ -554,6 +566,10 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
         us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
         host_us_per_run: host.as_secs_f64() * 1e6 / runs as f64,
         flops_per_run: flops,
+        bytes_per_run: match case {
+            Case::Decoder(c) => c.bytes(),
+            _ => 0,
+        },
         plan: plan.to_string(),
     })
 }
@@ -605,7 +621,7 @@ pub fn describe(ctx: &GpuContext, case: &Case) -> String {
             Err(e) => format!("not run: {e}"),
         },
         Case::Decoder(c) => match decoder::gpu_support(c) {
-            Ok(()) => String::new(),
+            Ok(()) => format!("{} (the plan is printed when it runs)", c.op_name()),
             Err(e) => format!("not run: {e}"),
         },
     }

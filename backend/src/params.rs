@@ -209,6 +209,77 @@ pub fn alibi_slopes(n_heads: u32, max_bias: f32) -> (u32, f32, f32) {
     (n_head_log2, m0, m1)
 }
 
+kernel_params! {
+    /// `rows.wgsl`: GET_ROWS, SET_ROWS and CPY, one thread per unit of the iteration.
+    RowsUniforms in "rows.wgsl" {
+        src_start: u32,
+        ids_start: u32,
+        dst_start: u32,
+        units: u32,
+        row_stride: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        src_ne0: u32,
+        src_ne1: u32,
+        src_ne2: u32,
+        src_nb0: u32,
+        src_nb1: u32,
+        src_nb2: u32,
+        src_nb3: u32,
+        dst_nb0: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+        ids_nb0: u32,
+        ids_nb1: u32,
+        ids_nb2: u32,
+        ids_ne1: u32,
+        ids_ne2: u32,
+        rows: u32,
+        /// Always 0 (the kernels' barrier against fused multiply-adds).
+        zero: u32,
+    }
+}
+
+kernel_params! {
+    /// `rope.wgsl`: one thread per rotated pair or copied element.
+    RopeUniforms in "rope.wgsl" {
+        src_start: u32,
+        dst_start: u32,
+        pos_start: u32,
+        ff_start: u32,
+        units: u32,
+        row_stride: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        row_units: u32,
+        pairs: u32,
+        n_dims: u32,
+        n_offs: u32,
+        src_nb0: u32,
+        src_nb1: u32,
+        src_nb2: u32,
+        src_nb3: u32,
+        dst_nb0: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+        s0: u32,
+        s1: u32,
+        s2: u32,
+        s3: u32,
+        theta_scale: f32,
+        freq_scale: f32,
+        ext_factor: f32,
+        attn_factor: f32,
+        corr0: f32,
+        corr1: f32,
+        mscale_ext: f32,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +318,8 @@ mod tests {
         agrees::<FlashAttnUniforms>();
         agrees::<FlashAttnReduceUniforms>();
         agrees::<FlashAttnSimpleUniforms>();
+        agrees::<RowsUniforms>();
+        agrees::<RopeUniforms>();
     }
 
     #[test]

@@ -27,6 +27,8 @@ macro_rules! sources {
 const SOURCES: &[(&str, &str)] = sources!(
     "common": ["common.wgsl", "formats.wgsl", "format_tables.wgsl"],
     "dequantize": ["dequantize.wgsl"],
+    "rows": ["rows.wgsl", "encode.wgsl"],
+    "rope": ["rope.wgsl"],
     "mul_mat": [
         "mul_mat_operands.wgsl",
         "mul_mat_stage.wgsl",

@@ -23,6 +23,9 @@ use crate::ops::mul_mat::plan::{
     self as mm, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, QUANTIZE_WG, SIMPLE_WG,
     SubgroupMatrixPlan, TiledPlan,
 };
+use crate::ops::rope::plan::{self as rope_plan, RopePlan};
+use crate::ops::rows::plan::{self as rows_plan, RowsOp, RowsPlan};
+use crate::reference::RopeMode;
 use crate::shader_lib::ShaderVariant;
 
 /// The kernels one MUL_MAT plan runs.
@@ -301,12 +304,42 @@ pub fn dequantize_variant(ty: GgmlType) -> ShaderVariant {
         .define("WG_SIZE", format!("{}u", dequantize::WG_SIZE))
 }
 
+/// The kernel of a GET_ROWS, SET_ROWS or CPY plan.
+pub fn rows(plan: &RowsPlan) -> ShaderVariant {
+    let p = &plan.problem;
+    ShaderVariant::new("rows.wgsl")
+        .define("MODE", p.op.mode())
+        .define("SRC_TYPE", p.src_type.gguf_id())
+        .define("DST_TYPE", p.dst_type.gguf_id())
+        .define("IDS_I64", flag(p.ids_i64))
+        .define("UNIT", format!("{}u", plan.unit))
+        .define("RAW", flag(plan.raw))
+        .define("DST_ATOMIC", flag(plan.atomic))
+        .define("WG_SIZE", format!("{}u", plan.wg_size))
+}
+
+/// The kernel of a ROPE plan.
+pub fn rope(plan: &RopePlan) -> ShaderVariant {
+    let p = &plan.problem;
+    ShaderVariant::new("rope.wgsl")
+        .define("MODE", p.mode.ggml())
+        .define("SRC_TYPE", p.src_type.gguf_id())
+        .define("DST_TYPE", p.dst_type.gguf_id())
+        .define("FF", flag(p.freq_factors))
+        .define("INPLACE", flag(p.in_place))
+        .define("DST_ATOMIC", flag(plan.atomic))
+        .define("WG_SIZE", format!("{}u", plan.wg_size))
+}
+
 /// The op a variant serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     MulMat,
     FlashAttnExt,
     Dequantize,
+    /// GET_ROWS, SET_ROWS and CPY (one kernel).
+    Rows,
+    Rope,
 }
 
 impl fmt::Display for Op {
@@ -315,6 +348,8 @@ impl fmt::Display for Op {
             Op::MulMat => "MUL_MAT",
             Op::FlashAttnExt => "FLASH_ATTN_EXT",
             Op::Dequantize => "DEQUANTIZE",
+            Op::Rows => "GET_ROWS/SET_ROWS/CPY",
+            Op::Rope => "ROPE",
         })
     }
 }
@@ -372,6 +407,8 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
     for &ty in &types {
         add(dequantize_variant(ty), Op::Dequantize, "dequantize", &|| ty.to_string());
     }
+
+    add_rows_and_rope(&mut add, device);
 
     for knobs in MUL_MAT_KNOBS {
         let mut tuning = crate::tuning::profiles::mul_mat(device.class);
@@ -503,6 +540,107 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
         }
     }
     out
+}
+
+/// The GET_ROWS, SET_ROWS, CPY and ROPE variants: every type pair the checks admit, every unit
+/// and store form, every ROPE mode with and without factors, in place or not.
+fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
+    use crate::ops::rows::{reads, writes};
+    let readable: Vec<GgmlType> = GgmlType::ALL.iter().copied().filter(|&t| reads(t)).collect();
+    let writable: Vec<GgmlType> = GgmlType::ALL.iter().copied().filter(|&t| writes(t)).collect();
+    let mut rows = |op: RowsOp, src: GgmlType, dst: GgmlType, ids_i64: bool| {
+        for (ne0, packed, aligned) in [
+            (256u64, true, true),
+            (256, true, false),
+            (5, true, true),
+            (6, false, true),
+        ] {
+            let problem = rows_plan::Problem {
+                op,
+                src_type: src,
+                dst_type: dst,
+                ids_i64,
+                elements: ne0 * 8,
+                ne0,
+                src_ne0: ne0,
+                src_packed: packed,
+                dst_packed: packed,
+                dst_rows_aligned: aligned,
+                dst_nb0: if packed {
+                    dst.type_size() as u64
+                } else {
+                    2 * dst.type_size() as u64
+                },
+            };
+            if problem.dst_type.is_quantized() && !problem.ne0.is_multiple_of(dst.block_size() as u64) {
+                continue;
+            }
+            if problem.src_type.is_quantized() && !problem.ne0.is_multiple_of(src.block_size() as u64) {
+                continue;
+            }
+            let plan = rows_plan::plan(&problem, device);
+            let path = if plan.atomic { "rows_merged" } else { "rows_words" };
+            add(rows(&plan), Op::Rows, path, &|| format!("{problem:?}"));
+        }
+    };
+    for &src in &readable {
+        let dst = if src == GgmlType::I32 {
+            GgmlType::I32
+        } else {
+            GgmlType::F32
+        };
+        rows(RowsOp::GetRows, src, dst, false);
+        rows(RowsOp::Cpy, src, src, false);
+        if src.is_quantized() {
+            rows(RowsOp::Cpy, src, GgmlType::F32, false);
+        }
+    }
+    for &dst in &writable {
+        for src in [GgmlType::F32, GgmlType::F16] {
+            for ids_i64 in [false, true] {
+                rows(RowsOp::SetRows, src, dst, ids_i64);
+            }
+        }
+        for src in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+            rows(RowsOp::Cpy, src, dst, false);
+        }
+    }
+    rows(RowsOp::Cpy, GgmlType::F32, GgmlType::I32, false);
+    rows(RowsOp::Cpy, GgmlType::I32, GgmlType::F32, false);
+    for mode in [
+        RopeMode::Normal,
+        RopeMode::Neox,
+        RopeMode::Mrope,
+        RopeMode::Vision,
+        RopeMode::Imrope,
+    ] {
+        for (src_type, dst_type) in [
+            (GgmlType::F32, GgmlType::F32),
+            (GgmlType::F16, GgmlType::F16),
+            (GgmlType::F32, GgmlType::F16),
+            (GgmlType::F16, GgmlType::F32),
+        ] {
+            for freq_factors in [false, true] {
+                for in_place in [false, true] {
+                    if in_place && src_type != dst_type {
+                        continue;
+                    }
+                    let problem = rope_plan::Problem {
+                        src_type,
+                        dst_type,
+                        mode,
+                        freq_factors,
+                        in_place,
+                        ne0: 128,
+                        rows: 64,
+                        pairs: 32,
+                    };
+                    let plan = rope_plan::plan(&problem, device);
+                    add(rope(&plan), Op::Rope, "rope", &|| format!("{problem:?}"));
+                }
+            }
+        }
+    }
 }
 
 type Add<'a> = dyn FnMut(ShaderVariant, Op, &'static str, &dyn Fn() -> String) + 'a;
@@ -665,6 +803,9 @@ mod tests {
             (Op::FlashAttnExt, "mma"),
             (Op::FlashAttnExt, "reduce"),
             (Op::Dequantize, "dequantize"),
+            (Op::Rows, "rows_words"),
+            (Op::Rows, "rows_merged"),
+            (Op::Rope, "rope"),
         ] {
             assert!(paths.contains(&want), "{want:?} missing from {paths:?}");
         }

@@ -783,6 +783,20 @@ fn perf_line(case: &str, t: &harness::Timing) -> String {
     if width - (case.len() + 2) < 5 {
         width += 8;
     }
+    if t.flops_per_run <= 1 && t.bytes_per_run > 0 {
+        // Memory-bound ops, as upstream prints them: bytes a run and the rate.
+        let kb = t.bytes_per_run as f64 / 1024.0;
+        let gbs = t.bytes_per_run as f64 / (t.us_per_run * 1e-6) / 1e9;
+        return format!(
+            "  {:<width$}    {:>8} runs - {:>8.2} us/run - {:>8.0} kB/run - {:>8.2} GB/s",
+            format!("{case}:"),
+            t.runs,
+            t.us_per_run,
+            kb,
+            gbs,
+            width = width - 2
+        );
+    }
     let (flop, unit) = scaled(t.flops_per_run as f64);
     let (rate, rate_unit) = scaled(t.flops_per_run as f64 / (t.us_per_run * 1e-6));
     format!(
@@ -881,7 +895,7 @@ fn perf(
                     "{}",
                     json!({ "mode": "perf", "op": case.op_name(), "case": text, "runs": t.runs,
                             "us_per_run": t.us_per_run, "host_us_per_run": t.host_us_per_run,
-                            "flops_per_run": t.flops_per_run, "tflops": t.tflops(),
+                            "flops_per_run": t.flops_per_run, "tflops": t.tflops(), "bytes_per_run": t.bytes_per_run,
                             "path": t.plan })
                 ),
             },

@@ -240,6 +240,14 @@ impl DecoderCase {
         0
     }
 
+    /// Bytes the op moves, as upstream's `op_size` counts them: every operand's bytes and dst's
+    /// (0 when the case is malformed).
+    pub fn bytes(&self) -> u64 {
+        let Ok(t) = self.tensors() else { return 0 };
+        let size = |l: &Layout| (l.elements() / l.ty.block_size() * l.ty.type_size()) as u64;
+        t.operands.iter().map(|o| size(&o.view)).sum::<u64>() + size(&t.dst)
+    }
+
     /// The case's tensors, as upstream's `build_graph` makes them.
     pub fn tensors(&self) -> Result<DecoderTensors, CaseError> {
         match self {

@@ -3,11 +3,15 @@
 //! upstream's threshold. [`gpu_support`] is the one place the GPU kernels plug in; until they
 //! exist every such case is "not supported".
 
+use ggml_dawn::context::GpuContext;
 use ggml_dawn::error::BackendError;
+use ggml_dawn::exec::Stream;
 use ggml_dawn::format;
 use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::memory::DeviceTensor;
+use ggml_dawn::ops::{rope, rows};
 use ggml_dawn::reference::{
-    self, BinaryOp, GluParams, ReferenceError, RmsNormParams, ScaleParams, SoftMaxParams, metric,
+    self, BinaryOp, GluParams, ReferenceError, RmsNormParams, RopeParams, ScaleParams, SoftMaxParams, metric,
 };
 use ggml_dawn::tensor::{HostTensor, Layout};
 
@@ -16,22 +20,134 @@ use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, Storage};
 use crate::cases::{CaseError, CaseTensor};
 
 /// Whether the GPU backend runs `case`, and why not. The kernels of issue #38 go here, one arm
-/// per op; none exists yet.
+/// per op.
 pub fn gpu_support(case: &DecoderCase) -> Result<(), String> {
     let missing = |op: &str| Err(format!("{op}: no GPU kernel yet (issue #38)"));
     match case {
-        DecoderCase::GetRows(_)
-        | DecoderCase::RmsNorm(_)
+        DecoderCase::GetRows(_) | DecoderCase::SetRows(_) | DecoderCase::Cpy(_) | DecoderCase::Rope(_) => {
+            gpu_plan(case).map(|_| ())
+        }
+        DecoderCase::RmsNorm(_)
         | DecoderCase::RmsNormMulAdd(_)
         | DecoderCase::Binary(_)
-        | DecoderCase::Rope(_)
         | DecoderCase::Glu(_)
-        | DecoderCase::SetRows(_)
-        | DecoderCase::Cpy(_)
         | DecoderCase::Scale(_)
         | DecoderCase::SoftMax(_)
         | DecoderCase::Argmax(_) => missing(case.op_name()),
     }
+}
+
+/// The operand of `t` named `name`.
+fn view_of(t: &DecoderTensors, name: &str) -> Result<Layout, String> {
+    t.operands
+        .iter()
+        .find(|o| o.name == name)
+        .map(|o| o.view)
+        .ok_or_else(|| format!("no operand {name}"))
+}
+
+/// The checks of the op that runs `case` on the GPU, from its layouts alone, and the op to run.
+pub fn gpu_plan(case: &DecoderCase) -> Result<GpuOp, String> {
+    let t = case.tensors().map_err(|e| e.to_string())?;
+    let v = |name: &str| view_of(&t, name);
+    let e = |e: BackendError| e.to_string();
+    Ok(match case {
+        DecoderCase::GetRows(_) => {
+            rows::check_get_rows(&v("src")?, &v("ids")?, &t.dst).map_err(e)?;
+            GpuOp::GetRows
+        }
+        DecoderCase::SetRows(_) => {
+            rows::check_set_rows(&v("dst")?, &v("src")?, &v("ids")?).map_err(e)?;
+            GpuOp::SetRows
+        }
+        DecoderCase::Cpy(_) => {
+            rows::check_cpy(&v("src")?, &v("dst")?).map_err(e)?;
+            GpuOp::Cpy
+        }
+        DecoderCase::Rope(c) => {
+            let ff = v("freq_factors").ok();
+            let params = c.params();
+            rope::check(&v("a")?, &v("pos")?, ff.as_ref(), &t.dst, &params).map_err(e)?;
+            GpuOp::Rope {
+                params,
+                freq_factors: ff.is_some(),
+            }
+        }
+        other => return Err(format!("{}: no GPU kernel yet (issue #38)", other.op_name())),
+    })
+}
+
+/// A decoder op as the GPU runs it (operands in the case's order, dst last).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GpuOp {
+    GetRows,
+    SetRows,
+    Cpy,
+    Rope { params: RopeParams, freq_factors: bool },
+}
+
+/// The case's storages uploaded and its operands viewed over them (in the case's order), then
+/// dst: the operand named `dst` where the op writes in place (SET_ROWS, CPY), else a new tensor
+/// filled with 0xff.
+pub fn gpu_operands(ctx: &GpuContext, run: &HostRun) -> ggml_dawn::error::Result<Vec<DeviceTensor>> {
+    let t = &run.tensors;
+    let storages: Vec<HostTensor> = t
+        .storages
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let o = t
+                .operands
+                .iter()
+                .position(|o| o.storage == i)
+                .ok_or_else(|| BackendError::InvalidOperands(format!("storage {} is no operand's", s.name)))?;
+            Ok(HostTensor {
+                layout: s.layout,
+                data: run.operands[o].data.clone(),
+            })
+        })
+        .collect::<ggml_dawn::error::Result<_>>()?;
+    let up = ctx.upload_all(&storages.iter().collect::<Vec<_>>())?;
+    let mut out = Vec::with_capacity(t.operands.len() + 1);
+    for o in &t.operands {
+        out.push(up[o.storage].view(o.view)?);
+    }
+    match t.operands.iter().position(|o| o.name == "dst") {
+        Some(i) => out.push(out[i].clone()),
+        None => out.push(ctx.filled(t.dst, 0xff)?),
+    }
+    Ok(out)
+}
+
+/// Records `op` over `tensors` (see [`gpu_operands`]); returns its plan in words.
+pub fn gpu_record(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    op: &GpuOp,
+    tensors: &[DeviceTensor],
+) -> ggml_dawn::error::Result<String> {
+    let env = ctx.env();
+    let missing = || BackendError::InvalidOperands("operands missing".into());
+    Ok(match (op, tensors) {
+        (GpuOp::GetRows, [src, ids, dst]) => rows::get_rows(&env, stream, src, ids, dst)?.to_string(),
+        (GpuOp::SetRows, [dst, src, ids, _]) => rows::set_rows(&env, stream, dst, src, ids)?.to_string(),
+        (GpuOp::Cpy, [src, _, dst]) => rows::cpy(&env, stream, src, dst)?.to_string(),
+        (
+            GpuOp::Rope {
+                params,
+                freq_factors: false,
+            },
+            [a, pos, dst],
+        ) => rope::rope(&env, stream, a, pos, None, dst, params)?.to_string(),
+        (
+            GpuOp::Rope {
+                params,
+                freq_factors: true,
+            },
+            [a, pos, ff, dst],
+        ) => rope::rope(&env, stream, a, pos, Some(ff), dst, params)?.to_string(),
+        _ => return Err(missing()),
+    })
 }
 
 /// A case made on the host: its operands (in the case's order) and the reference result.
@@ -320,7 +436,12 @@ mod tests {
                 *v = -*v + 1.0;
             }
             assert!(matches!(run.check(&wrong), Status::Fail { .. }), "{spec}");
-            assert!(gpu_support(&case).is_err());
+            // The GPU runs the ops of issue #38 whose kernels exist.
+            let on_gpu = matches!(
+                case,
+                DecoderCase::GetRows(_) | DecoderCase::SetRows(_) | DecoderCase::Cpy(_) | DecoderCase::Rope(_)
+            );
+            assert_eq!(gpu_support(&case).is_ok(), on_gpu, "{spec}");
         }
     }
 

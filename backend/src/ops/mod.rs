@@ -10,6 +10,8 @@ pub mod dequantize;
 mod env;
 pub mod flash_attn;
 pub mod mul_mat;
+pub mod rope;
+pub mod rows;
 
 use crate::context::GpuContext;
 use crate::error::Result;

@@ -44,7 +44,7 @@ pub use copy::cpy;
 pub use get_rows::get_rows;
 pub use glu::{GluOp, GluParams, glu};
 pub use norm::{RmsNormParams, rms_norm, rms_norm_mul_add};
-pub use rope::{RopeMode, RopeParams, rope};
+pub use rope::{RopeAngles, RopeMode, RopeParams, rope, rope_angles};
 pub use rows::set_rows;
 pub use scale::{ScaleParams, scale};
 pub use soft_max::{SoftMaxParams, soft_max};

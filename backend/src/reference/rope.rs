@@ -170,6 +170,27 @@ fn yarn_corr_dims(n_dims: usize, n_ctx_orig: i32, freq_base: f32, beta_fast: f32
     [c_max(0.0, start), c_min((n_dims - 1) as f32, end)]
 }
 
+/// The per-op constants of ROPE's angles, rounded as ggml's CPU rounds them (the GPU kernel
+/// takes them from here so both start from the same bits).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeAngles {
+    /// `freq_base^(−2/n_dims)`.
+    pub theta_scale: f32,
+    /// YaRN's correction range.
+    pub corr: [f32; 2],
+    /// YaRN's magnitude factor `1 + 0.1·ln(1/freq_scale)` (applied when `ext_factor ≠ 0`).
+    pub mscale_ext: f32,
+}
+
+/// [`RopeAngles`] of `p`.
+pub fn rope_angles(p: &RopeParams) -> RopeAngles {
+    RopeAngles {
+        theta_scale: p.freq_base.powf(-2.0 / p.n_dims as f32),
+        corr: yarn_corr_dims(p.n_dims, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow),
+        mscale_ext: 1.0 + 0.1 * (1.0 / p.freq_scale).ln(),
+    }
+}
+
 /// cos and sin of one pair's angle, scaled, as ggml's `rope_yarn`.
 fn yarn(theta_extrap: f32, p: &RopeParams, corr: [f32; 2], i0: usize) -> (f32, f32) {
     let theta_interp = p.freq_scale * theta_extrap;

@@ -1,0 +1,278 @@
+// ROPE (forward) as ggml's CPU computes it: one thread per rotated pair of a row, or per element
+// of the row that is copied (before n_offs and past the rotated dims). The angle of pair k is
+// ggml's running product `theta *= theta_scale` repeated k times in f32 (so it matches the CPU's
+// bits), divided by the pair's frequency factor, through YaRN's ramp; cos and sin after a
+// two-constant reduction to [-pi, pi].
+//
+// Defines: SRC_TYPE, DST_TYPE (TYPE_F32 or TYPE_F16), MODE (ggml's mode number: 0, 2, 8, 24,
+// 40), FF (frequency factors bound), INPLACE (no src binding: the row is read from dst, which
+// has src's layout), DST_ATOMIC (dst as atomic words: 16-bit elements of different threads share
+// words), WG_SIZE.
+//
+// Bytes touched: the elements src's and dst's layouts address (rows i1, i2, i3 below their
+// extents, elements below ne0); pos element i2 + section·ne2 (the host checks pos holds
+// ne2·sections of them); ff elements below the rotated pairs (checked likewise).
+#include "common.wgsl"
+
+#if INPLACE && DST_ATOMIC
+@group(0) @binding(0) var<storage, read> pos: array<u32>;
+#define NEXT 1
+#elif INPLACE
+@group(0) @binding(0) var<storage, read> pos: array<u32>;
+#define NEXT 1
+#else
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read> pos: array<u32>;
+#define NEXT 2
+#endif
+#if FF
+@group(0) @binding(NEXT) var<storage, read> ff: array<f32>;
+#define DST_BINDING (NEXT + 1)
+#else
+#define DST_BINDING NEXT
+#endif
+#if DST_ATOMIC
+@group(0) @binding(DST_BINDING) var<storage, read_write> dst: array<atomic<u32>>;
+#else
+@group(0) @binding(DST_BINDING) var<storage, read_write> dst: array<u32>;
+#endif
+
+struct Params {
+    src_start: u32,   // bytes
+    dst_start: u32,   // bytes
+    pos_start: u32,   // elements
+    ff_start: u32,    // elements
+    units: u32,       // threads with work
+    row_stride: u32,  // threads per grid row
+    ne0: u32,
+    ne1: u32,
+    ne2: u32,
+    row_units: u32,   // pairs + copied elements per row
+    pairs: u32,       // rotated pairs per row
+    n_dims: u32,
+    n_offs: u32,
+    src_nb0: u32,
+    src_nb1: u32,
+    src_nb2: u32,
+    src_nb3: u32,
+    dst_nb0: u32,
+    dst_nb1: u32,
+    dst_nb2: u32,
+    dst_nb3: u32,
+    s0: u32,          // sections (multi-section modes)
+    s1: u32,
+    s2: u32,
+    s3: u32,
+    theta_scale: f32, // freq_base^(-2/n_dims), as the CPU rounds it
+    freq_scale: f32,
+    ext_factor: f32,
+    attn_factor: f32,
+    corr0: f32,       // YaRN's correction range
+    corr1: f32,
+    mscale_ext: f32,  // 1 + 0.1·ln(1/freq_scale), as the CPU rounds it
+}
+@group(0) @binding(DST_BINDING + 1) var<uniform> params: Params;
+
+fn load_word(i: u32) -> u32 {
+#if INPLACE && DST_ATOMIC
+    return atomicLoad(&dst[i]);
+#elif INPLACE
+    return dst[i];
+#else
+    return src[i];
+#endif
+}
+
+fn f16_to_bits(x: f32) -> u32 {
+    // Round to nearest even in integer arithmetic (see rows/encode.wgsl for the why).
+    let u = bitcast<u32>(x);
+    let sign = (u >> 16u) & 0x8000u;
+    let exp = (u >> 23u) & 0xffu;
+    let man = u & 0x7fffffu;
+    if (exp == 0xffu) {
+        return sign | 0x7c00u | select(0u, 0x200u | (man >> 13u), man != 0u);
+    }
+    let e = i32(exp) - 112;
+    if (e >= 31) {
+        return sign | 0x7c00u;
+    }
+    if (e <= 0) {
+        if (e < -10) {
+            return sign;
+        }
+        let m = man | 0x800000u;
+        let shift = u32(14 - e);
+        let h = m >> shift;
+        let rem = m & ((1u << shift) - 1u);
+        let halfway = 1u << (shift - 1u);
+        return sign | (h + select(0u, 1u, rem > halfway || (rem == halfway && (h & 1u) == 1u)));
+    }
+    let h = (u32(e) << 10u) | (man >> 13u);
+    let rem = man & 0x1fffu;
+    return sign | (h + select(0u, 1u, rem > 0x1000u || (rem == 0x1000u && (h & 1u) == 1u)));
+}
+
+fn load_elem(at: u32) -> f32 {
+    let w = load_word(at >> 2u);
+#if SRC_TYPE == TYPE_F16
+    return unpack2x16float(w >> ((at & 2u) * 8u)).x;
+#else
+    return bitcast<f32>(w);
+#endif
+}
+
+fn store_elem(at: u32, v: f32) {
+#if DST_TYPE == TYPE_F16
+    let shift = (at & 2u) * 8u;
+    let bits = f16_to_bits(v) << shift;
+    let mask = 0xffffu << shift;
+#if DST_ATOMIC
+    var old = atomicLoad(&dst[at >> 2u]);
+    loop {
+        let r = atomicCompareExchangeWeak(&dst[at >> 2u], old, (old & ~mask) | bits);
+        if (r.exchanged) {
+            break;
+        }
+        old = r.old_value;
+    }
+#else
+    dst[at >> 2u] = (dst[at >> 2u] & ~mask) | bits;
+#endif
+#else
+#if DST_ATOMIC
+    atomicStore(&dst[at >> 2u], bitcast<u32>(v));
+#else
+    dst[at >> 2u] = bitcast<u32>(v);
+#endif
+#endif
+}
+
+// The position section of pair k's sector (ggml's chains).
+fn section_of(sector: u32) -> u32 {
+    let p = params;
+#if MODE == 40
+    if (sector % 3u == 1u && sector < 3u * p.s1) {
+        return 1u;
+    } else if (sector % 3u == 2u && sector < 3u * p.s2) {
+        return 2u;
+    } else if (sector % 3u == 0u && sector < 3u * p.s0) {
+        return 0u;
+    }
+    return 3u;
+#else
+    let sec_w = p.s0 + p.s1;
+    if (sector >= p.s0 && sector < sec_w) {
+        return 1u;
+    } else if (sector >= sec_w && sector < sec_w + p.s2) {
+        return 2u;
+    } else if (sector >= sec_w + p.s2) {
+        return 3u;
+    }
+    return 0u;
+#endif
+}
+
+// Vision: the section whose angle restarts at `sector` (the first whose start it is), or 4.
+fn restart_of(sector: u32) -> u32 {
+    let p = params;
+    if (sector == 0u) {
+        return 0u;
+    } else if (sector == p.s0) {
+        return 1u;
+    } else if (sector == p.s0 + p.s1) {
+        return 2u;
+    } else if (sector == p.s0 + p.s1 + p.s2) {
+        return 3u;
+    }
+    return 4u;
+}
+
+fn position(i2: u32, section: u32) -> f32 {
+    return f32(bitcast<i32>(pos[params.pos_start + i2 + section * params.ne2]));
+}
+
+// cos and sin of pair k's angle, times the magnitude (ggml's rope_yarn).
+fn angle(k: u32, i2: u32) -> vec2<f32> {
+    let p = params;
+#if MODE == 8 || MODE == 24 || MODE == 40
+    let sect_dims = p.s0 + p.s1 + p.s2 + p.s3;
+    let section = section_of(k % sect_dims);
+    var theta = position(i2, section);
+#if MODE == 24
+    for (var j = 0u; j <= k; j++) {
+        if (restart_of(j % sect_dims) == section) {
+            theta = position(i2, section);
+        }
+        if (j < k) {
+            theta *= p.theta_scale;
+        }
+    }
+#else
+    for (var j = 0u; j < k; j++) {
+        theta *= p.theta_scale;
+    }
+#endif
+#else
+    var theta = position(i2, 0u);
+    for (var j = 0u; j < k; j++) {
+        theta *= p.theta_scale;
+    }
+#endif
+#if FF
+    let extrap = theta / ff[p.ff_start + k];
+#else
+    let extrap = theta;
+#endif
+    let interp = p.freq_scale * extrap;
+    var t = interp;
+    var mscale = p.attn_factor;
+    if (p.ext_factor != 0.0) {
+        let y = (f32(k) - p.corr0) / max(0.001, p.corr1 - p.corr0);
+        let ramp = 1.0 - min(1.0, max(0.0, y));
+        let mix = ramp * p.ext_factor;
+        t = interp * (1.0 - mix) + extrap * mix;
+        mscale *= p.mscale_ext;
+    }
+    // t − n·2π in two steps (6.28125 has 8 significant bits: n·C1 is exact).
+    let n = round(t * 0.15915494);
+    let r = (t - n * 6.28125) - n * 0.0019353071795864769;
+    return vec2<f32>(cos(r), sin(r)) * mscale;
+}
+
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let p = params;
+    let u = gid.y * p.row_stride + gid.x;
+    if (u >= p.units) {
+        return;
+    }
+    let t = u % p.row_units;
+    let row = u / p.row_units;
+    let i1 = row % p.ne1;
+    let i2 = (row / p.ne1) % p.ne2;
+    let i3 = row / (p.ne1 * p.ne2);
+    let src_row = p.src_start + i1 * p.src_nb1 + i2 * p.src_nb2 + i3 * p.src_nb3;
+    let dst_row = p.dst_start + i1 * p.dst_nb1 + i2 * p.dst_nb2 + i3 * p.dst_nb3;
+    if (t >= p.pairs) {
+        // An element outside the rotated dims: copied.
+        let c = t - p.pairs;
+        let e = select(c + p.n_dims, c, c < p.n_offs);
+        store_elem(dst_row + e * p.dst_nb0, load_elem(src_row + e * p.src_nb0));
+        return;
+    }
+#if MODE == 0
+    let ic = p.n_offs + 2u * t;
+    let partner = ic + 1u;
+#elif MODE == 24
+    let ic = t;
+    let partner = t + p.n_dims;
+#else
+    let ic = p.n_offs + t;
+    let partner = ic + p.n_dims / 2u;
+#endif
+    let cs = angle(t, i2);
+    let x0 = load_elem(src_row + ic * p.src_nb0);
+    let x1 = load_elem(src_row + partner * p.src_nb0);
+    store_elem(dst_row + ic * p.dst_nb0, x0 * cs.x - x1 * cs.y);
+    store_elem(dst_row + partner * p.dst_nb0, x0 * cs.y + x1 * cs.x);
+}

@@ -1,0 +1,155 @@
+//! ROPE (forward) as ggml defines it: normal and NeoX pairs, the multi-section modes (M-RoPE,
+//! interleaved M-RoPE, vision), frequency factors, YaRN's ramp and magnitude, `n_offs`; f32 or
+//! f16 rows of any layout, i32 positions, in place or into a tensor of src's extents.
+//! [`crate::reference::rope`] is the definition; the kernel computes each angle as its CPU
+//! order does.
+
+pub mod encode;
+pub mod plan;
+
+use crate::error::{BackendError, Result};
+use crate::exec::Stream;
+use crate::ggml_type::GgmlType;
+use crate::memory::DeviceTensor;
+use crate::ops::Env;
+use crate::reference::{RopeMode, RopeParams};
+use crate::tensor::Layout;
+
+pub use plan::{Problem, RopePlan};
+
+fn invalid(what: impl std::fmt::Display) -> BackendError {
+    BackendError::InvalidOperands(format!("ROPE: {what}"))
+}
+
+/// Why ROPE of `x` at `pos` (with `ff`) into `dst` cannot run, if it cannot: `x` f32 or f16
+/// `[ne0, heads, tokens, seqs]` (any strides), `pos` i32 holding `tokens` positions (`4·tokens`
+/// for the multi-section modes), `ff` f32 with one factor per rotated pair, `dst` f32 or f16 of
+/// x's extents (any strides); the parameters finite, `freq_base` and `freq_scale` positive,
+/// `n_dims` and `n_offs` even and inside the row, sections that fit.
+pub fn check(x: &Layout, pos: &Layout, ff: Option<&Layout>, dst: &Layout, params: &RopeParams) -> Result<Problem> {
+    for (name, l) in [("x", x), ("dst", dst)] {
+        if !matches!(l.ty, GgmlType::F32 | GgmlType::F16) {
+            return Err(invalid(format!("{name} must be f32 or f16, not {}", l.ty)));
+        }
+    }
+    if dst.ne != x.ne {
+        return Err(invalid(format!("dst {:?} must have x's extents {:?}", dst.ne, x.ne)));
+    }
+    for (name, v) in [
+        ("freq_base", params.freq_base),
+        ("freq_scale", params.freq_scale),
+        ("ext_factor", params.ext_factor),
+        ("attn_factor", params.attn_factor),
+        ("beta_fast", params.beta_fast),
+        ("beta_slow", params.beta_slow),
+    ] {
+        if !v.is_finite() {
+            return Err(invalid(format!("{name} = {v} is not finite")));
+        }
+    }
+    if params.freq_base <= 0.0 || params.freq_scale <= 0.0 {
+        return Err(invalid("freq_base and freq_scale must be positive"));
+    }
+    let ne0 = x.ne[0];
+    let (n_dims, n_offs) = (params.n_dims, params.n_offs);
+    if n_dims == 0 || !n_dims.is_multiple_of(2) || !n_offs.is_multiple_of(2) {
+        return Err(invalid(format!(
+            "n_dims = {n_dims} and n_offs = {n_offs} must be even, n_dims > 0"
+        )));
+    }
+    if n_dims.checked_add(n_offs).is_none_or(|end| end > ne0) {
+        return Err(invalid(format!(
+            "n_offs + n_dims = {n_offs} + {n_dims} exceed the row of {ne0}"
+        )));
+    }
+    let multi = params.mode.is_multi();
+    if multi {
+        let s = params.sections;
+        let total = s.iter().try_fold(0usize, |a, &v| a.checked_add(v));
+        if s[..3].iter().all(|&v| v == 0) || total.is_none_or(|t| t > ne0) {
+            return Err(invalid(format!("sections {s:?} do not fit rows of {ne0}")));
+        }
+    }
+    if params.mode == RopeMode::Vision && (n_dims * 2 != ne0 || n_offs != 0) {
+        return Err(invalid(format!(
+            "vision needs n_dims = ne0/2 ({ne0}/2) and n_offs = 0, not {n_dims}"
+        )));
+    }
+    let pairs = if params.mode == RopeMode::Vision {
+        ne0 / 2
+    } else {
+        n_dims / 2
+    };
+    if pos.ty != GgmlType::I32 {
+        return Err(invalid(format!("pos must be i32, not {}", pos.ty)));
+    }
+    let needed = x.ne[2].saturating_mul(if multi { 4 } else { 1 });
+    if pos.ne[1..] != [1, 1, 1] || pos.ne[0] < needed || pos.nb[0] != 4 {
+        return Err(invalid(format!(
+            "pos {:?} must be a packed vector of at least {needed} positions",
+            pos.ne
+        )));
+    }
+    if let Some(f) = ff
+        && (f.ty != GgmlType::F32 || f.ne[0] < pairs || f.nb[0] != 4)
+    {
+        return Err(invalid(format!(
+            "freq_factors must be packed f32 with at least {pairs} values, is {:?} {:?}",
+            f.ty, f.ne
+        )));
+    }
+    if x.checked_elements().is_none_or(|n| n > u32::MAX as usize) {
+        return Err(BackendError::Unsupported("ROPE: more than 2^32 elements".into()));
+    }
+    Ok(Problem {
+        src_type: x.ty,
+        dst_type: dst.ty,
+        mode: params.mode,
+        freq_factors: ff.is_some(),
+        in_place: false,
+        ne0: ne0 as u64,
+        rows: (x.ne[1] * x.ne[2] * x.ne[3]) as u64,
+        pairs: pairs as u64,
+    })
+}
+
+/// Records ROPE of `x` into `dst` (see [`check`]); `dst` may be `x` itself (the same bytes and
+/// layout: ggml's in-place form), otherwise it must not share bytes with any input. Returns the
+/// plan it followed.
+pub fn rope(
+    env: &Env,
+    stream: &mut Stream,
+    x: &DeviceTensor,
+    pos: &DeviceTensor,
+    freq_factors: Option<&DeviceTensor>,
+    dst: &DeviceTensor,
+    params: &RopeParams,
+) -> Result<RopePlan> {
+    let mut p = check(
+        x.layout(),
+        pos.layout(),
+        freq_factors.map(|f| f.layout()),
+        dst.layout(),
+        params,
+    )?;
+    let in_place = x.layout() == dst.layout() && x.byte_span()? == dst.byte_span()? && x.overlaps(dst)?;
+    if in_place && x.layout().ty != dst.layout().ty {
+        return Err(invalid("in place needs dst of x's type"));
+    }
+    p.in_place = in_place;
+    let mut all = vec![x, pos, dst];
+    all.extend(freq_factors);
+    env.check_operands(&all)?;
+    env.check_stream(stream)?;
+    let mut inputs = vec![("pos", pos)];
+    if !in_place {
+        inputs.push(("x", x));
+    }
+    if let Some(f) = freq_factors {
+        inputs.push(("freq_factors", f));
+    }
+    crate::memory::check_output_disjoint("ROPE", dst, &inputs)?;
+    let plan = plan::plan(&p, &env.facts());
+    encode::encode(env, stream, x, pos, freq_factors, dst, params, &plan)?;
+    Ok(plan)
+}

@@ -1,0 +1,110 @@
+//! The plan of ROPE: one dispatch, one thread per rotated pair of a row or per element outside
+//! the rotated dims (copied). f16 destinations are bound as atomic words: a pair's two elements
+//! lie apart (NeoX, multi-section) and share words with other threads' elements.
+
+use std::fmt;
+
+use crate::exec::grid_2d;
+use crate::facts::DeviceFacts;
+use crate::ggml_type::GgmlType;
+use crate::reference::RopeMode;
+
+/// Threads per workgroup.
+pub const WG_SIZE: u32 = 256;
+
+/// What the planner needs to know of one ROPE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Problem {
+    pub src_type: GgmlType,
+    pub dst_type: GgmlType,
+    pub mode: RopeMode,
+    pub freq_factors: bool,
+    /// dst is src (ggml's in-place form).
+    pub in_place: bool,
+    pub ne0: u64,
+    pub rows: u64,
+    /// Rotated pairs per row.
+    pub pairs: u64,
+}
+
+/// How the kernel runs one ROPE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RopePlan {
+    pub problem: Problem,
+    /// Threads per row: the pairs, then the copied elements.
+    pub row_units: u64,
+    pub units: u64,
+    pub atomic: bool,
+    pub wg_size: u32,
+    pub grid: [u32; 3],
+}
+
+/// The plan for `p` on `device`.
+pub fn plan(p: &Problem, device: &DeviceFacts) -> RopePlan {
+    let row_units = p.pairs + (p.ne0 - 2 * p.pairs);
+    let units = row_units * p.rows;
+    let groups = u32::try_from(units.div_ceil(u64::from(WG_SIZE))).unwrap_or(u32::MAX);
+    RopePlan {
+        problem: *p,
+        row_units,
+        units,
+        atomic: p.dst_type == GgmlType::F16,
+        wg_size: WG_SIZE,
+        grid: grid_2d(groups, device.max_workgroups_per_dim),
+    }
+}
+
+impl fmt::Display for RopePlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.problem;
+        write!(
+            f,
+            "ROPE mode {} {}->{}{}{}: {} threads a row ({} pairs), {} rows, {} stores, grid {:?} x {}",
+            p.mode,
+            p.src_type,
+            p.dst_type,
+            if p.freq_factors { " ff" } else { "" },
+            if p.in_place { " in place" } else { "" },
+            self.row_units,
+            p.pairs,
+            p.rows,
+            if self.atomic { "merged (atomic)" } else { "word" },
+            self.grid,
+            self.wg_size
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_and_copies_make_a_row() {
+        let facts = crate::facts::presets::h100();
+        let p = Problem {
+            src_type: GgmlType::F32,
+            dst_type: GgmlType::F32,
+            mode: RopeMode::Neox,
+            freq_factors: false,
+            in_place: false,
+            ne0: 128,
+            rows: 32 * 512,
+            pairs: 32,
+        };
+        let plan = plan(&p, &facts);
+        // 32 rotated pairs, 64 copied elements.
+        assert_eq!(plan.row_units, 96);
+        assert_eq!(plan.units, 96 * 32 * 512);
+        assert!(!plan.atomic);
+        assert!(u64::from(plan.grid[0]) * 256 >= plan.units);
+        let h = super::plan(
+            &Problem {
+                dst_type: GgmlType::F16,
+                ..p
+            },
+            &facts,
+        );
+        assert!(h.atomic);
+    }
+}

@@ -1,0 +1,133 @@
+//! ROPE on the adapter (lavapipe in CI) against the CPU reference: a representative part of
+//! upstream's list (every mode, f32 and f16, frequency factors, YaRN, views, n_offs; all of it
+//! with `DAWN_COMPUTE_FULL_TESTS=1`), in place against out of place, and each check's error.
+
+use dawn_compute_tests::full;
+use ggml_dawn::reference::{self, RopeMode, RopeParams, metric};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout};
+use ggml_dawn_bench::case_lists;
+use ggml_dawn_bench::harness::{self, Status};
+
+fn context() -> GpuContext {
+    GpuContext::new(ContextOptions::default()).expect("an adapter")
+}
+
+#[test]
+fn upstream_rope_cases_pass() {
+    let (_, supported, _) = case_lists::DECODER_LISTS
+        .iter()
+        .find(|(name, ..)| *name == "ROPE")
+        .expect("a list");
+    let ctx = context();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for (i, case) in case_lists::parse_list(supported).unwrap().into_iter().enumerate() {
+        let text = case.to_string();
+        // One case of each mode, type, factor, YaRN, view and offset combination.
+        let key: String = text
+            .split(',')
+            .filter(|p| {
+                ["type=", "mode=", "ef=", "ff=", "v=", "n_offs="]
+                    .iter()
+                    .any(|k| p.starts_with(k))
+            })
+            .collect();
+        if !(full() || seen.insert(key) || i % 25 == 0) {
+            continue;
+        }
+        ran += 1;
+        match harness::test_case(&ctx, &case, 5) {
+            Status::Ok { .. } | Status::TooLarge { .. } => {}
+            other => failures.push(format!("{case}: {other:?}")),
+        }
+    }
+    assert!(ran >= 40, "only {ran} cases");
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn positions(ctx: &GpuContext, n: usize) -> (HostTensor, ggml_dawn::DeviceTensor) {
+    let host = HostTensor {
+        layout: Layout::contiguous(GgmlType::I32, [n, 1, 1, 1]).unwrap(),
+        data: (0..n as i32).flat_map(|p| (p * 37 % 301).to_le_bytes()).collect(),
+    };
+    let dev = ctx.upload(&host).unwrap();
+    (host, dev)
+}
+
+/// In place (dst is x) gives what a separate dst gets, for f32 and f16 (whose elements share
+/// words between threads), NeoX and M-RoPE, YaRN on.
+#[test]
+fn in_place_matches_out_of_place() {
+    let ctx = context();
+    let ne = [64, 4, 6, 1];
+    let values: Vec<f32> = (0..64 * 4 * 6).map(|i| ((i * 13 % 97) as f32 - 48.0) / 50.0).collect();
+    for ty in [GgmlType::F32, GgmlType::F16] {
+        for mode in [RopeMode::Neox, RopeMode::Mrope, RopeMode::Normal] {
+            let mut params = RopeParams::new(48, mode);
+            params.ext_factor = 0.5;
+            params.freq_scale = 0.25;
+            params.n_ctx_orig = 4096;
+            params.beta_fast = 32.0;
+            params.beta_slow = 1.0;
+            if mode == RopeMode::Mrope {
+                params.sections = [8, 8, 8, 0];
+            }
+            let (pos_host, pos) = positions(&ctx, 4 * ne[2]);
+            let x_host = HostTensor::from_f32(ty, ne, &values).unwrap();
+            let want = reference::rope(&x_host, &pos_host, None, &params).unwrap();
+            let x = ctx.upload(&x_host).unwrap();
+            let out = ctx.rope(&x, &pos, None, &params).unwrap();
+            let plan = ctx.rope_into(&x, &pos, None, &x, &params).unwrap();
+            assert!(plan.problem.in_place);
+            let (a, b) = (ctx.read_f32(&out).unwrap(), ctx.read_f32(&x).unwrap());
+            assert_eq!(a, b, "{ty} {mode:?}");
+            let nmse = metric::nmse(&want, &a);
+            assert!(nmse < 1e-7, "{ty} {mode:?}: nmse {nmse}");
+        }
+    }
+}
+
+/// Each check refuses with an error naming the rule.
+#[test]
+fn bad_operands_are_errors() {
+    let ctx = context();
+    let x = ctx.zeros(GgmlType::F32, [16, 2, 3, 1]).unwrap();
+    let (_, pos) = positions(&ctx, 3);
+    let err = |p: &RopeParams| ctx.rope(&x, &pos, None, p).unwrap_err().to_string();
+    let mut p = RopeParams::new(16, RopeMode::Neox);
+    p.freq_base = f32::NAN;
+    assert!(err(&p).contains("freq_base"));
+    assert!(err(&RopeParams::new(15, RopeMode::Neox)).contains("even"));
+    assert!(err(&RopeParams::new(18, RopeMode::Normal)).contains("exceed the row"));
+    // Multi-section modes need four positions a token.
+    let mut m = RopeParams::new(12, RopeMode::Mrope);
+    m.sections = [2, 2, 2, 0];
+    assert!(err(&m).contains("positions"));
+    // Frequency factors: too few, not f32.
+    let few = ctx.zeros(GgmlType::F32, [4, 1, 1, 1]).unwrap();
+    let p = RopeParams::new(16, RopeMode::Neox);
+    assert!(
+        ctx.rope(&x, &pos, Some(&few), &p)
+            .unwrap_err()
+            .to_string()
+            .contains("freq_factors")
+    );
+    // dst of other extents, or sharing bytes with x without being x.
+    let other = ctx.zeros(GgmlType::F32, [16, 2, 2, 1]).unwrap();
+    assert!(
+        ctx.rope_into(&x, &pos, None, &other, &p)
+            .unwrap_err()
+            .to_string()
+            .contains("extents")
+    );
+    let shifted = x.narrow(0, 0, 16).unwrap().narrow(2, 1, 2).unwrap();
+    let part = x.narrow(2, 0, 2).unwrap();
+    let e = ctx.rope_into(&part, &pos, None, &shifted, &p).unwrap_err().to_string();
+    assert!(e.contains("overlaps"), "{e}");
+}
