@@ -1,11 +1,10 @@
 //! [`Ops`] on the GPU: a [`GpuContext`] records each op into its stream, and a read at the end
 //! of a step submits the work and waits for it.
 //!
-//! MUL_MAT and FLASH_ATTN_EXT (the decoder's heavy ops) run on the GPU now. The other ops'
-//! kernels are not in the backend yet: until they are, each of those ops reads its operands
-//! back, runs [`CpuOps`]' reference and uploads the result (slow, correct), so the graph, the KV
-//! cache and the checks against the CPU decoder are in place. When `GpuContext` gains them, each
-//! such method becomes one call.
+//! MUL_MAT, FLASH_ATTN_EXT, ROPE, GET_ROWS and SET_ROWS (the KV cache write) run on the GPU.
+//! The kernels of RMS_NORM·MUL, ADD, SWIGLU and ARGMAX are not in the backend yet: until they
+//! are, each of those ops reads its operands back, runs [`CpuOps`]' reference and uploads the
+//! result (slow, correct). When `GpuContext` gains them, each such method becomes one call.
 
 use ggml_dawn::ops::flash_attn::FlashAttnParams;
 use ggml_dawn::reference::RopeParams;
@@ -70,7 +69,7 @@ impl Ops for GpuOps {
     }
 
     fn get_rows(&self, src: &DeviceTensor, ids: &DeviceTensor) -> Result<DeviceTensor> {
-        self.device(&CpuOps.get_rows(&self.host(src)?, &self.host(ids)?)?)
+        self.ctx.get_rows(src, ids).map_err(backend_error)
     }
 
     fn rms_norm_mul(&self, x: &DeviceTensor, weight: &DeviceTensor, eps: f32) -> Result<DeviceTensor> {
@@ -92,8 +91,7 @@ impl Ops for GpuOps {
         freq_factors: Option<&DeviceTensor>,
         params: &RopeParams,
     ) -> Result<DeviceTensor> {
-        let ff = freq_factors.map(|f| self.host(f)).transpose()?;
-        self.device(&CpuOps.rope(&self.host(x)?, &self.host(pos)?, ff.as_ref(), params)?)
+        self.ctx.rope(x, pos, freq_factors, params).map_err(backend_error)
     }
 
     fn swiglu(&self, gate: &DeviceTensor, up: &DeviceTensor) -> Result<DeviceTensor> {
@@ -101,9 +99,7 @@ impl Ops for GpuOps {
     }
 
     fn set_rows(&self, dst: &mut DeviceTensor, src: &DeviceTensor, ids: &DeviceTensor) -> Result<()> {
-        let mut host = self.host(dst)?;
-        CpuOps.set_rows(&mut host, &self.host(src)?, &self.host(ids)?)?;
-        *dst = self.device(&host)?;
+        self.ctx.set_rows(dst, src, ids).map_err(backend_error)?;
         Ok(())
     }
 
