@@ -8,7 +8,7 @@ mod common;
 
 use ggml_dawn::GgmlType;
 use ggml_dawn::gguf::Value;
-use ggml_dawn_llm::{Architecture, CpuOps, Decoder, Model, Session, Tokenizer};
+use ggml_dawn_llm::{Architecture, CpuOps, Decoder, GpuOps, Model, Ops, Session, Tokenizer};
 
 fn model() -> Option<Model> {
     match common::real_model() {
@@ -148,22 +148,21 @@ fn smollm2_perplexity_and_kl_divergence_against_llama_cpp() {
     assert!(same_top >= 0.94, "same top token {same_top}");
 }
 
-/// Greedy continuations against llama.cpp's `llama-simple` (`tests/data/smollm2-simple.jsonl`,
-/// made by `tests/data/make-simple-fixtures.sh`: its text, and the ids it picks with each one's
-/// lead over the second-best logit), id by id up to the first difference.
-///
-/// This model's greedy path is sensitive to rounding: llama.cpp's own leads move by up to 0.1
-/// between its flash-attention and plain attention paths, and by up to 0.3 when its activations'
-/// 8-bit rounding (which its CPU MUL_MAT does and the exact reference does not) is imitated. So a
-/// difference must come where llama.cpp's lead is below [`MAX_LEAD_AT_DIFFERENCE`], and before
-/// it the text must be llama-simple's.
-#[test]
-fn smollm2_greedy_generation_matches_llama_simple() {
-    /// The largest lead of llama.cpp's choice at which the exact reference may choose otherwise.
-    const MAX_LEAD_AT_DIFFERENCE: f64 = 0.4;
-    let Some(model) = model() else { return };
-    let (decoder, tok) = cpu_decoder(&model);
+/// One prompt's greedy ids against llama.cpp's: how many agree from the start, where llama.cpp's
+/// first near-tie is (two best logits < 0.1 apart), and llama.cpp's lead where they differ.
+struct GreedyCheck {
+    prompt: String,
+    matched: usize,
+    first_near_tie: usize,
+    lead_at_difference: Option<f64>,
+}
+
+/// Greedy decoding of each prompt of `tests/data/smollm2-simple.jsonl` (made by
+/// `tests/data/make-simple-fixtures.sh`: llama-simple's text, and the ids it picks with each one's
+/// lead over the second-best logit) on `decoder`, reading back only the argmax, id by id.
+fn greedy_against_llama_simple<O: Ops>(decoder: &Decoder<O>, tok: &Tokenizer) -> Vec<GreedyCheck> {
     let fixtures = std::fs::read_to_string(common::data_dir().join("smollm2-simple.jsonl")).unwrap();
+    let mut checks = Vec::new();
     for line in fixtures.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let prompt = v["prompt"].as_str().unwrap();
@@ -177,22 +176,18 @@ fn smollm2_greedy_generation_matches_llama_simple() {
         let first_near_tie = steps.iter().position(|s| s.1 < 0.1).unwrap_or(steps.len());
         let ids = tok.encode(prompt, true, true).unwrap();
         let mut text: Vec<u8> = ids.iter().flat_map(|&id| tok.token_to_piece(id, true)).collect();
-        let mut session = Session::new(&decoder, 128, GgmlType::F16).unwrap();
+        let mut session = Session::new(decoder, 128, GgmlType::F16).unwrap();
         let mut input = ids.clone();
-        let mut matched = 0;
-        // Up to llama.cpp's first near-tie, where either choice is right.
-        for &(want, lead) in &steps[..first_near_tie] {
-            let logits = session.eval(&input).unwrap();
-            let best = ggml_dawn_llm::sampling::argmax(&logits).unwrap();
+        let mut check = GreedyCheck {
+            prompt: prompt.to_owned(),
+            matched: 0,
+            first_near_tie,
+            lead_at_difference: None,
+        };
+        for &(want, lead) in &steps {
+            let best = session.eval_greedy(&input).unwrap();
             if best != want {
-                let ours = logits[best as usize] - logits[want as usize];
-                eprintln!(
-                    "{prompt:?}: {matched} ids as llama.cpp's, then {best} where it picks {want} (its lead {lead:.3}, ours for {best} {ours:.3}); its first near-tie is at step {first_near_tie}"
-                );
-                assert!(
-                    lead < MAX_LEAD_AT_DIFFERENCE,
-                    "{prompt:?}: step {matched}: llama.cpp's lead {lead}"
-                );
+                check.lead_at_difference = Some(lead);
                 break;
             }
             text.extend(tok.token_to_piece(best, true));
@@ -201,11 +196,55 @@ fn smollm2_greedy_generation_matches_llama_simple() {
                 "{prompt:?}: {:?}",
                 String::from_utf8_lossy(&text)
             );
-            matched += 1;
+            check.matched += 1;
             input = vec![best];
         }
-        if matched == first_near_tie {
-            eprintln!("{prompt:?}: all {matched} ids as llama.cpp's up to its first near-tie (step {first_near_tie})");
+        eprintln!(
+            "{:?}: {} ids as llama.cpp's (its first near-tie at {}; its lead where they differ {:?})",
+            check.prompt, check.matched, check.first_near_tie, check.lead_at_difference
+        );
+        checks.push(check);
+    }
+    checks
+}
+
+/// The CPU reference's greedy ids against llama-simple's.
+///
+/// This model's greedy path is sensitive to rounding: llama.cpp's own leads move by up to 0.1
+/// between its flash-attention and plain attention paths, and by up to 0.3 when its activations'
+/// 8-bit rounding (which its CPU MUL_MAT does and the exact reference does not) is imitated. So a
+/// difference must come where llama.cpp's lead is below 0.4, and before it the text must be
+/// llama-simple's.
+#[test]
+fn smollm2_greedy_generation_matches_llama_simple() {
+    let Some(model) = model() else { return };
+    let (decoder, tok) = cpu_decoder(&model);
+    for c in greedy_against_llama_simple(&decoder, &tok) {
+        if let Some(lead) = c.lead_at_difference {
+            assert!(
+                c.matched >= c.first_near_tie || lead < 0.4,
+                "{:?}: llama.cpp's lead {lead}",
+                c.prompt
+            );
         }
+    }
+}
+
+/// The GPU decoder's greedy ids against llama-simple's: the same up to llama.cpp's first near-tie
+/// on every prompt.
+#[test]
+fn smollm2_greedy_generation_on_the_gpu_matches_llama_simple() {
+    let Some(model) = model() else { return };
+    let ctx = ggml_dawn::GpuContext::new(ggml_dawn::ContextOptions::default()).expect("a GPU adapter");
+    let decoder = Decoder::load(&model, GpuOps::new(ctx)).unwrap();
+    let tok = Tokenizer::from_metadata(model.metadata()).unwrap();
+    for c in greedy_against_llama_simple(&decoder, &tok) {
+        assert!(
+            c.matched >= c.first_near_tie,
+            "{:?}: {} of {}",
+            c.prompt,
+            c.matched,
+            c.first_near_tie
+        );
     }
 }
