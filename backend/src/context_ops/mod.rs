@@ -4,3 +4,6 @@
 
 mod rope;
 mod rows;
+mod warm_up;
+
+pub use warm_up::WarmUp;
