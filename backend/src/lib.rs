@@ -58,15 +58,23 @@
 //! # }
 //! ```
 //!
+//! Start with `use ggml_dawn::prelude::*;` and the [`shapes`] page (ggml's shape order,
+//! views, and the attention example). The modules:
+//!
 //! - [`context`]: device setup as ggml's WebGPU backend does it; [`ContextOptions`] (tuning,
-//!   timeout, safe mode); [`GpuContext::from_device`] and [`GpuContext::with_adapter`].
-//! - [`ops`]: the ops, each a plan ([`ops::mul_mat::plan`], [`ops::flash_attn::plan`]) and an
-//!   encoder; [`facts`] and [`tuning`] are the planners' shared vocabulary.
-//! - [`ggml_type`], [`tensor`], [`format`]: ggml's types, layouts and block formats, on the CPU;
-//!   [`gguf`] reads and writes GGUF; [`weights`] loads it onto the device.
-//! - [`reference`]: the CPU reference of each op, for your own checks.
-//! - [`exec`], [`kernel`], [`shader_lib`], [`params`]: streams, compiled kernels, the WGSL
-//!   sources (`shaders/`) and their typed parameter blocks.
+//!   timeout, safe mode, the adapter, a scratch budget); [`adapters`] lists the adapters;
+//!   [`GpuContext::from_device`] and [`GpuContext::with_adapter`] take one of your own.
+//! - [`ops`]: the ops, each a plan and an encoder, taking an [`ops::Env`];
+//!   [`GpuContext`]'s methods run them on the context's stream. [`facts`] (the device and its
+//!   class) and [`tuning`] (the knobs and the measured profiles) are the planners' vocabulary.
+//! - [`ggml_type`], [`tensor`], [`format`](mod@format): ggml's types, layouts and block formats,
+//!   on the CPU; [`gguf`] reads and writes GGUF; [`weights`] loads it onto the device.
+//! - [`reference`](mod@reference): the CPU reference of each op, for your own checks.
+//! - [`error`]: the one [`Error`] type and its [`ErrorKind`]s.
+//! - [`exec`]: streams ([`exec::Stream`]) that batch dispatches into submits, and [`memory`]:
+//!   device tensors and their bindings. The kernels' own machinery (compiled pipelines, the
+//!   WGSL preprocessor, parameter blocks, the shader-variant enumerator, scratch memory) is not
+//!   part of the documented API.
 //!
 //! Soundness: the backend's device runs without Dawn's validation and robustness (as ggml's
 //! WebGPU backend does); every tensor is checked against its buffer and every op against its
@@ -84,19 +92,25 @@ pub mod shapes {}
 pub mod ggml_type;
 pub mod gguf;
 pub mod input_file;
+#[doc(hidden)]
 pub mod kernel;
 pub mod memory;
 pub mod ops;
+#[doc(hidden)]
 pub mod params;
 pub mod reference;
+#[doc(hidden)]
 pub mod scratch;
+#[doc(hidden)]
 pub mod shader_lib;
 pub mod tensor;
 pub mod tuning;
+#[doc(hidden)]
 pub mod variants;
 pub mod weights;
 
 pub use context::{AdapterChoice, Capabilities, ContextError, ContextOptions, GpuContext, adapters};
+pub use context_ops::WarmUp;
 /// The safe Dawn API this crate is built on (`webgpu-dawn`), for what the backend does not wrap.
 pub use dawn;
 pub use error::{Error, ErrorKind, Result};
@@ -106,3 +120,13 @@ pub use memory::DeviceTensor;
 pub use tensor::{HostTensor, Layout};
 pub use tuning::Tuning;
 pub use weights::Weights;
+
+/// The names most programs use: `use ggml_dawn::prelude::*;`.
+pub mod prelude {
+    pub use crate::exec::Stream;
+    pub use crate::ops::flash_attn::FlashAttnParams;
+    pub use crate::{
+        AdapterChoice, ContextOptions, DeviceTensor, Error, ErrorKind, GgmlType, GpuContext, HostTensor, Layout,
+        Result, WarmUp, Weights,
+    };
+}

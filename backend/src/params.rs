@@ -1,5 +1,5 @@
 //! The kernels' parameter blocks (uniforms): each WGSL `struct Params` has a `#[repr(C)]` twin here, declared
-//! once with [`kernel_params!`], which also records the field names and types so that a test can
+//! once with `kernel_params!`, which also records the field names and types so that a test can
 //! hold each twin against its WGSL source (same fields, same order, same types).
 
 use bytemuck::{Pod, Zeroable};

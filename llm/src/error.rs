@@ -29,6 +29,14 @@ pub enum LlmError {
     NotYetImplemented(String),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error("the context of {n_ctx} tokens is full ({needed} needed); raise -c")]
+    ContextFull { needed: usize, n_ctx: usize },
+    #[error("backend: {0}")]
+    Backend(String),
+    #[error("{0}")]
+    Layout(#[from] ggml_dawn::tensor::LayoutError),
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// This crate's result type.

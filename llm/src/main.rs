@@ -4,14 +4,19 @@
 //! status 2 and one line on standard error.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
+use ggml_dawn::GgmlType;
+use ggml_dawn_llm::session::{self, Session};
 use ggml_dawn_llm::synth::{self, ModelShape, WeightType};
-use ggml_dawn_llm::{LlmError, Model, SamplerParams, Tokenizer};
+use ggml_dawn_llm::{
+    CpuOps, Decoder, GpuOps, LlmError, Model, Ops, Sampler, SamplerParams, TokenId, Tokenizer, perplexity as ppl,
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "dawn-llm", version, about = "llama-family GGUF models on Dawn (WebGPU)")]
@@ -26,9 +31,9 @@ enum Command {
     Tokenize(TokenizeArgs),
     /// Write a model with seeded random weights in a real model's shape.
     Synth(SynthArgs),
-    /// Generate text from a prompt (needs the GPU decoder ops: not yet implemented).
+    /// Generate text from a prompt, as llama.cpp's `llama-simple` (greedy at --temp 0).
     Generate(GenerateArgs),
-    /// Perplexity over a text file, as llama.cpp's `llama-perplexity` (not yet implemented).
+    /// Perplexity or KL divergence over a text file, as llama.cpp's `llama-perplexity`.
     Perplexity(PerplexityArgs),
     /// Prompt and generation speed, as llama.cpp's `llama-bench` (not yet implemented).
     Bench(BenchArgs),
@@ -99,10 +104,44 @@ struct SamplingArgs {
     seed: i64,
 }
 
+/// Where the decoder runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendChoice {
+    /// The CPU reference ops (slow; the oracle the GPU is checked against).
+    Cpu,
+    /// The GPU through Dawn.
+    Gpu,
+}
+
+/// Flags every command that runs the model takes.
 #[derive(Debug, Args)]
-struct GenerateArgs {
+struct RunArgs {
     #[arg(short = 'm', long = "model", value_name = "FNAME")]
     model: PathBuf,
+    /// Where the decoder runs.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    backend: BackendChoice,
+    /// The KV cache's type: f16, f32, q8_0 or q4_0.
+    #[arg(long = "cache-type", value_name = "TYPE", default_value = "f16")]
+    cache_type: String,
+    /// Tokens evaluated per step.
+    #[arg(short = 'b', long = "batch-size", default_value_t = session::DEFAULT_BATCH)]
+    batch_size: usize,
+}
+
+/// What `generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OutputFormat {
+    /// The prompt and the generated text, streamed.
+    Text,
+    /// One line: `{"prompt": [ids], "generated": [ids], "text": "…"}`.
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct GenerateArgs {
+    #[command(flatten)]
+    run: RunArgs,
     #[arg(short = 'p', long = "prompt")]
     prompt: String,
     /// Tokens to generate.
@@ -111,22 +150,36 @@ struct GenerateArgs {
     /// Context size; 0 takes the model's.
     #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
     ctx_size: usize,
+    #[arg(short = 'o', long = "output-format", value_enum, default_value_t = OutputFormat::Text)]
+    output: OutputFormat,
     #[command(flatten)]
     sampling: SamplingArgs,
 }
 
 #[derive(Debug, Args)]
 struct PerplexityArgs {
-    #[arg(short = 'm', long = "model", value_name = "FNAME")]
-    model: PathBuf,
-    /// The text file.
-    #[arg(short = 'f', long = "file", value_name = "FNAME")]
-    file: PathBuf,
+    #[command(flatten)]
+    run: RunArgs,
+    /// The text file (not needed with --kl-divergence: the base file holds the tokens).
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FNAME",
+        required_unless_present = "kl_divergence"
+    )]
+    file: Option<PathBuf>,
     #[arg(short = 'c', long = "ctx-size", default_value_t = 512)]
     ctx_size: usize,
     /// Chunks to evaluate; -1 for all.
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     chunks: i64,
+    /// Write the base log-probabilities to this file (llama-perplexity's format); with
+    /// --kl-divergence, read them from it.
+    #[arg(long = "kl-divergence-base", value_name = "FNAME")]
+    kl_divergence_base: Option<PathBuf>,
+    /// Compare with the base file's log-probabilities: KL divergence, same top token.
+    #[arg(long = "kl-divergence", requires = "kl_divergence_base")]
+    kl_divergence: bool,
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +204,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(LlmError::Interrupted) => {
+            eprintln!("interrupted");
+            ExitCode::from(130)
+        }
         Err(err) => {
             eprintln!("error: {err}");
             ExitCode::from(2)
@@ -162,36 +219,8 @@ fn run(cli: Cli) -> Result<(), LlmError> {
     match cli.command {
         Command::Tokenize(args) => tokenize(args),
         Command::Synth(args) => synth(args),
-        Command::Generate(args) => {
-            let params = SamplerParams {
-                top_k: args.sampling.top_k,
-                top_p: args.sampling.top_p,
-                min_p: args.sampling.min_p,
-                temp: args.sampling.temp,
-                min_keep: 0,
-                seed: args.sampling.seed as u64,
-            };
-            params.validate()?;
-            if args.sampling.seed < -1 {
-                return Err(LlmError::InvalidArgument(format!("seed {}", args.sampling.seed)));
-            }
-            let model = Model::open(&args.model)?;
-            Tokenizer::from_metadata(model.metadata())?.encode(&args.prompt, true, true)?;
-            let _ = (args.n_predict, args.ctx_size);
-            Err(LlmError::NotYetImplemented(NOT_YET.into()))
-        }
-        Command::Perplexity(args) => {
-            if args.ctx_size < 2 {
-                return Err(LlmError::InvalidArgument(format!("context size {}", args.ctx_size)));
-            }
-            if args.chunks < -1 || args.chunks == 0 {
-                return Err(LlmError::InvalidArgument(format!("--chunks {}", args.chunks)));
-            }
-            let model = Model::open(&args.model)?;
-            std::fs::metadata(&args.file).map_err(|e| io_error(&args.file, e))?;
-            Tokenizer::from_metadata(model.metadata())?;
-            Err(LlmError::NotYetImplemented(NOT_YET.into()))
-        }
+        Command::Generate(args) => generate(args),
+        Command::Perplexity(args) => perplexity(args),
         Command::Bench(args) => {
             if args.repetitions == 0 || args.n_prompt + args.n_gen == 0 {
                 return Err(LlmError::InvalidArgument(
@@ -202,6 +231,339 @@ fn run(cli: Cli) -> Result<(), LlmError> {
             Err(LlmError::NotYetImplemented(NOT_YET.into()))
         }
     }
+}
+
+/// Set by SIGINT: the running command stops at its next token or chunk.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Makes Ctrl-C stop the command at its next step rather than kill it mid-write.
+fn catch_interrupt() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe, and it is a
+    // plain `extern "C" fn(c_int)` as `signal` expects.
+    unsafe {
+        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
+    }
+}
+
+fn check_interrupt() -> Result<(), LlmError> {
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        Err(LlmError::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+fn cache_type(name: &str) -> Result<GgmlType, LlmError> {
+    match name {
+        "f16" => Ok(GgmlType::F16),
+        "f32" => Ok(GgmlType::F32),
+        "q8_0" => Ok(GgmlType::Q8_0),
+        "q4_0" => Ok(GgmlType::Q4_0),
+        other => Err(LlmError::InvalidArgument(format!(
+            "cache type `{other}` (f16, f32, q8_0 or q4_0)"
+        ))),
+    }
+}
+
+/// The model and its tokenizer, checked.
+fn open(run: &RunArgs) -> Result<(Model, Tokenizer), LlmError> {
+    cache_type(&run.cache_type)?;
+    if run.batch_size == 0 {
+        return Err(LlmError::InvalidArgument("batch size 0".into()));
+    }
+    let model = Model::open(&run.model)?;
+    let tokenizer = Tokenizer::from_metadata(model.metadata())?;
+    Ok((model, tokenizer))
+}
+
+/// A GPU context for the decoder.
+fn gpu_ops() -> Result<GpuOps, LlmError> {
+    let ctx = ggml_dawn::GpuContext::new(ggml_dawn::ContextOptions::default())
+        .map_err(|e| LlmError::Backend(e.to_string()))?;
+    Ok(GpuOps::new(ctx))
+}
+
+fn generate(args: GenerateArgs) -> Result<(), LlmError> {
+    let params = SamplerParams {
+        top_k: args.sampling.top_k,
+        top_p: args.sampling.top_p,
+        min_p: args.sampling.min_p,
+        temp: args.sampling.temp,
+        min_keep: 0,
+        seed: match args.sampling.seed {
+            -1 => rand_seed(),
+            s if s < -1 => return Err(LlmError::InvalidArgument(format!("seed {s}"))),
+            s => s as u64,
+        },
+    };
+    params.validate()?;
+    let (model, tokenizer) = open(&args.run)?;
+    let prompt = tokenizer.encode(&args.prompt, true, true)?;
+    let n_ctx = if args.ctx_size == 0 {
+        model.config.n_ctx_train
+    } else {
+        args.ctx_size
+    };
+    if prompt.is_empty() {
+        return Err(LlmError::InvalidArgument("the prompt has no tokens".into()));
+    }
+    if prompt.len() >= n_ctx {
+        return Err(LlmError::InvalidArgument(format!(
+            "the prompt has {} tokens, more than the context of {n_ctx} leaves room for; raise -c",
+            prompt.len()
+        )));
+    }
+    catch_interrupt();
+    let sampler = Sampler::new(params)?;
+    match args.run.backend {
+        BackendChoice::Cpu => {
+            let decoder = Decoder::load(&model, CpuOps)?;
+            run_generate(&decoder, &tokenizer, &prompt, n_ctx, &args, sampler)
+        }
+        BackendChoice::Gpu => {
+            let decoder = Decoder::load(&model, gpu_ops()?)?;
+            run_generate(&decoder, &tokenizer, &prompt, n_ctx, &args, sampler)
+        }
+    }
+}
+
+fn rand_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn run_generate<O: Ops>(
+    decoder: &Decoder<O>,
+    tokenizer: &Tokenizer,
+    prompt: &[TokenId],
+    n_ctx: usize,
+    args: &GenerateArgs,
+    sampler: Sampler,
+) -> Result<(), LlmError> {
+    let mut session =
+        Session::new(decoder, n_ctx, cache_type(&args.run.cache_type)?)?.with_batch_size(args.run.batch_size);
+    let mut out = std::io::stdout().lock();
+    let text = args.output == OutputFormat::Text;
+    if text {
+        for &id in prompt {
+            out.write_all(&tokenizer.token_to_piece(id, true))?;
+        }
+        out.flush()?;
+    }
+    // Stop where the context ends, as llama.cpp's examples do.
+    let n = args.n_predict.min(n_ctx - prompt.len());
+    let start = Instant::now();
+    let mut generated = Vec::new();
+    let mut bytes = Vec::new();
+    let mut interrupted = false;
+    for next in session.generate(prompt, sampler, n) {
+        let id = next?;
+        if tokenizer.is_end_of_generation(id) {
+            break;
+        }
+        generated.push(id);
+        let piece = tokenizer.token_to_piece(id, true);
+        if text {
+            out.write_all(&piece)?;
+            out.flush()?;
+        }
+        bytes.extend(piece);
+        if check_interrupt().is_err() {
+            interrupted = true;
+            break;
+        }
+    }
+    if text {
+        writeln!(out)?;
+    } else {
+        // The keys in the documented order (a serde_json map would sort them).
+        let json = |v: serde_json::Value| v.to_string();
+        let line = format!(
+            "{{\"prompt\": {}, \"generated\": {}, \"text\": {}}}",
+            json(serde_json::json!(prompt)),
+            json(serde_json::json!(generated)),
+            json(serde_json::json!(String::from_utf8_lossy(&bytes)))
+        );
+        writeln!(out, "{line}")?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "generate: {} tokens in {secs:.2} s, {:.2} t/s ({})",
+        generated.len(),
+        generated.len() as f64 / secs,
+        decoder.ops().name()
+    );
+    if interrupted {
+        Err(LlmError::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+fn perplexity(args: PerplexityArgs) -> Result<(), LlmError> {
+    let max_chunks = match args.chunks {
+        -1 => None,
+        c if c > 0 => Some(c as usize),
+        c => return Err(LlmError::InvalidArgument(format!("--chunks {c}"))),
+    };
+    let (model, tokenizer) = open(&args.run)?;
+    catch_interrupt();
+    match args.run.backend {
+        BackendChoice::Cpu => run_perplexity(&Decoder::load(&model, CpuOps)?, &tokenizer, &args, max_chunks),
+        BackendChoice::Gpu => run_perplexity(&Decoder::load(&model, gpu_ops()?)?, &tokenizer, &args, max_chunks),
+    }
+}
+
+fn run_perplexity<O: Ops>(
+    decoder: &Decoder<O>,
+    tokenizer: &Tokenizer,
+    args: &PerplexityArgs,
+    max_chunks: Option<usize>,
+) -> Result<(), LlmError> {
+    if args.kl_divergence {
+        let base = args.kl_divergence_base.as_deref().unwrap_or(Path::new(""));
+        return run_kl_divergence(decoder, tokenizer, base, max_chunks, &args.run);
+    }
+    let path = args.file.as_deref().unwrap_or(Path::new(""));
+    let raw = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let mut text =
+        String::from_utf8(raw).map_err(|_| LlmError::InvalidArgument(format!("{}: not UTF-8", path.display())))?;
+    // llama.cpp's -f drops one trailing newline.
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    // llama-perplexity tokenizes with BOS and without parsing special tokens.
+    let tokens = tokenizer.encode(&text, true, false)?;
+    let n_ctx = args.ctx_size;
+    let n_chunk = ppl::chunk_count(tokens.len(), n_ctx, max_chunks)?;
+    let mut base = match &args.kl_divergence_base {
+        Some(p) => {
+            let mut w = BufWriter::new(File::create(p).map_err(|e| io_error(p, e))?);
+            ppl::BaseHeader {
+                n_ctx,
+                n_vocab: decoder.params().n_vocab,
+                n_chunk,
+                tokens: tokens.clone(),
+            }
+            .write(&mut w)?;
+            Some(w)
+        }
+        None => None,
+    };
+    eprintln!(
+        "perplexity: {} tokens, {n_chunk} chunks of {n_ctx}, {} backend",
+        tokens.len(),
+        decoder.ops().name()
+    );
+    let bar = progress(n_chunk);
+    let mut session =
+        Session::new(decoder, n_ctx, cache_type(&args.run.cache_type)?)?.with_batch_size(args.run.batch_size);
+    let bos = tokenizer.adds_bos().then_some(tokenizer.special().bos).flatten();
+    let first = n_ctx / 2;
+    let n_vocab = decoder.params().n_vocab;
+    let mut nll = ppl::Nll::default();
+    let mut line = String::new();
+    for i in 0..n_chunk {
+        check_interrupt()?;
+        session.clear();
+        let input = ppl::chunk_input(&tokens, n_ctx, i, bos);
+        let logits = session.eval_from(&input, first)?;
+        let chunk = &tokens[i * n_ctx..(i + 1) * n_ctx];
+        let scored = ppl::scored_per_chunk(n_ctx);
+        let mut rows = vec![0u16; scored * ppl::row_len(n_vocab)];
+        for (r, row) in logits.chunks_exact(n_vocab).take(scored).enumerate() {
+            nll.add(ppl::nll(row, chunk[first + r + 1]));
+            if base.is_some() {
+                let len = ppl::row_len(n_vocab);
+                ppl::quantize_row(row, &mut rows[r * len..(r + 1) * len]);
+            }
+        }
+        if let Some(w) = base.as_mut() {
+            ppl::write_chunk(w, &rows)?;
+        }
+        line.push_str(&format!("[{}]{:.4},", i + 1, nll.ppl()));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if let Some(mut w) = base {
+        w.flush()?;
+    }
+    println!("{line}");
+    match nll.estimate() {
+        (ppl, Some(err)) => println!("Final estimate: PPL = {ppl:.4} +/- {err:.5}"),
+        (ppl, None) => println!("Final estimate: PPL = {ppl:.4} (no uncertainty: the variance is not positive)"),
+    }
+    Ok(())
+}
+
+fn progress(n: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(n as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} chunks, {elapsed} (eta {eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+fn run_kl_divergence<O: Ops>(
+    decoder: &Decoder<O>,
+    tokenizer: &Tokenizer,
+    base_path: &Path,
+    max_chunks: Option<usize>,
+    run: &RunArgs,
+) -> Result<(), LlmError> {
+    let mut r = BufReader::new(File::open(base_path).map_err(|e| io_error(base_path, e))?);
+    let header = ppl::BaseHeader::read(&mut r)?;
+    let n_vocab = decoder.params().n_vocab;
+    if header.n_vocab != n_vocab {
+        return Err(LlmError::InvalidArgument(format!(
+            "the base file's vocabulary of {} is not the model's {n_vocab}",
+            header.n_vocab
+        )));
+    }
+    if let Some(&bad) = header.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        return Err(LlmError::InvalidArgument(format!(
+            "the base file holds token {bad}, outside the vocabulary"
+        )));
+    }
+    let n_ctx = header.n_ctx;
+    let n_chunk = max_chunks.map_or(header.n_chunk, |m| m.min(header.n_chunk));
+    let mut session = Session::new(decoder, n_ctx, cache_type(&run.cache_type)?)?.with_batch_size(run.batch_size);
+    let bos = tokenizer.adds_bos().then_some(tokenizer.special().bos).flatten();
+    let first = n_ctx / 2;
+    let len = ppl::row_len(n_vocab);
+    let mut stats = ppl::KlStats::default();
+    eprintln!(
+        "kl-divergence: {n_chunk} chunks of {n_ctx}, {} backend",
+        decoder.ops().name()
+    );
+    println!(
+        "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p"
+    );
+    for i in 0..n_chunk {
+        check_interrupt()?;
+        let rows = ppl::read_chunk(&mut r, n_ctx, n_vocab)?;
+        session.clear();
+        let input = ppl::chunk_input(&header.tokens, n_ctx, i, bos);
+        let logits = session.eval_from(&input, first)?;
+        let chunk = &header.tokens[i * n_ctx..(i + 1) * n_ctx];
+        for (k, row) in logits
+            .chunks_exact(n_vocab)
+            .take(ppl::scored_per_chunk(n_ctx))
+            .enumerate()
+        {
+            stats.add(row, &rows[k * len..(k + 1) * len], chunk[first + k + 1]);
+        }
+        println!("{}", stats.chunk_line(i + 1));
+    }
+    println!();
+    println!("{}", stats.summary());
+    Ok(())
 }
 
 fn io_error(path: &Path, err: std::io::Error) -> LlmError {
@@ -324,11 +686,11 @@ mod tests {
     #[test]
     fn the_skeletons_parse_llama_cpp_flags() {
         let cli = Cli::try_parse_from([
-            "dawn-llm", "generate", "-m", "m.gguf", "-p", "hi", "-n", "8", "--temp", "0", "-s", "-1",
+            "dawn-llm", "generate", "-m", "m.gguf", "-p", "hi", "-n", "8", "--temp", "0", "-s", "-1", "-o", "json",
         ])
         .unwrap();
         assert!(
-            matches!(cli.command, Command::Generate(ref a) if a.n_predict == 8 && a.sampling.temp == 0.0 && a.sampling.seed == -1)
+            matches!(cli.command, Command::Generate(ref a) if a.n_predict == 8 && a.output == OutputFormat::Json && a.sampling.temp == 0.0 && a.sampling.seed == -1)
         );
         assert!(Cli::try_parse_from(["dawn-llm", "bench", "-m", "m.gguf", "-p", "x"]).is_err());
         assert!(Cli::try_parse_from(["dawn-llm", "perplexity", "-m", "m.gguf"]).is_err());

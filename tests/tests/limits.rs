@@ -774,3 +774,36 @@ fn an_unpermuted_query_gets_a_hint() {
         .unwrap_err();
     assert!(err.to_string().contains("permute([0, 2, 1, 3])"), "{err}");
 }
+
+/// Kernels can be compiled ahead, with progress: after `warm_up` the ops it named compile
+/// nothing more, and a second warm-up costs no compilation.
+#[test]
+fn warm_up_compiles_ahead_with_progress() {
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    let w = tensor(&ctx, GgmlType::Q8_0, [256, 32, 1, 1]);
+    let x = tensor(&ctx, GgmlType::F32, [256, 3, 1, 1]);
+    let q = tensor(&ctx, GgmlType::F32, [64, 1, 4, 1]);
+    let kv = tensor(&ctx, GgmlType::F16, [64, 32, 2, 1]);
+    let params = ggml_dawn::ops::flash_attn::FlashAttnParams::scaled(0.125);
+    let ops = [
+        ggml_dawn::WarmUp::MulMat { a: &w, b: &x },
+        ggml_dawn::WarmUp::FlashAttn {
+            q: &q,
+            k: &kv,
+            v: &kv,
+            mask: None,
+            params,
+        },
+    ];
+    let mut seen = Vec::new();
+    let spent = ctx.warm_up(&ops, |done, total| seen.push((done, total))).unwrap();
+    assert_eq!(seen, [(1, 2), (2, 2)]);
+    assert!(spent > std::time::Duration::ZERO);
+    let compiled = ctx.compiled_kernels();
+    assert!(compiled >= 2);
+    assert_eq!(ctx.warm_up(&ops, |_, _| {}).unwrap(), std::time::Duration::ZERO);
+    ctx.mul_mat(&w, &x).unwrap();
+    ctx.flash_attn_ext(&q, &kv, &kv, None, None, params).unwrap();
+    ctx.synchronize().unwrap();
+    assert_eq!(ctx.compiled_kernels(), compiled, "the ops found their kernels compiled");
+}

@@ -7,3 +7,6 @@ mod memory;
 mod mul_mat;
 mod rope;
 mod rows;
+mod warm_up;
+
+pub use warm_up::WarmUp;

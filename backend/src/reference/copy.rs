@@ -53,7 +53,7 @@ fn format_error(tensor: &'static str) -> impl Fn(FormatError) -> ReferenceError 
 /// - f32, f16, bf16 to each other, f32 to i32 and i32 to f32: each value converted
 ///   (to f16/bf16 rounded to nearest even, to i32 truncated).
 /// - f32, f16, bf16 to a quantized type: `dst` must be contiguous and `src`'s rows whole blocks;
-///   the values are quantized as ggml's CPU `from_float` does (the [`format`] module's
+///   the values are quantized as ggml's CPU `from_float` does (the [`format`](mod@crate::format) module's
 ///   quantizers; for iq4_nl the single pass of `quantize_row_iq4_nl_ref`).
 /// - A quantized type to f32: dequantized.
 ///

@@ -1,7 +1,7 @@
 //! ROPE (forward) as ggml defines it: normal and NeoX pairs, the multi-section modes (M-RoPE,
 //! interleaved M-RoPE, vision), frequency factors, YaRN's ramp and magnitude, `n_offs`; f32 or
 //! f16 rows of any layout, i32 positions, in place or into a tensor of src's extents.
-//! [`crate::reference::rope`] is the definition; the kernel computes each angle as its CPU
+//! [`crate::reference::rope()`] is the definition; the kernel computes each angle as its CPU
 //! order does.
 
 pub mod encode;

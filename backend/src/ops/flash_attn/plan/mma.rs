@@ -32,7 +32,7 @@ pub struct MmaPlan {
     pub kstr: u32,
     pub vstr: u32,
     pub pstr: u32,
-    /// vec4<f32> per row of the score buffer.
+    /// `vec4<f32>` per row of the score buffer.
     pub sstr: u32,
     pub q_regs: bool,
     pub kv_alias: bool,
@@ -45,7 +45,7 @@ pub struct MmaPlan {
     pub p_off: u32,
     /// Chunks of the f16 buffer.
     pub smem: u32,
-    /// vec4<f32> of the f32 buffer (scores, then rescale/epilogue scratch).
+    /// `vec4<f32>` of the f32 buffer (scores, then rescale/epilogue scratch).
     pub sf: u32,
     /// O blocks per subgroup per scratch round.
     pub sb: u32,

@@ -2,7 +2,7 @@
 //! [`Problem`], [`DeviceFacts`] and [`FlashAttnTuning`] to a [`FlashAttnPlan`] (the kernel
 //! [`Choice`] with its tiles, split count, workgroup sizes), checked against the
 //! workgroup-memory limit. Nothing here touches a GPU. One module
-//! per kernel (its layout, how it is sized, its description), and [`split`] for the split-KV
+//! per kernel (its layout, how it is sized, its description), and `split.rs` for the split-KV
 //! scheme both fast kernels share.
 //!
 //! Kernels:

@@ -3,17 +3,17 @@
 //! is testable without a GPU.
 //!
 //! Kernels, in order of preference, each with its plan type and planner in its own module:
-//! 1. [`Choice::MatVec`] for `n <= vec_max_n`: memory-bound matrix × few vectors ([`mat_vec`]).
+//! 1. [`Choice::MatVec`] for `n <= vec_max_n`: memory-bound matrix × few vectors (`mat_vec.rs`).
 //! 2. [`Choice::SubgroupMatrix`] where the adapter has an f16 subgroup-matrix config: tiles from
 //!    the config, the subgroup size and the workgroup-memory limit; a narrow tile for small `n`
-//!    ([`subgroup_matrix`]).
-//! 3. [`Choice::Tiled`]: register tiles in f32, for every device ([`tiled`]).
+//!    (`subgroup_matrix.rs`).
+//! 3. [`Choice::Tiled`]: register tiles in f32, for every device (`tiled.rs`).
 //! 4. [`Choice::Simple`]: one thread per output, for what the others cannot address (sizes past
-//!    32-bit indexing; [`simple`]). Views at any byte offset and with any strides take the fast
+//!    32-bit indexing; `simple.rs`). Views at any byte offset and with any strides take the fast
 //!    kernels.
 //!
 //! The passes some kernels run first (b quantized to 8 bits, f16 copies of a and b) are in
-//! [`passes`].
+//! `passes.rs`.
 
 mod mat_vec;
 mod passes;

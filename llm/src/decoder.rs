@@ -1,0 +1,333 @@
+//! The decoder graph of llama.cpp's `llama` and `qwen2` models, written once over [`Ops`]:
+//! embedding lookup; per layer RMS norm × `attn_norm`, the q/k/v projections (with Qwen 2's
+//! biases), rope (normal pairs for llama, NeoX halves for qwen2), the KV cache write, flash
+//! attention over the cache with the causal mask, the output projection and the residual; RMS
+//! norm × `ffn_norm`, gate and up, SwiGLU, down and the residual; then the final norm and the
+//! output projection (the token embedding when tied).
+
+use ggml_dawn::gguf::GgufFile;
+use ggml_dawn::reference::{RopeMode, RopeParams};
+use ggml_dawn::{GgmlType, HostTensor, Layout};
+
+use crate::config::{Architecture, ModelConfig, RopeScaling};
+use crate::error::{LlmError, Result};
+use crate::model::{LayerNames, Model, OUTPUT, OUTPUT_NORM, ROPE_FREQS, TOKEN_EMBD};
+use crate::ops::{Ops, i32_tensor};
+use crate::tokenizer::TokenId;
+
+/// The graph's constants, derived from the hyperparameters as llama.cpp derives them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecoderParams {
+    pub n_vocab: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f32,
+    /// `1/sqrt(head_dim)`.
+    pub kq_scale: f32,
+    pub rope: RopeParams,
+}
+
+impl DecoderParams {
+    /// llama.cpp's values for `config`: rope mode by architecture, YaRN's extrapolation on only
+    /// for YaRN scaling, its `beta_fast = 32`, `beta_slow = 1`, and its attention factor
+    /// `mscale(factor) / (1 + 0.1 ln factor) · attn_factor`.
+    pub fn new(config: &ModelConfig) -> DecoderParams {
+        let mode = match config.architecture {
+            Architecture::Llama => RopeMode::Normal,
+            Architecture::Qwen2 => RopeMode::Neox,
+        };
+        let mut rope = RopeParams::new(config.n_rot, mode);
+        rope.freq_base = config.rope_freq_base;
+        rope.n_ctx_orig = config.n_ctx_train as i32;
+        rope.beta_fast = 32.0;
+        rope.beta_slow = 1.0;
+        match config.rope_scaling {
+            RopeScaling::None => {}
+            RopeScaling::Linear { factor } => rope.freq_scale = 1.0 / factor,
+            RopeScaling::Yarn {
+                factor,
+                original_context,
+                attn_factor,
+            } => {
+                let mscale = if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 };
+                rope.freq_scale = 1.0 / factor;
+                rope.ext_factor = 1.0;
+                rope.n_ctx_orig = original_context as i32;
+                rope.attn_factor = mscale / (1.0 + 0.1 * factor.ln()) * attn_factor;
+            }
+        }
+        DecoderParams {
+            n_vocab: config.n_vocab,
+            n_embd: config.n_embd,
+            n_layer: config.n_layer,
+            n_head: config.n_head,
+            n_head_kv: config.n_head_kv,
+            head_dim: config.head_dim,
+            rms_norm_eps: config.rms_norm_eps,
+            kq_scale: 1.0 / (config.head_dim as f32).sqrt(),
+            rope,
+        }
+    }
+
+    fn n_embd_kv(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+}
+
+/// One layer's weights.
+#[derive(Debug)]
+struct Layer<T> {
+    attn_norm: T,
+    wq: T,
+    wk: T,
+    wv: T,
+    bq: Option<T>,
+    bk: Option<T>,
+    bv: Option<T>,
+    wo: T,
+    ffn_norm: T,
+    gate: T,
+    up: T,
+    down: T,
+}
+
+/// A model's weights on a backend, ready to run.
+#[derive(Debug)]
+pub struct Decoder<O: Ops> {
+    ops: O,
+    params: DecoderParams,
+    token_embd: O::Tensor,
+    output_norm: O::Tensor,
+    output: Option<O::Tensor>,
+    output_bias: Option<O::Tensor>,
+    rope_freqs: Option<O::Tensor>,
+    layers: Vec<Layer<O::Tensor>>,
+}
+
+/// The KV cache types llama.cpp's `--cache-type-k/v` offer here.
+pub const CACHE_TYPES: [GgmlType; 4] = [GgmlType::F16, GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0];
+
+impl<O: Ops> Decoder<O> {
+    /// Reads `model`'s tensors from its file onto `ops`' backend.
+    pub fn load(model: &Model, ops: O) -> Result<Decoder<O>> {
+        let file = GgufFile::open(model.path())?;
+        let get = |name: &str| -> Result<O::Tensor> { ops.upload(&file.tensor(name)?) };
+        let opt = |name: &str| -> Result<Option<O::Tensor>> {
+            match model.tensor(name) {
+                Some(_) => get(name).map(Some),
+                None => Ok(None),
+            }
+        };
+        let mut layers = Vec::with_capacity(model.config.n_layer);
+        for i in 0..model.config.n_layer {
+            let n = LayerNames::new(i);
+            layers.push(Layer {
+                attn_norm: get(&n.attn_norm)?,
+                wq: get(&n.attn_q)?,
+                wk: get(&n.attn_k)?,
+                wv: get(&n.attn_v)?,
+                bq: opt(&n.attn_q_bias)?,
+                bk: opt(&n.attn_k_bias)?,
+                bv: opt(&n.attn_v_bias)?,
+                wo: get(&n.attn_output)?,
+                ffn_norm: get(&n.ffn_norm)?,
+                gate: get(&n.ffn_gate)?,
+                up: get(&n.ffn_up)?,
+                down: get(&n.ffn_down)?,
+            });
+        }
+        Ok(Decoder {
+            params: DecoderParams::new(&model.config),
+            token_embd: get(TOKEN_EMBD)?,
+            output_norm: get(OUTPUT_NORM)?,
+            output: opt(OUTPUT)?,
+            output_bias: opt("output.bias")?,
+            rope_freqs: opt(ROPE_FREQS)?,
+            layers,
+            ops,
+        })
+    }
+
+    /// The backend's ops.
+    pub fn ops(&self) -> &O {
+        &self.ops
+    }
+
+    /// The graph's constants.
+    pub fn params(&self) -> &DecoderParams {
+        &self.params
+    }
+
+    /// An empty KV cache of `n_ctx` cells of `ty` per layer.
+    pub fn new_cache(&self, n_ctx: usize, ty: GgmlType) -> Result<KvCache<O::Tensor>> {
+        if !CACHE_TYPES.contains(&ty) {
+            return Err(LlmError::InvalidArgument(format!(
+                "cache type {ty} (f16, f32, q8_0 and q4_0 are supported)"
+            )));
+        }
+        if n_ctx == 0 {
+            return Err(LlmError::InvalidArgument("a context of 0 tokens".into()));
+        }
+        let width = self.params.n_embd_kv();
+        let head = self.params.head_dim;
+        if !head.is_multiple_of(ty.block_size()) {
+            return Err(LlmError::InvalidArgument(format!(
+                "cache type {ty}: heads of {head} values are not whole {}-value blocks",
+                ty.block_size()
+            )));
+        }
+        let mut k = Vec::with_capacity(self.params.n_layer);
+        let mut v = Vec::with_capacity(self.params.n_layer);
+        for _ in 0..self.params.n_layer {
+            k.push(self.ops.zeros(ty, [width, n_ctx, 1, 1])?);
+            v.push(self.ops.zeros(ty, [width, n_ctx, 1, 1])?);
+        }
+        Ok(KvCache { k, v, n_ctx, ty })
+    }
+
+    /// Runs `tokens` at positions `n_past..`, writing their keys and values into `cache`, and
+    /// returns the logits `[n_vocab, rows]` of the tokens `outputs` names (indices into `tokens`;
+    /// all of them when `None`). Nothing is read back: the caller reads the result.
+    pub fn forward(
+        &self,
+        cache: &mut KvCache<O::Tensor>,
+        tokens: &[TokenId],
+        n_past: usize,
+        outputs: Option<&[usize]>,
+    ) -> Result<O::Tensor> {
+        let p = &self.params;
+        let ops = &self.ops;
+        let n_tokens = tokens.len();
+        let n_kv = n_past + n_tokens;
+        if n_tokens == 0 {
+            return Err(LlmError::InvalidArgument("no tokens to evaluate".into()));
+        }
+        if n_kv > cache.n_ctx {
+            return Err(LlmError::ContextFull {
+                needed: n_kv,
+                n_ctx: cache.n_ctx,
+            });
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= p.n_vocab) {
+            return Err(LlmError::InvalidArgument(format!(
+                "token {bad} is outside the vocabulary of {}",
+                p.n_vocab
+            )));
+        }
+        let to_i32 = |v: usize| i32::try_from(v).map_err(|_| LlmError::InvalidArgument(format!("{v} is too large")));
+        let ids: Vec<i32> = tokens.iter().map(|&t| to_i32(t as usize)).collect::<Result<_>>()?;
+        let positions: Vec<i32> = (n_past..n_kv).map(to_i32).collect::<Result<_>>()?;
+        let ids = ops.upload(&i32_tensor(&ids))?;
+        // One sequence: cache cell = position.
+        let pos = ops.upload(&i32_tensor(&positions))?;
+        let mask = ops.upload(&causal_mask(n_past, n_tokens)?)?;
+
+        let (d, e, e_kv) = (p.head_dim, p.n_embd, p.n_embd_kv());
+        let mut x = ops.get_rows(&self.token_embd, &ids)?;
+        for (il, l) in self.layers.iter().enumerate() {
+            let cur = ops.rms_norm_mul(&x, &l.attn_norm, p.rms_norm_eps)?;
+            let proj = |w: &O::Tensor, b: &Option<O::Tensor>| -> Result<O::Tensor> {
+                let y = ops.mul_mat(w, &cur)?;
+                match b {
+                    Some(b) => ops.add(&y, b),
+                    None => Ok(y),
+                }
+            };
+            let q = self.reshape(&proj(&l.wq, &l.bq)?, [d, p.n_head, n_tokens, 1])?;
+            let k = self.reshape(&proj(&l.wk, &l.bk)?, [d, p.n_head_kv, n_tokens, 1])?;
+            let v = proj(&l.wv, &l.bv)?;
+            let q = ops.rope(&q, &pos, self.rope_freqs.as_ref(), &p.rope)?;
+            let k = ops.rope(&k, &pos, self.rope_freqs.as_ref(), &p.rope)?;
+
+            ops.set_rows(&mut cache.k[il], &self.reshape(&k, [e_kv, n_tokens, 1, 1])?, &pos)?;
+            ops.set_rows(&mut cache.v[il], &v, &pos)?;
+            let k_all = self.heads_view(&cache.k[il], n_kv)?;
+            let v_all = self.heads_view(&cache.v[il], n_kv)?;
+            // Q as ggml permutes it for attention: [d, n_tokens, n_head].
+            let q = ops.view(&q, ops.layout(&q).permute([0, 2, 1, 3])?)?;
+            let attn = ops.flash_attn(&q, &k_all, &v_all, &mask, p.kq_scale)?;
+            let attn = self.reshape(&attn, [d * p.n_head, n_tokens, 1, 1])?;
+            let out = ops.mul_mat(&l.wo, &attn)?;
+            let ffn_in = ops.add(&out, &x)?;
+
+            let cur = ops.rms_norm_mul(&ffn_in, &l.ffn_norm, p.rms_norm_eps)?;
+            let gate = ops.mul_mat(&l.gate, &cur)?;
+            let up = ops.mul_mat(&l.up, &cur)?;
+            let down = ops.mul_mat(&l.down, &ops.swiglu(&gate, &up)?)?;
+            x = ops.add(&down, &ffn_in)?;
+        }
+        debug_assert_eq!(ops.layout(&x).ne, [e, n_tokens, 1, 1]);
+        if let Some(rows) = outputs {
+            if let Some(&bad) = rows.iter().find(|&&r| r >= n_tokens) {
+                return Err(LlmError::InvalidArgument(format!(
+                    "output row {bad} of a batch of {n_tokens}"
+                )));
+            }
+            let rows: Vec<i32> = rows.iter().map(|&r| to_i32(r)).collect::<Result<_>>()?;
+            x = ops.get_rows(&x, &ops.upload(&i32_tensor(&rows))?)?;
+        }
+        let x = ops.rms_norm_mul(&x, &self.output_norm, p.rms_norm_eps)?;
+        let logits = ops.mul_mat(self.output.as_ref().unwrap_or(&self.token_embd), &x)?;
+        match &self.output_bias {
+            Some(b) => ops.add(&logits, b),
+            None => Ok(logits),
+        }
+    }
+
+    fn reshape(&self, t: &O::Tensor, ne: [usize; 4]) -> Result<O::Tensor> {
+        self.ops.view(t, self.ops.layout(t).reshape(ne)?)
+    }
+
+    /// The first `n_kv` cells of a cache tensor `[n_embd_kv, n_ctx]` as `[d, n_kv, n_head_kv]`.
+    fn heads_view(&self, cache: &O::Tensor, n_kv: usize) -> Result<O::Tensor> {
+        let p = &self.params;
+        let whole = self.ops.layout(cache);
+        let row = whole.nb[1];
+        let head = whole
+            .ty
+            .row_bytes(p.head_dim)
+            .ok_or_else(|| LlmError::Backend(format!("{}: partial block in a head", whole.ty)))?;
+        let layout = Layout {
+            ty: whole.ty,
+            ne: [p.head_dim, n_kv, p.n_head_kv, 1],
+            nb: [whole.nb[0], row, head, row * n_kv],
+            offset: whole.offset,
+        };
+        self.ops.view(cache, layout)
+    }
+}
+
+/// The causal mask of `n_tokens` new tokens after `n_past` cached ones: f16
+/// `[n_past + n_tokens, n_tokens]`, 0 where token `i` may attend to cell `j` (`j ≤ n_past + i`),
+/// −∞ elsewhere (llama.cpp's f16 mask for flash attention).
+fn causal_mask(n_past: usize, n_tokens: usize) -> Result<HostTensor> {
+    let n_kv = n_past + n_tokens;
+    let values: Vec<f32> = (0..n_tokens)
+        .flat_map(|i| (0..n_kv).map(move |j| if j <= n_past + i { 0.0 } else { f32::NEG_INFINITY }))
+        .collect();
+    Ok(HostTensor::from_f32(GgmlType::F16, [n_kv, n_tokens, 1, 1], &values)?)
+}
+
+/// Each layer's cached keys and values: `[n_embd_kv, n_ctx]` per layer, cell = position.
+#[derive(Debug)]
+pub struct KvCache<T> {
+    k: Vec<T>,
+    v: Vec<T>,
+    n_ctx: usize,
+    ty: GgmlType,
+}
+
+impl<T> KvCache<T> {
+    /// Cells per layer.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// The cells' type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+}

@@ -1,0 +1,77 @@
+//! The ops the decoder graph is built from, as one trait: the graph in [`crate::decoder`] is
+//! written once against it, and each backend maps it onto its own ops (the CPU reference in
+//! [`crate::cpu`]; a GPU context records the same calls into its stream and submits once per
+//! step).
+//!
+//! Tensors follow ggml's conventions: extents `ne` innermost first, MUL_MAT computing
+//! `a·bᵀ` per batch, FLASH_ATTN_EXT returning `[d_v, n_head, n_q, 1]`.
+
+use ggml_dawn::reference::RopeParams;
+use ggml_dawn::{GgmlType, HostTensor, Layout};
+
+use crate::error::Result;
+
+/// The ops of llama.cpp's `llama` graph, on some backend's tensors.
+pub trait Ops {
+    /// A tensor on this backend: weights, activations, the KV cache.
+    type Tensor: std::fmt::Debug;
+
+    /// What this backend is, for messages (`cpu`, the GPU's name).
+    fn name(&self) -> String;
+
+    /// A host tensor (a weight, an input) on this backend, in its own type.
+    fn upload(&self, t: &HostTensor) -> Result<Self::Tensor>;
+    /// A zeroed contiguous tensor (the KV cache).
+    fn zeros(&self, ty: GgmlType, ne: [usize; 4]) -> Result<Self::Tensor>;
+    /// The tensor's layout.
+    fn layout(&self, t: &Self::Tensor) -> Layout;
+    /// The same storage seen through `layout` (views, permutations, reshapes).
+    fn view(&self, t: &Self::Tensor, layout: Layout) -> Result<Self::Tensor>;
+
+    /// GET_ROWS: rows of `src` gathered by the i32 `ids`, as f32.
+    fn get_rows(&self, src: &Self::Tensor, ids: &Self::Tensor) -> Result<Self::Tensor>;
+    /// RMS_NORM of each row of `x`, times `weight` (fused RMS_NORM·MUL).
+    fn rms_norm_mul(&self, x: &Self::Tensor, weight: &Self::Tensor, eps: f32) -> Result<Self::Tensor>;
+    /// MUL_MAT: `a·bᵀ` per batch, f32 `[a.ne1, b.ne1, b.ne2, b.ne3]`.
+    fn mul_mat(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    /// ADD with `b` repeated over `a`.
+    fn add(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    /// ROPE of `x` `[d, heads, tokens, 1]` at the i32 positions `pos`.
+    fn rope(
+        &self,
+        x: &Self::Tensor,
+        pos: &Self::Tensor,
+        freq_factors: Option<&Self::Tensor>,
+        params: &RopeParams,
+    ) -> Result<Self::Tensor>;
+    /// SWIGLU split: `silu(gate) · up`.
+    fn swiglu(&self, gate: &Self::Tensor, up: &Self::Tensor) -> Result<Self::Tensor>;
+    /// SET_ROWS: the rows of `src` written into `dst` at the i32 `ids`, converted to its type.
+    fn set_rows(&self, dst: &mut Self::Tensor, src: &Self::Tensor, ids: &Self::Tensor) -> Result<()>;
+    /// FLASH_ATTN_EXT: `softmax(q·kᵀ·scale + mask)·v`, `[d_v, n_head, n_q, 1]`.
+    fn flash_attn(
+        &self,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        mask: &Self::Tensor,
+        scale: f32,
+    ) -> Result<Self::Tensor>;
+    /// ARGMAX of each row; runs the recorded work and reads back only the ids.
+    fn argmax(&self, x: &Self::Tensor) -> Result<Vec<i32>>;
+    /// All of `x` as f32; runs the recorded work.
+    fn read_f32(&self, x: &Self::Tensor) -> Result<Vec<f32>>;
+}
+
+/// An i32 host vector (token ids, positions, cache rows) as a `[n, 1, 1, 1]` tensor.
+pub fn i32_tensor(values: &[i32]) -> HostTensor {
+    HostTensor {
+        layout: Layout {
+            ty: GgmlType::I32,
+            ne: [values.len(), 1, 1, 1],
+            nb: [4, 4 * values.len(), 4 * values.len(), 4 * values.len()],
+            offset: 0,
+        },
+        data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
