@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ggml_dawn::tuning::{self, Overrides};
+use ggml_dawn::tuning::Overrides;
 use ggml_dawn::{ContextOptions, GpuContext};
 use ggml_dawn_bench::cases::Case;
 use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
@@ -303,8 +303,17 @@ fn env_tuning() -> Result<Overrides, String> {
         Err(std::env::VarError::NotPresent) => Ok(String::new()),
         Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name}: the value is not UTF-8")),
     };
-    Overrides::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
+    let (mul_mat, flash_attn) = (var(MUL_MAT_ENV)?, var(FLASH_ATTN_ENV)?);
+    // Each text checked alone first, so that the error names the variable it came from.
+    Overrides::parse(&mul_mat, "").map_err(|e| format!("{MUL_MAT_ENV}: {e}"))?;
+    Overrides::parse("", &flash_attn).map_err(|e| format!("{FLASH_ATTN_ENV}: {e}"))?;
+    Overrides::parse(&mul_mat, &flash_attn).map_err(|e| e.to_string())
 }
+
+/// The environment variable the tool reads MUL_MAT's tuning overrides from (`name=value,…`).
+const MUL_MAT_ENV: &str = "GGML_DAWN_MUL_MAT";
+/// The environment variable the tool reads FLASH_ATTN_EXT's tuning overrides from.
+const FLASH_ATTN_ENV: &str = "GGML_DAWN_FA";
 
 /// Log lines of the library (a kernel's first compilation, with its time) on standard error:
 /// with `-v` the library's `info` lines, else warnings only; `RUST_LOG` overrides both.
@@ -654,7 +663,7 @@ fn header_line(ctx: &GpuContext, selected: &Selected, min_time: Duration) -> ser
             "backend": format!("{:?}", info.backend), "adapter_type": format!("{:?}", info.adapter_type),
             "suite": selected.suite,
             "min_time": min_time.as_secs_f64(),
-            "tuning": { tuning::MUL_MAT_ENV: env(tuning::MUL_MAT_ENV), tuning::FLASH_ATTN_ENV: env(tuning::FLASH_ATTN_ENV) } })
+            "tuning": { MUL_MAT_ENV: env(MUL_MAT_ENV), FLASH_ATTN_ENV: env(FLASH_ATTN_ENV) } })
 }
 
 /// The context of a mode that runs cases. Dawn's Null backend is an error unless named

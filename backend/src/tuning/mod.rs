@@ -14,10 +14,11 @@ use crate::facts::DeviceFacts;
 pub use crate::ops::flash_attn::tuning::FlashAttnTuning;
 pub use crate::ops::mul_mat::tuning::MulMatTuning;
 
-/// The environment variable `backend-ops` reads MUL_MAT's overrides from (`name=value,…`).
-pub const MUL_MAT_ENV: &str = "GGML_DAWN_MUL_MAT";
-/// The environment variable `backend-ops` reads FLASH_ATTN_EXT's overrides from (`key=value,…`).
-pub const FLASH_ATTN_ENV: &str = "GGML_DAWN_FA";
+/// What a MUL_MAT knob's error names (the library reads no environment: a program passes the
+/// overrides' text, from wherever it takes it).
+pub const MUL_MAT_SETTING: &str = "MUL_MAT tuning";
+/// What a FLASH_ATTN_EXT knob's error names.
+pub const FLASH_ATTN_SETTING: &str = "FLASH_ATTN_EXT tuning";
 
 /// Both ops' tuning for one device: its profile with any overrides applied.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,11 +46,11 @@ impl Tuning {
     /// Checks every knob against its range (values built in code, not parsed).
     pub fn validate(&self) -> Result<()> {
         self.mul_mat.validate().map_err(|message| BackendError::Config {
-            name: MUL_MAT_ENV,
+            name: MUL_MAT_SETTING,
             message,
         })?;
         self.flash_attn.validate().map_err(|message| BackendError::Config {
-            name: FLASH_ATTN_ENV,
+            name: FLASH_ATTN_SETTING,
             message,
         })
     }
@@ -100,14 +101,14 @@ impl Overrides {
             .mul_mat
             .apply(&self.mul_mat)
             .map_err(|message| BackendError::Config {
-                name: MUL_MAT_ENV,
+                name: MUL_MAT_SETTING,
                 message,
             })?;
         tuning
             .flash_attn
             .apply(&self.flash_attn)
             .map_err(|message| BackendError::Config {
-                name: FLASH_ATTN_ENV,
+                name: FLASH_ATTN_SETTING,
                 message,
             })
     }
@@ -131,9 +132,9 @@ mod tests {
         );
         assert_eq!(t.mul_mat.vec_wg, base.mul_mat.vec_wg);
         let e = Overrides::parse("vec_wg=100", "").unwrap_err().to_string();
-        assert!(e.contains(MUL_MAT_ENV) && e.contains("vec_wg"), "{e}");
+        assert!(e.contains(MUL_MAT_SETTING) && e.contains("vec_wg"), "{e}");
         let e = Overrides::parse("", "tile_kv=7").unwrap_err().to_string();
-        assert!(e.contains(FLASH_ATTN_ENV) && e.contains("tile_kv"), "{e}");
+        assert!(e.contains(FLASH_ATTN_SETTING) && e.contains("tile_kv"), "{e}");
         let built = Tuning {
             flash_attn: FlashAttnTuning {
                 tile_threads: u32::MAX,
