@@ -13,6 +13,119 @@ pub const FLASH_ATTN_SUPPORTED: &str = include_str!("../../tests/data/cases/upst
 /// Upstream's FLASH_ATTN_EXT cases that its WebGPU backend refuses.
 pub const FLASH_ATTN_UNSUPPORTED: &str = include_str!("../../tests/data/cases/upstream-flash_attn_ext-unsupported.txt");
 
+/// Upstream's lists of the decoder ops (issue #38), as its WebGPU backend reports them on
+/// lavapipe: `(op, supported, unsupported)`, one pair of files per op in `tests/data/cases/`.
+pub const DECODER_LISTS: &[(&str, &str, &str)] = &[
+    (
+        "GET_ROWS",
+        include_str!("../../tests/data/cases/upstream-get_rows-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-get_rows-unsupported.txt"),
+    ),
+    (
+        "RMS_NORM",
+        include_str!("../../tests/data/cases/upstream-rms_norm-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-rms_norm-unsupported.txt"),
+    ),
+    (
+        "RMS_NORM_MUL_ADD",
+        include_str!("../../tests/data/cases/upstream-rms_norm_mul_add-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-rms_norm_mul_add-unsupported.txt"),
+    ),
+    (
+        "ADD",
+        include_str!("../../tests/data/cases/upstream-add-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-add-unsupported.txt"),
+    ),
+    (
+        "SUB",
+        include_str!("../../tests/data/cases/upstream-sub-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-sub-unsupported.txt"),
+    ),
+    (
+        "MUL",
+        include_str!("../../tests/data/cases/upstream-mul-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-mul-unsupported.txt"),
+    ),
+    (
+        "DIV",
+        include_str!("../../tests/data/cases/upstream-div-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-div-unsupported.txt"),
+    ),
+    (
+        "ROPE",
+        include_str!("../../tests/data/cases/upstream-rope-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-rope-unsupported.txt"),
+    ),
+    (
+        "REGLU",
+        include_str!("../../tests/data/cases/upstream-reglu-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-reglu-unsupported.txt"),
+    ),
+    (
+        "GEGLU",
+        include_str!("../../tests/data/cases/upstream-geglu-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-geglu-unsupported.txt"),
+    ),
+    (
+        "SWIGLU",
+        include_str!("../../tests/data/cases/upstream-swiglu-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-swiglu-unsupported.txt"),
+    ),
+    (
+        "SWIGLU_OAI",
+        include_str!("../../tests/data/cases/upstream-swiglu_oai-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-swiglu_oai-unsupported.txt"),
+    ),
+    (
+        "GEGLU_ERF",
+        include_str!("../../tests/data/cases/upstream-geglu_erf-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-geglu_erf-unsupported.txt"),
+    ),
+    (
+        "GEGLU_QUICK",
+        include_str!("../../tests/data/cases/upstream-geglu_quick-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-geglu_quick-unsupported.txt"),
+    ),
+    (
+        "SET_ROWS",
+        include_str!("../../tests/data/cases/upstream-set_rows-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-set_rows-unsupported.txt"),
+    ),
+    (
+        "CPY",
+        include_str!("../../tests/data/cases/upstream-cpy-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-cpy-unsupported.txt"),
+    ),
+    (
+        "SCALE",
+        include_str!("../../tests/data/cases/upstream-scale-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-scale-unsupported.txt"),
+    ),
+    (
+        "SOFT_MAX",
+        include_str!("../../tests/data/cases/upstream-soft_max-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-soft_max-unsupported.txt"),
+    ),
+    (
+        "ARGMAX",
+        include_str!("../../tests/data/cases/upstream-argmax-supported.txt"),
+        include_str!("../../tests/data/cases/upstream-argmax-unsupported.txt"),
+    ),
+];
+
+/// The cases of every decoder op's supported list, and with `with_unsupported` its unsupported
+/// list too.
+pub fn decoder_cases(with_unsupported: bool) -> Result<Vec<Case>, CaseError> {
+    let mut cases = Vec::new();
+    for &(_, supported, unsupported) in DECODER_LISTS {
+        cases.extend(parse_list(supported)?);
+        if with_unsupported {
+            cases.extend(parse_list(unsupported)?);
+        }
+    }
+    Ok(cases)
+}
+
 /// The case strings of a list: one a line, trimmed; blank lines and `#` comments skipped.
 pub fn list_lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines()
@@ -25,10 +138,12 @@ pub fn parse_list(text: &str) -> Result<Vec<Case>, CaseError> {
     list_lines(text).map(str::parse).collect()
 }
 
-/// The default correctness cases: both upstream-supported lists.
+/// The default correctness cases: the upstream-supported lists of MUL_MAT, FLASH_ATTN_EXT and
+/// the decoder ops.
 pub fn test_cases() -> Result<Vec<Case>, CaseError> {
     let mut cases = parse_list(MUL_MAT_SUPPORTED)?;
     cases.extend(parse_list(FLASH_ATTN_SUPPORTED)?);
+    cases.extend(decoder_cases(false)?);
     Ok(cases)
 }
 
@@ -129,5 +244,29 @@ mod tests {
         for t in &text {
             assert_eq!(&t.parse::<Case>().unwrap().to_string(), t);
         }
+    }
+
+    /// Every line of the decoder lists parses to its op, prints back byte for byte and builds
+    /// its tensors (or names an upstream type this crate lacks).
+    #[test]
+    fn decoder_lists_round_trip_and_build() {
+        let mut total = 0;
+        for &(op, supported, unsupported) in DECODER_LISTS {
+            let lines: Vec<&str> = list_lines(supported).chain(list_lines(unsupported)).collect();
+            assert!(!lines.is_empty(), "{op}");
+            for line in lines {
+                let case: Case = line.parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+                assert_eq!(case.op_name(), op);
+                assert_eq!(case.to_string(), line);
+                let Case::Decoder(c) = &case else {
+                    panic!("{line} is not a decoder case");
+                };
+                match c.tensors() {
+                    Ok(_) | Err(CaseError::UnsupportedType { .. }) => total += 1,
+                    Err(e) => panic!("{line}: {e}"),
+                }
+            }
+        }
+        assert!(total > 2500, "{total}");
     }
 }

@@ -19,6 +19,10 @@ use ggml_dawn::format::FormatError;
 use ggml_dawn::ggml_type::GgmlType;
 use ggml_dawn::tensor::{HostTensor, Layout, LayoutError};
 
+pub mod decoder;
+
+pub use decoder::DecoderCase;
+
 /// Types upstream names in its case lists that [`GgmlType`] does not (yet) list.
 const UPSTREAM_ONLY_TYPES: &[&str] = &["q1_0", "q2_0", "nvfp4"];
 
@@ -101,7 +105,7 @@ impl fmt::Display for Precision {
 pub enum CaseError {
     #[error("`{0}` is not a case string: expected OP(name=value,...)")]
     Syntax(String),
-    #[error("unknown op `{0}` (known: MUL_MAT, FLASH_ATTN_EXT)")]
+    #[error("unknown op `{0}` (known: MUL_MAT, FLASH_ATTN_EXT and the decoder ops of `cases::decoder::OPS`)")]
     UnknownOp(String),
     #[error("{op}: `{part}` is not name=value")]
     BadField { op: &'static str, part: String },
@@ -148,6 +152,8 @@ const FLASH_ATTN_EXT: &str = "FLASH_ATTN_EXT";
 pub enum Case {
     MulMat(MulMatCase),
     FlashAttnExt(FlashAttnCase),
+    /// GET_ROWS, RMS_NORM, binary ops, ROPE, GLUs, SET_ROWS, CPY, SCALE, SOFT_MAX, ARGMAX.
+    Decoder(DecoderCase),
 }
 
 impl Case {
@@ -156,6 +162,7 @@ impl Case {
         match self {
             Case::MulMat(_) => MUL_MAT,
             Case::FlashAttnExt(_) => FLASH_ATTN_EXT,
+            Case::Decoder(c) => c.op_name(),
         }
     }
 
@@ -164,6 +171,7 @@ impl Case {
         match self {
             Case::MulMat(c) => c.flops(),
             Case::FlashAttnExt(c) => c.flops(),
+            Case::Decoder(c) => c.flops(),
         }
     }
 
@@ -172,6 +180,7 @@ impl Case {
         match self {
             Case::MulMat(_) => ggml_dawn::reference::metric::MUL_MAT_MAX_NMSE,
             Case::FlashAttnExt(_) => ggml_dawn::reference::metric::FLASH_ATTN_EXT_MAX_NMSE,
+            Case::Decoder(c) => c.max_nmse(),
         }
     }
 }
@@ -181,6 +190,7 @@ impl fmt::Display for Case {
         match self {
             Case::MulMat(c) => c.fmt(f),
             Case::FlashAttnExt(c) => c.fmt(f),
+            Case::Decoder(c) => c.fmt(f),
         }
     }
 }
@@ -189,7 +199,22 @@ impl FromStr for Case {
     type Err = CaseError;
 
     fn from_str(s: &str) -> Result<Case, CaseError> {
-        let (op, fields) = split_case(s)?;
+        // Upstream prints the split form of the GLUs with a bare `split` last.
+        let trimmed = s.trim();
+        let (s, split) = match trimmed.strip_suffix(",split)") {
+            Some(head) => (format!("{head})"), true),
+            None => (trimmed.to_owned(), false),
+        };
+        let (op, fields) = split_case(&s)?;
+        if decoder::op_name(op).is_some() {
+            return DecoderCase::parse(op, &fields, split).map(Case::Decoder);
+        }
+        if split {
+            return Err(CaseError::BadField {
+                op,
+                part: "split".into(),
+            });
+        }
         match op {
             MUL_MAT => MulMatCase::from_fields(&fields).map(Case::MulMat),
             _ => FlashAttnCase::from_fields(&fields).map(Case::FlashAttnExt),
@@ -759,7 +784,7 @@ fn split_case(s: &str) -> Result<SplitCase<'_>, CaseError> {
     let op_static = match op {
         MUL_MAT => MUL_MAT,
         FLASH_ATTN_EXT => FLASH_ATTN_EXT,
-        other => return Err(CaseError::UnknownOp(other.to_owned())),
+        other => decoder::op_name(other).ok_or_else(|| CaseError::UnknownOp(other.to_owned()))?,
     };
     let mut fields = Vec::new();
     if body.trim().is_empty() {
@@ -989,6 +1014,7 @@ mod tests {
             let result = match &case {
                 Case::MulMat(c) => c.tensors().map(|_| ()),
                 Case::FlashAttnExt(c) => c.tensors().map(|_| ()),
+                Case::Decoder(c) => c.tensors().map(|_| ()),
             };
             match result {
                 Ok(()) => built += 1,
@@ -1029,7 +1055,7 @@ mod tests {
     #[test]
     fn malformed_specs_name_the_bad_part() {
         let err = |s: &str| s.parse::<Case>().unwrap_err();
-        assert_eq!(err("SOFT_MAX(a=1)"), CaseError::UnknownOp("SOFT_MAX".into()));
+        assert_eq!(err("CONV_2D(a=1)"), CaseError::UnknownOp("CONV_2D".into()));
         assert!(matches!(err("MUL_MAT"), CaseError::Syntax(_)));
         assert!(matches!(err("MUL_MAT(m=1"), CaseError::Syntax(_)));
         assert!(matches!(err("MUL_MAT(bs=[1,1)"), CaseError::Syntax(_)));
@@ -1236,6 +1262,7 @@ mod tests {
             let built = match &case {
                 Case::MulMat(c) => c.tensors().map(|_| ()),
                 Case::FlashAttnExt(c) => c.tensors().map(|_| ()),
+                Case::Decoder(c) => c.tensors().map(|_| ()),
             };
             assert!(built.is_err(), "{spec}");
         }
@@ -1255,6 +1282,7 @@ mod tests {
             let _ = match case {
                 Case::MulMat(c) => c.tensors().map(|_| ()),
                 Case::FlashAttnExt(c) => c.tensors().map(|_| ()),
+                Case::Decoder(c) => c.tensors().map(|_| ()),
             };
         }
 

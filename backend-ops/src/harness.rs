@@ -14,6 +14,8 @@ use ggml_dawn::ops::{flash_attn, mul_mat};
 use ggml_dawn::reference::{self, metric};
 use ggml_dawn::tensor::{HostTensor, Layout};
 
+pub mod decoder;
+
 /// How long a wait for the GPU may take before it counts as a hang.
 pub const TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -239,6 +241,7 @@ fn allocations(case: &Case) -> std::result::Result<Vec<(&'static str, Layout)>, 
             out.push(("dst", t.dst));
             out
         }
+        Case::Decoder(c) => decoder::allocations(c)?,
     })
 }
 
@@ -318,6 +321,12 @@ fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Re
     match case {
         Case::MulMat(c) => prepare_mul_mat(ctx, c, &mut rng, with_reference, case_error),
         Case::FlashAttnExt(c) => prepare_flash_attn(ctx, c, &mut rng, with_reference, case_error),
+        Case::Decoder(c) => {
+            // The GPU kernels of issue #38 plug in at `decoder::gpu_support` (and an `Op` here);
+            // until then nothing of these ops runs on the device.
+            decoder::gpu_support(c).map_err(BackendError::Unsupported)?;
+            Err(BackendError::Unsupported(format!("{}: no GPU path", c.op_name())))
+        }
     }
 }
 
@@ -570,6 +579,7 @@ pub fn supports(ctx: &GpuContext, case: &Case) -> std::result::Result<(), String
             };
             flash_attn::check(&layouts).map_err(|e| e.to_string())
         }
+        Case::Decoder(c) => decoder::gpu_support(c),
     }
 }
 
@@ -592,6 +602,10 @@ pub fn describe(ctx: &GpuContext, case: &Case) -> String {
                     dst: t.dst,
                 },
             ),
+            Err(e) => format!("not run: {e}"),
+        },
+        Case::Decoder(c) => match decoder::gpu_support(c) {
+            Ok(()) => String::new(),
             Err(e) => format!("not run: {e}"),
         },
     }

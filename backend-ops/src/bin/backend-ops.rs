@@ -66,7 +66,7 @@ struct DeviceArgs {
 
 #[derive(Debug, Args)]
 struct Selection {
-    /// Only this op (MUL_MAT or FLASH_ATTN_EXT).
+    /// Only this op (MUL_MAT, FLASH_ATTN_EXT, or a decoder op: GET_ROWS, RMS_NORM, ROPE, …).
     #[arg(short = 'o', long = "op")]
     op: Option<String>,
     /// Only cases whose string matches this regular expression.
@@ -512,8 +512,12 @@ fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
     let pattern = case_pattern(selection)?;
     if let Some(op) = &selection.op
         && !["MUL_MAT", "FLASH_ATTN_EXT"].contains(&op.as_str())
+        && !ggml_dawn_bench::cases::decoder::OPS.contains(&op.as_str())
     {
-        return Err(format!("-o {op}: unknown op (known: MUL_MAT, FLASH_ATTN_EXT)"));
+        return Err(format!(
+            "-o {op}: unknown op (known: MUL_MAT, FLASH_ATTN_EXT, {})",
+            ggml_dawn_bench::cases::decoder::OPS.join(", ")
+        ));
     }
     let mut cases: Vec<Case> = Vec::new();
     let mut malformed = Vec::new();
@@ -552,6 +556,7 @@ fn select(selection: &Selection, default: Default) -> Result<Selected, String> {
                 ] {
                     all.extend(case_lists::parse_list(list).map_err(|e| e.to_string())?);
                 }
+                all.extend(case_lists::decoder_cases(true).map_err(|e| e.to_string())?);
                 all
             }
         };

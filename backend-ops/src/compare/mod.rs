@@ -217,7 +217,7 @@ pub fn type_label(case: &str) -> String {
         Ok(Case::MulMat(c)) => c.type_a.name().to_owned(),
         Ok(Case::FlashAttnExt(c)) if c.type_k == c.type_v => c.type_k.name().to_owned(),
         Ok(Case::FlashAttnExt(c)) => format!("{}/{}", c.type_k.name(), c.type_v.name()),
-        Err(_) => {
+        Ok(Case::Decoder(_)) | Err(_) => {
             let (_, fields) = split_fields(case);
             fields
                 .iter()

@@ -161,7 +161,7 @@ pub fn flash_attn_ext(
 }
 
 /// ALiBi slope of each head (all 1 when `max_bias` is not positive), as ggml computes them.
-fn alibi_slopes(n_heads: usize, max_bias: f32) -> Vec<f64> {
+pub(crate) fn alibi_slopes(n_heads: usize, max_bias: f32) -> Vec<f64> {
     if max_bias <= 0.0 || n_heads == 0 {
         return vec![1.0; n_heads];
     }

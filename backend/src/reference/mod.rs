@@ -4,14 +4,50 @@
 //!
 //! - [`mul_mat()`]: `dst[m, n, i2, i3] = Σ_k a[k, m, i2/r2, i3/r3] · b[k, n, i2, i3]`.
 //! - [`flash_attn_ext()`]: softmax(q·kᵀ·scale (+ softcap, ALiBi mask, sinks)) · v.
+//!
+//! A decoder's other ops, each as ggml's CPU computes it:
+//!
+//! - [`get_rows()`]: rows gathered by id, dequantized;
+//! - [`rms_norm()`] and the fused [`rms_norm_mul_add()`];
+//! - [`binary()`]: ADD, SUB, MUL, DIV with `b` repeated over `a`;
+//! - [`rope()`]: rotary embedding, normal/NeoX/multi-section, YaRN, frequency factors;
+//! - [`glu()`]: REGLU, GEGLU, SWIGLU, SWIGLU_OAI, GEGLU_ERF, GEGLU_QUICK, fused or split;
+//! - [`set_rows()`]: rows scattered into any type (the KV cache), and [`cpy()`] between types
+//!   and views;
+//! - [`scale()`]: `x·s + b`;
+//! - [`soft_max()`]: with mask, sinks and ALiBi;
+//! - [`argmax()`]: the index of each row's maximum.
 
+pub mod argmax;
+pub mod binary;
+pub mod copy;
+mod cpu_quant;
+mod elements;
 pub mod flash_attn;
+pub mod get_rows;
+pub mod glu;
 pub mod metric;
 pub mod mul_mat;
+pub mod norm;
+pub mod rope;
+pub mod rows;
+pub mod scale;
+pub mod soft_max;
 
 pub use flash_attn::flash_attn_ext;
 pub use metric::{Mismatch, check, nmse};
 pub use mul_mat::mul_mat;
+
+pub use argmax::argmax;
+pub use binary::{BinaryOp, binary};
+pub use copy::cpy;
+pub use get_rows::get_rows;
+pub use glu::{GluOp, GluParams, glu};
+pub use norm::{RmsNormParams, rms_norm, rms_norm_mul_add};
+pub use rope::{RopeMode, RopeParams, rope};
+pub use rows::set_rows;
+pub use scale::{ScaleParams, scale};
+pub use soft_max::{SoftMaxParams, soft_max};
 
 use crate::format::FormatError;
 use crate::tensor::HostTensor;
