@@ -143,6 +143,8 @@ fn mask(rng: &mut Rng, layout: Layout) -> Result<HostTensor> {
 
 /// Which op a prepared case runs.
 enum Op {
+    /// A decoder op (issue #38): its operands in the case's order, then dst.
+    Decoder(Box<crate::cases::decoder::DecoderCase>, crate::cases::decoder::DecoderTensors),
     MulMat,
     FlashAttn {
         has_mask: bool,
@@ -163,9 +165,26 @@ impl Prepared {
         self.tensors.last().expect("dst is last")
     }
 
+    /// The bytes a decoder op reads and writes once: its operands' spans and dst's (0 for the
+    /// others, judged by their FLOPs).
+    fn bytes(&self) -> u64 {
+        match self.op {
+            Op::Decoder(..) => self
+                .tensors
+                .iter()
+                .map(|t| t.layout().span_bytes().unwrap_or(0) as u64)
+                .sum(),
+            _ => 0,
+        }
+    }
+
     fn record(&self, ctx: &GpuContext, stream: &mut Stream) -> Result<OpPlan> {
         let missing = || BackendError::InvalidOperands("operands missing".into());
         match &self.op {
+            Op::Decoder(case, tensors) => {
+                let (dst, operands) = self.tensors.split_last().ok_or_else(missing)?;
+                decoder::record_gpu(ctx, stream, case, tensors, operands, dst).map(OpPlan::Decoder)
+            }
             Op::MulMat => {
                 let [a, b, dst] = self.tensors.as_slice() else {
                     return Err(missing());
@@ -322,10 +341,18 @@ fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Re
         Case::MulMat(c) => prepare_mul_mat(ctx, c, &mut rng, with_reference, case_error),
         Case::FlashAttnExt(c) => prepare_flash_attn(ctx, c, &mut rng, with_reference, case_error),
         Case::Decoder(c) => {
-            // The GPU kernels of issue #38 plug in at `decoder::gpu_support` (and an `Op` here);
-            // until then nothing of these ops runs on the device.
+            // The GPU kernels of issue #38 plug in at `decoder::gpu_support` and
+            // `decoder::record_gpu`.
             decoder::gpu_support(c).map_err(BackendError::Unsupported)?;
-            Err(BackendError::Unsupported(format!("{}: no GPU path", c.op_name())))
+            let run = decoder::host_run(c, seed)?;
+            let hosts = decoder::gpu_inputs(c, &run)?;
+            let mut tensors = hosts.iter().map(|h| ctx.upload(h)).collect::<Result<Vec<_>>>()?;
+            tensors.push(ctx.filled(run.tensors.dst, 0xff)?);
+            Ok(Prepared {
+                op: Op::Decoder(Box::new(c.clone()), run.tensors),
+                tensors,
+                reference: if with_reference { run.reference } else { Vec::new() },
+            })
         }
     }
 }
@@ -438,6 +465,7 @@ fn prepare_flash_attn(
 
 /// The plan an op followed, put in words only when asked (the perf loop records thousands).
 enum OpPlan {
+    Decoder(String),
     MulMat(GgmlType, GgmlType, mul_mat::MulMatPlan),
     FlashAttn(flash_attn::Plan),
 }
@@ -445,6 +473,7 @@ enum OpPlan {
 impl std::fmt::Display for OpPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            OpPlan::Decoder(plan) => f.write_str(plan),
             OpPlan::MulMat(a, b, plan) => write!(f, "MUL_MAT {a}x{b}: {plan}"),
             OpPlan::FlashAttn(plan) => plan.fmt(f),
         }
@@ -511,6 +540,9 @@ pub struct Timing {
     /// Close to `us_per_run`, the host is the limit, not the GPU.
     pub host_us_per_run: f64,
     pub flops_per_run: u64,
+    /// Bytes the op reads and writes once (its operands and dst; 0 where not counted): memory-bound
+    /// ops are judged by bytes per second.
+    pub bytes_per_run: u64,
     /// The plan the op followed, in words.
     pub plan: String,
 }
@@ -518,6 +550,11 @@ pub struct Timing {
 impl Timing {
     pub fn tflops(&self) -> f64 {
         self.flops_per_run as f64 / self.us_per_run / 1e6
+    }
+
+    /// Bytes read and written per second, in GB/s (0 where bytes are not counted).
+    pub fn gbps(&self) -> f64 {
+        self.bytes_per_run as f64 / self.us_per_run / 1e3
     }
 }
 
@@ -554,6 +591,7 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
         us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
         host_us_per_run: host.as_secs_f64() * 1e6 / runs as f64,
         flops_per_run: flops,
+        bytes_per_run: prepared.bytes(),
         plan: plan.to_string(),
     })
 }

@@ -1,11 +1,15 @@
 //! The host side of the decoder ops' cases (issue #38): inputs filled as upstream fills them, the
 //! CPU reference of the whole graph upstream compares, and the check of a result against it with
-//! upstream's threshold. [`gpu_support`] is the one place the GPU kernels plug in; until they
-//! exist every such case is "not supported".
+//! upstream's threshold. [`gpu_support`] is the one place the GPU kernels plug in, and
+//! [`record_gpu`] runs the ops that have them.
 
+use ggml_dawn::context::GpuContext;
 use ggml_dawn::error::BackendError;
+use ggml_dawn::exec::Stream;
 use ggml_dawn::format;
 use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::memory::DeviceTensor;
+use ggml_dawn::ops::{argmax, norm, scale, soft_max};
 use ggml_dawn::reference::{
     self, BinaryOp, GluParams, ReferenceError, RmsNormParams, ScaleParams, SoftMaxParams, metric,
 };
@@ -16,22 +20,119 @@ use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, Storage};
 use crate::cases::{CaseError, CaseTensor};
 
 /// Whether the GPU backend runs `case`, and why not. The kernels of issue #38 go here, one arm
-/// per op; none exists yet.
+/// per op: each op's own check of the case's layouts.
 pub fn gpu_support(case: &DecoderCase) -> Result<(), String> {
     let missing = |op: &str| Err(format!("{op}: no GPU kernel yet (issue #38)"));
+    let t = || case.tensors().map_err(|e| e.to_string());
+    let view = |t: &DecoderTensors, name: &str| t.operands.iter().find(|o| o.name == name).map(|o| o.view);
+    let fail = |e: BackendError| e.to_string();
     match case {
+        DecoderCase::RmsNorm(c) => {
+            let t = t()?;
+            let x = view(&t, "x").ok_or("no x")?;
+            norm::check(&x, None, None, &t.dst, c.eps).map_err(fail)
+        }
+        DecoderCase::RmsNormMulAdd(c) => {
+            let t = t()?;
+            let (a, b, cc) = (view(&t, "a"), view(&t, "b"), view(&t, "c"));
+            let a = a.ok_or("no a")?;
+            norm::check(&a, b.as_ref(), cc.as_ref(), &t.dst, c.eps).map_err(fail)
+        }
+        DecoderCase::SoftMax(c) => {
+            let t = t()?;
+            let x = view(&t, "x").ok_or("no x")?;
+            let p = soft_max::SoftMaxParams {
+                scale: c.scale,
+                max_bias: c.max_bias,
+            };
+            soft_max::check(&x, view(&t, "mask").as_ref(), view(&t, "sinks").as_ref(), &t.dst, &p).map_err(fail)
+        }
+        DecoderCase::Argmax(_) => {
+            let t = t()?;
+            argmax::check(&view(&t, "x").ok_or("no x")?, &t.dst).map_err(fail)
+        }
+        DecoderCase::Scale(c) => {
+            let t = t()?;
+            scale::check(&view(&t, "x").ok_or("no x")?, &t.dst, c.scale, c.bias).map_err(fail)
+        }
         DecoderCase::GetRows(_)
-        | DecoderCase::RmsNorm(_)
-        | DecoderCase::RmsNormMulAdd(_)
         | DecoderCase::Binary(_)
         | DecoderCase::Rope(_)
         | DecoderCase::Glu(_)
         | DecoderCase::SetRows(_)
-        | DecoderCase::Cpy(_)
-        | DecoderCase::Scale(_)
-        | DecoderCase::SoftMax(_)
-        | DecoderCase::Argmax(_) => missing(case.op_name()),
+        | DecoderCase::Cpy(_) => missing(case.op_name()),
     }
+}
+
+/// The operands the GPU op reads, as host tensors in the case's order. RMS_NORM_MUL_ADD's graph
+/// adds `b` and `c` to `a` before the fused op: those f32 additions are made here on the host
+/// (bit for bit what a GPU ADD gives), and the fused op runs on the GPU.
+pub fn gpu_inputs(case: &DecoderCase, run: &HostRun) -> Result<Vec<HostTensor>, HostError> {
+    let mut ops = run.operands.clone();
+    if let DecoderCase::RmsNormMulAdd(c) = case {
+        let get = |name: &str| {
+            run.operand(name).ok_or_else(|| {
+                HostError::Case(CaseError::Invalid {
+                    op: case.op_name(),
+                    reason: format!("no operand {name}"),
+                })
+            })
+        };
+        let (a, b, cc) = (get("a")?, get("b")?, get("c")?);
+        let ne = a.layout.ne;
+        let mut x = a.clone();
+        for _ in 0..if c.multi_add { 2 } else { 1 } {
+            let ab = wrap(GgmlType::F32, ne, &reference::binary(BinaryOp::Add, &x, b)?)?;
+            x = wrap(GgmlType::F32, ne, &reference::binary(BinaryOp::Add, &ab, cc)?)?;
+        }
+        let i = run.tensors.operands.iter().position(|o| o.name == "a").unwrap_or(0);
+        ops[i] = x;
+    }
+    Ok(ops)
+}
+
+/// Records `case`'s op on the GPU: `operands` in the case's order (from [`gpu_inputs`]), into
+/// `dst`. Returns the plan it followed, in words.
+pub fn record_gpu(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    case: &DecoderCase,
+    tensors: &DecoderTensors,
+    operands: &[DeviceTensor],
+    dst: &DeviceTensor,
+) -> ggml_dawn::error::Result<String> {
+    let get = |name: &str| {
+        tensors
+            .operands
+            .iter()
+            .position(|o| o.name == name)
+            .and_then(|i| operands.get(i))
+    };
+    let need = |name: &str| {
+        get(name).ok_or_else(|| BackendError::InvalidOperands(format!("{}: no operand {name}", case.op_name())))
+    };
+    let env = ctx.env();
+    Ok(match case {
+        DecoderCase::RmsNorm(c) => norm::rms_norm_mul_add(&env, stream, need("x")?, None, None, dst, c.eps)?.to_string(),
+        DecoderCase::RmsNormMulAdd(c) => {
+            norm::rms_norm_mul_add(&env, stream, need("a")?, get("b"), get("c"), dst, c.eps)?.to_string()
+        }
+        DecoderCase::SoftMax(c) => {
+            let p = soft_max::SoftMaxParams {
+                scale: c.scale,
+                max_bias: c.max_bias,
+            };
+            soft_max::soft_max(&env, stream, need("x")?, get("mask"), get("sinks"), dst, p)?.to_string()
+        }
+        DecoderCase::Argmax(_) => argmax::argmax(&env, stream, need("x")?, dst)?.to_string(),
+        DecoderCase::Scale(c) => scale::scale(&env, stream, need("x")?, dst, c.scale, c.bias)?.to_string(),
+        other => {
+            return Err(BackendError::Unsupported(format!(
+                "{}: no GPU kernel yet (issue #38)",
+                other.op_name()
+            )));
+        }
+    })
 }
 
 /// A case made on the host: its operands (in the case's order) and the reference result.
@@ -320,7 +421,15 @@ mod tests {
                 *v = -*v + 1.0;
             }
             assert!(matches!(run.check(&wrong), Status::Fail { .. }), "{spec}");
-            assert!(gpu_support(&case).is_err());
+            let has_kernel = matches!(
+                case,
+                DecoderCase::RmsNorm(_)
+                    | DecoderCase::RmsNormMulAdd(_)
+                    | DecoderCase::SoftMax(_)
+                    | DecoderCase::Argmax(_)
+                    | DecoderCase::Scale(_)
+            );
+            assert_eq!(gpu_support(&case).is_ok(), has_kernel, "{spec}");
         }
     }
 

@@ -5,10 +5,15 @@
 //! [`GpuContext`]'s methods run them on the context's own stream, batched until
 //! [`GpuContext::synchronize`] (or a read).
 
+pub mod argmax;
 pub mod dequantize;
 mod env;
 pub mod flash_attn;
 pub mod mul_mat;
+pub mod norm;
+pub mod row_plan;
+pub mod scale;
+pub mod soft_max;
 
 use crate::context::GpuContext;
 use crate::error::Result;
