@@ -114,7 +114,7 @@ fn online(st: vec2<f32>, v: f32) -> vec2<f32> {
     if (v > st.x) {
         return vec2<f32>(v, st.y * exp(st.x - v) + 1.0);
     }
-    if (v == bitcast<f32>(NEG_INF_BITS)) {
+    if (bitcast<u32>(v) == NEG_INF_BITS) {
         return st;
     }
     return vec2<f32>(st.x, st.y + exp(v - st.x));
@@ -146,7 +146,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let mb = p.mask_start + i1 * p.mask_nb1 + (h % p.mask_ne2) * p.mask_nb2 + (i3 % p.mask_ne3) * p.mask_nb3;
     let sl = slope(h);
 #endif
-    let neg_inf = bitcast<f32>(NEG_INF_BITS);
+    // −∞ from a runtime value: WGSL refuses it as a constant.
+    let neg_inf = bitcast<f32>(NEG_INF_BITS | (p.n_rows & 0u));
     var st = vec2<f32>(neg_inf, 0.0);
     if (valid) {
         for (var i = lane; i < p.ne0; i += GROUP_SIZE) {
