@@ -144,7 +144,10 @@ fn mask(rng: &mut Rng, layout: Layout) -> Result<HostTensor> {
 /// Which op a prepared case runs.
 enum Op {
     /// A decoder op (issue #38): its operands in the case's order, then dst.
-    Decoder(Box<crate::cases::decoder::DecoderCase>, crate::cases::decoder::DecoderTensors),
+    Decoder(
+        Box<crate::cases::decoder::DecoderCase>,
+        crate::cases::decoder::DecoderTensors,
+    ),
     MulMat,
     FlashAttn {
         has_mask: bool,

@@ -651,7 +651,13 @@ fn add_row_ops(add: &mut Add<'_>, device: &DeviceFacts) {
     for (flat, vec4) in [(false, false), (true, false), (true, true)] {
         for in_place in [false, true] {
             let plan = crate::ops::scale::plan::plan(4096, flat, vec4, in_place);
-            let path = if plan.vec4 { "vec4" } else if flat { "flat" } else { "strided" };
+            let path = if plan.vec4 {
+                "vec4"
+            } else if flat {
+                "flat"
+            } else {
+                "strided"
+            };
             add(scale(&plan), Op::Scale, path, &|| plan.to_string());
         }
     }

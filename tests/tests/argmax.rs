@@ -63,16 +63,32 @@ fn ties_and_nans_follow_ggml_exactly() {
         .unwrap();
         let xw = ctx.upload(&wide).unwrap();
         let view = xw
-            .view(Layout { ne: [n, rows, 1, 1], offset: 4, ..*xw.layout() })
+            .view(Layout {
+                ne: [n, rows, 1, 1],
+                offset: 4,
+                ..*xw.layout()
+            })
             .unwrap();
-        for f in [ctx.facts(), DeviceFacts { subgroups: false, ..ctx.facts() }] {
+        for f in [
+            ctx.facts(),
+            DeviceFacts {
+                subgroups: false,
+                ..ctx.facts()
+            },
+        ] {
             for t in [&x, &view] {
-                let dst = ctx.filled(Layout::contiguous(GgmlType::I32, [rows, 1, 1, 1]).unwrap(), 0xff).unwrap();
+                let dst = ctx
+                    .filled(Layout::contiguous(GgmlType::I32, [rows, 1, 1, 1]).unwrap(), 0xff)
+                    .unwrap();
                 let env = ctx.env().with_facts(f).unwrap();
                 let mut stream = ctx.stream().unwrap();
                 let plan = argmax::argmax(&env, &mut stream, t, &dst).unwrap();
                 let got = ctx.read_after(&mut stream, &dst).unwrap();
-                let got: Vec<i32> = got.data.chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+                let got: Vec<i32> = got
+                    .data
+                    .chunks(4)
+                    .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
                 assert!(f.subgroups || !plan.rows.subgroups, "{plan}");
                 assert_eq!(got, want, "n = {n}: {plan}");
             }

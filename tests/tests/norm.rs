@@ -32,7 +32,12 @@ fn run_cases(ctx: &GpuContext, cases: &[Case]) {
             other => Some(format!("{case}: {other:?}")),
         })
         .collect();
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Upstream's cases: by default those with eps = 1e-6 (every length, view and the fused form's
@@ -71,13 +76,35 @@ fn fused_matches_the_unfused_composition_on_every_path() {
         let hx = HostTensor::from_f32(GgmlType::F32, ne, &values(&mut rng, n)).unwrap();
         let hw = HostTensor::from_f32(GgmlType::F32, w_ne, &values(&mut rng, w_ne.iter().product())).unwrap();
         let hb = HostTensor::from_f32(GgmlType::F32, [ne[0], 1, 1, 1], &values(&mut rng, ne[0])).unwrap();
-        let normed = HostTensor::from_f32(GgmlType::F32, ne, &reference::rms_norm(&hx, RmsNormParams { eps }).unwrap()).unwrap();
-        let scaled = HostTensor::from_f32(GgmlType::F32, ne, &reference::binary(BinaryOp::Mul, &normed, &hw).unwrap()).unwrap();
+        let normed = HostTensor::from_f32(
+            GgmlType::F32,
+            ne,
+            &reference::rms_norm(&hx, RmsNormParams { eps }).unwrap(),
+        )
+        .unwrap();
+        let scaled = HostTensor::from_f32(
+            GgmlType::F32,
+            ne,
+            &reference::binary(BinaryOp::Mul, &normed, &hw).unwrap(),
+        )
+        .unwrap();
         let unfused = reference::binary(BinaryOp::Add, &scaled, &hb).unwrap();
-        let (x, w, b) = (ctx.upload(&hx).unwrap(), ctx.upload(&hw).unwrap(), ctx.upload(&hb).unwrap());
-        let facts = [ctx.facts(), DeviceFacts { subgroups: false, ..ctx.facts() }];
+        let (x, w, b) = (
+            ctx.upload(&hx).unwrap(),
+            ctx.upload(&hw).unwrap(),
+            ctx.upload(&hb).unwrap(),
+        );
+        let facts = [
+            ctx.facts(),
+            DeviceFacts {
+                subgroups: false,
+                ..ctx.facts()
+            },
+        ];
         for f in facts {
-            let dst = ctx.filled(Layout::contiguous(GgmlType::F32, ne).unwrap(), 0xff).unwrap();
+            let dst = ctx
+                .filled(Layout::contiguous(GgmlType::F32, ne).unwrap(), 0xff)
+                .unwrap();
             let env = ctx.env().with_facts(f).unwrap();
             let mut stream = ctx.stream().unwrap();
             let plan = norm::rms_norm_mul_add(&env, &mut stream, &x, Some(&w), Some(&b), &dst, eps).unwrap();
@@ -92,7 +119,10 @@ fn fused_matches_the_unfused_composition_on_every_path() {
         let plan = ctx.rms_norm_mul_add_into(&xi, Some(&w), None, &xi, eps).unwrap();
         assert!(plan.in_place, "{plan}");
         let got = ctx.read_f32(&xi).unwrap();
-        assert!(metric::check(&want, &got, metric::DEFAULT_MAX_NMSE).is_ok(), "in place {plan}");
+        assert!(
+            metric::check(&want, &got, metric::DEFAULT_MAX_NMSE).is_ok(),
+            "in place {plan}"
+        );
     }
 }
 
@@ -111,17 +141,40 @@ fn bad_operands_are_refused_with_the_rule() {
     let h = ctx.from_f32(GgmlType::F16, [8, 4, 1, 1], &[1.0; 32]).unwrap();
     refused(ctx.rms_norm(&x, f32::NAN), &["RMS_NORM", "eps"]);
     refused(ctx.rms_norm(&x, -1.0), &["eps", "at least 0"]);
-    refused(ctx.rms_norm_mul_add(&x, Some(&w3), None, 0.0), &["weight", "does not repeat"]);
+    refused(
+        ctx.rms_norm_mul_add(&x, Some(&w3), None, 0.0),
+        &["weight", "does not repeat"],
+    );
     refused(ctx.rms_norm(&h, 0.0), &["x", "f16"]);
     let small = ctx.zeros(GgmlType::F32, [8, 2, 1, 1]).unwrap();
-    refused(ctx.rms_norm_mul_add_into(&x, None, None, &small, 0.0), &["dst", "extents"]);
+    refused(
+        ctx.rms_norm_mul_add_into(&x, None, None, &small, 0.0),
+        &["dst", "extents"],
+    );
     // dst overlapping x without being x: half a row on.
     let big = ctx.zeros(GgmlType::F32, [8, 5, 1, 1]).unwrap();
     let a = big.narrow(1, 0, 4).unwrap();
-    let shifted = big.view(Layout { offset: 16, ..*a.layout() }).unwrap();
-    refused(ctx.rms_norm_mul_add_into(&a, None, None, &shifted, 0.0), &["overlaps", "x"]);
+    let shifted = big
+        .view(Layout {
+            offset: 16,
+            ..*a.layout()
+        })
+        .unwrap();
+    refused(
+        ctx.rms_norm_mul_add_into(&a, None, None, &shifted, 0.0),
+        &["overlaps", "x"],
+    );
     // A weight with strided elements.
     let wide = ctx.zeros(GgmlType::F32, [16, 1, 1, 1]).unwrap();
-    let strided = wide.view(Layout { ne: [8, 1, 1, 1], nb: [8, 64, 64, 64], ..*wide.layout() }).unwrap();
-    refused(ctx.rms_norm_mul_add(&x, Some(&strided), None, 0.0), &["weight", "packed"]);
+    let strided = wide
+        .view(Layout {
+            ne: [8, 1, 1, 1],
+            nb: [8, 64, 64, 64],
+            ..*wide.layout()
+        })
+        .unwrap();
+    refused(
+        ctx.rms_norm_mul_add(&x, Some(&strided), None, 0.0),
+        &["weight", "packed"],
+    );
 }

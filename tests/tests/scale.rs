@@ -30,16 +30,24 @@ fn every_form_and_in_place() {
     let mut rng = Rng::new(8);
     let ne = [64, 6, 5, 1];
     let hx = HostTensor::from_f32(GgmlType::F32, ne, &rng.fill(64 * 30, -3.0, 3.0)).unwrap();
-    let p = ScaleParams { scale: -1.5, bias: 0.25 };
+    let p = ScaleParams {
+        scale: -1.5,
+        bias: 0.25,
+    };
     let x = ctx.upload(&hx).unwrap();
     let permuted = hx.layout.permute([1, 0, 2, 3]).unwrap();
     let xt = x.view(permuted).unwrap();
     let narrowed = x.narrow(0, 1, 62).unwrap();
     let mut seen = Vec::new();
     for t in [&x, &xt, &narrowed] {
-        let host = HostTensor { layout: *t.layout(), data: hx.data.clone() };
+        let host = HostTensor {
+            layout: *t.layout(),
+            data: hx.data.clone(),
+        };
         let want = reference::scale(&host, p).unwrap();
-        let dst = ctx.filled(Layout::contiguous(GgmlType::F32, t.layout().ne).unwrap(), 0xff).unwrap();
+        let dst = ctx
+            .filled(Layout::contiguous(GgmlType::F32, t.layout().ne).unwrap(), 0xff)
+            .unwrap();
         let plan = ctx.scale_into(t, &dst, p.scale, p.bias).unwrap();
         seen.push((plan.flat, plan.vec4));
         let got = ctx.read_f32(&dst).unwrap();
@@ -48,8 +56,16 @@ fn every_form_and_in_place() {
     seen.sort();
     assert_eq!(seen, [(false, false), (false, false), (true, true)]);
     // Packed but one element on: scalar units.
-    let off = x.view(Layout { ne: [63, 1, 1, 1], offset: 4, ..Layout::contiguous(GgmlType::F32, [63, 1, 1, 1]).unwrap() }).unwrap();
-    let plan = ctx.scale_into(&off, &ctx.zeros(GgmlType::F32, [63, 1, 1, 1]).unwrap(), 2.0, 0.0).unwrap();
+    let off = x
+        .view(Layout {
+            ne: [63, 1, 1, 1],
+            offset: 4,
+            ..Layout::contiguous(GgmlType::F32, [63, 1, 1, 1]).unwrap()
+        })
+        .unwrap();
+    let plan = ctx
+        .scale_into(&off, &ctx.zeros(GgmlType::F32, [63, 1, 1, 1]).unwrap(), 2.0, 0.0)
+        .unwrap();
     assert!(plan.flat && !plan.vec4, "{plan}");
     // In place.
     let xi = ctx.upload(&hx).unwrap();
@@ -72,8 +88,17 @@ fn bad_operands_are_refused() {
     let other = ctx.zeros(GgmlType::F32, [2, 4, 1, 1]).unwrap();
     let e = ctx.scale_into(&x, &other, 1.0, 0.0).expect_err("extents").to_string();
     assert!(e.contains("extents"), "{e}");
-    let shifted = x.view(Layout { ne: [3, 1, 1, 1], offset: 4, ..Layout::contiguous(GgmlType::F32, [3, 1, 1, 1]).unwrap() }).unwrap();
+    let shifted = x
+        .view(Layout {
+            ne: [3, 1, 1, 1],
+            offset: 4,
+            ..Layout::contiguous(GgmlType::F32, [3, 1, 1, 1]).unwrap()
+        })
+        .unwrap();
     let head = x.narrow(0, 0, 3).unwrap().narrow(1, 0, 1).unwrap();
-    let e = ctx.scale_into(&head, &shifted, 1.0, 0.0).expect_err("overlap").to_string();
+    let e = ctx
+        .scale_into(&head, &shifted, 1.0, 0.0)
+        .expect_err("overlap")
+        .to_string();
     assert!(e.contains("overlaps"), "{e}");
 }

@@ -31,7 +31,9 @@ fn upstream_cases_pass() {
         .filter(|c| {
             let s = c.to_string();
             full()
-                || (s.contains("mask=1") && (s.contains("ne=[16,16,") || s.contains("ne=[15,15,")) && s.contains("nr23=[2,3]"))
+                || (s.contains("mask=1")
+                    && (s.contains("ne=[16,16,") || s.contains("ne=[15,15,"))
+                    && s.contains("nr23=[2,3]"))
                 || s.contains("ne=[16,2,32,1]")
                 || s.contains("ne=[200001,")
         })
@@ -44,7 +46,12 @@ fn upstream_cases_pass() {
             other => Some(format!("{case}: {other:?}")),
         })
         .collect();
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Rows with −∞ mask entries (a fully masked row with a sink among them), on both reductions
@@ -64,12 +71,30 @@ fn masked_rows_on_every_path() {
     }
     let hm = HostTensor::from_f32(GgmlType::F16, [1024, 3, 2, 1], &m).unwrap();
     let hs = HostTensor::from_f32(GgmlType::F32, [4, 1, 1, 1], &[0.5, -1.0, 2.0, 0.0]).unwrap();
-    let p = SoftMaxParams { scale: 0.7, max_bias: 4.0 };
-    let rp = reference::SoftMaxParams { scale: 0.7, max_bias: 4.0 };
+    let p = SoftMaxParams {
+        scale: 0.7,
+        max_bias: 4.0,
+    };
+    let rp = reference::SoftMaxParams {
+        scale: 0.7,
+        max_bias: 4.0,
+    };
     let want = reference::soft_max(&hx, Some(&hm), Some(&hs), rp).unwrap();
-    let (x, mask, sinks) = (ctx.upload(&hx).unwrap(), ctx.upload(&hm).unwrap(), ctx.upload(&hs).unwrap());
-    for f in [ctx.facts(), DeviceFacts { subgroups: false, ..ctx.facts() }] {
-        let dst = ctx.filled(Layout::contiguous(GgmlType::F32, ne).unwrap(), 0xff).unwrap();
+    let (x, mask, sinks) = (
+        ctx.upload(&hx).unwrap(),
+        ctx.upload(&hm).unwrap(),
+        ctx.upload(&hs).unwrap(),
+    );
+    for f in [
+        ctx.facts(),
+        DeviceFacts {
+            subgroups: false,
+            ..ctx.facts()
+        },
+    ] {
+        let dst = ctx
+            .filled(Layout::contiguous(GgmlType::F32, ne).unwrap(), 0xff)
+            .unwrap();
         let env = ctx.env().with_facts(f).unwrap();
         let mut stream = ctx.stream().unwrap();
         let plan = soft_max::soft_max(&env, &mut stream, &x, Some(&mask), Some(&sinks), &dst, p).unwrap();
@@ -96,7 +121,10 @@ fn refused(r: Result<impl std::fmt::Debug, BackendError>, words: &[&str]) {
 fn bad_operands_are_refused_with_the_rule() {
     let ctx = ctx();
     let x = ctx.zeros(GgmlType::F32, [8, 4, 3, 1]).unwrap();
-    let p = SoftMaxParams { scale: 1.0, max_bias: 0.0 };
+    let p = SoftMaxParams {
+        scale: 1.0,
+        max_bias: 0.0,
+    };
     let short = ctx.zeros(GgmlType::F16, [8, 3, 1, 1]).unwrap();
     refused(ctx.soft_max(&x, Some(&short), None, p), &["SOFT_MAX", "mask", "cover"]);
     let two_heads = ctx.zeros(GgmlType::F32, [8, 4, 2, 1]).unwrap();
@@ -105,12 +133,39 @@ fn bad_operands_are_refused_with_the_rule() {
     refused(ctx.soft_max(&x, Some(&q8), None, p), &["mask", "q8_0"]);
     let sinks = ctx.zeros(GgmlType::F32, [2, 1, 1, 1]).unwrap();
     refused(ctx.soft_max(&x, None, Some(&sinks), p), &["sinks"]);
-    refused(ctx.soft_max(&x, None, None, SoftMaxParams { scale: f32::INFINITY, max_bias: 0.0 }), &["scale"]);
-    refused(ctx.soft_max(&x, None, None, SoftMaxParams { scale: 1.0, max_bias: -1.0 }), &["max_bias"]);
+    refused(
+        ctx.soft_max(
+            &x,
+            None,
+            None,
+            SoftMaxParams {
+                scale: f32::INFINITY,
+                max_bias: 0.0,
+            },
+        ),
+        &["scale"],
+    );
+    refused(
+        ctx.soft_max(
+            &x,
+            None,
+            None,
+            SoftMaxParams {
+                scale: 1.0,
+                max_bias: -1.0,
+            },
+        ),
+        &["max_bias"],
+    );
     let dst = ctx.zeros(GgmlType::F32, [8, 4, 1, 1]).unwrap();
     refused(ctx.soft_max_into(&x, None, None, &dst, p), &["dst", "extents"]);
     let mask = ctx.zeros(GgmlType::F32, [8, 4, 1, 1]).unwrap();
-    let into_mask = mask.view(Layout::contiguous(GgmlType::F32, [8, 4, 1, 1]).unwrap()).unwrap();
+    let into_mask = mask
+        .view(Layout::contiguous(GgmlType::F32, [8, 4, 1, 1]).unwrap())
+        .unwrap();
     let x1 = ctx.zeros(GgmlType::F32, [8, 4, 1, 1]).unwrap();
-    refused(ctx.soft_max_into(&x1, Some(&mask), None, &into_mask, p), &["overlaps", "mask"]);
+    refused(
+        ctx.soft_max_into(&x1, Some(&mask), None, &into_mask, p),
+        &["overlaps", "mask"],
+    );
 }

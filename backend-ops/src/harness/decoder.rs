@@ -113,7 +113,9 @@ pub fn record_gpu(
     };
     let env = ctx.env();
     Ok(match case {
-        DecoderCase::RmsNorm(c) => norm::rms_norm_mul_add(&env, stream, need("x")?, None, None, dst, c.eps)?.to_string(),
+        DecoderCase::RmsNorm(c) => {
+            norm::rms_norm_mul_add(&env, stream, need("x")?, None, None, dst, c.eps)?.to_string()
+        }
         DecoderCase::RmsNormMulAdd(c) => {
             norm::rms_norm_mul_add(&env, stream, need("a")?, get("b"), get("c"), dst, c.eps)?.to_string()
         }

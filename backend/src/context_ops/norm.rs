@@ -43,7 +43,13 @@ impl GpuContext {
     ) -> Result<DeviceTensor> {
         let l = x.layout();
         let dst_layout = crate::tensor::Layout::contiguous(GgmlType::F32, l.ne)?;
-        norm::check(l, weight.map(|w| w.layout()), bias.map(|b| b.layout()), &dst_layout, eps)?;
+        norm::check(
+            l,
+            weight.map(|w| w.layout()),
+            bias.map(|b| b.layout()),
+            &dst_layout,
+            eps,
+        )?;
         let dst = self.empty(GgmlType::F32, l.ne)?;
         self.rms_norm_mul_add_into(x, weight, bias, &dst, eps)?;
         Ok(dst)

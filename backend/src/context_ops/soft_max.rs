@@ -36,7 +36,13 @@ impl GpuContext {
     ) -> Result<DeviceTensor> {
         let l = x.layout();
         let dst_layout = crate::tensor::Layout::contiguous(GgmlType::F32, l.ne)?;
-        soft_max::check(l, mask.map(|m| m.layout()), sinks.map(|s| s.layout()), &dst_layout, &params)?;
+        soft_max::check(
+            l,
+            mask.map(|m| m.layout()),
+            sinks.map(|s| s.layout()),
+            &dst_layout,
+            &params,
+        )?;
         let dst = self.empty(GgmlType::F32, l.ne)?;
         self.soft_max_into(x, mask, sinks, &dst, params)?;
         Ok(dst)

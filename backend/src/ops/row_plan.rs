@@ -164,7 +164,10 @@ pub(crate) fn units(op: &str, name: &str, l: &Layout, b: &Binding, vector: bool)
         })
     };
     if !b.start_byte.is_multiple_of(unit as u64) {
-        return bad(format!("starts at byte {} of its binding, not a multiple of {unit}", b.start_byte));
+        return bad(format!(
+            "starts at byte {} of its binding, not a multiple of {unit}",
+            b.start_byte
+        ));
     }
     word(b.size / unit as u64, "binding")?;
     let mut nb = [0u32; 4];
@@ -177,7 +180,10 @@ pub(crate) fn units(op: &str, name: &str, l: &Layout, b: &Binding, vector: bool)
             continue;
         }
         if !l.nb[i].is_multiple_of(unit) {
-            return bad(format!("stride nb[{i}] = {} is not a multiple of {unit} bytes", l.nb[i]));
+            return bad(format!(
+                "stride nb[{i}] = {} is not a multiple of {unit} bytes",
+                l.nb[i]
+            ));
         }
         *n = word((l.nb[i] / unit) as u64, "stride")?;
     }
@@ -191,9 +197,7 @@ pub(crate) fn units(op: &str, name: &str, l: &Layout, b: &Binding, vector: bool)
 /// every row start a multiple of the vector's bytes apart.
 pub(crate) fn vector_layout(l: &Layout) -> bool {
     let v = 4 * l.ty.type_size();
-    l.has_contiguous_rows()
-        && l.ne[0].is_multiple_of(4)
-        && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(v))
+    l.has_contiguous_rows() && l.ne[0].is_multiple_of(4) && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(v))
 }
 
 /// `t`'s binding, and with `want` the same rounded up to whole vectors when the layout, its

@@ -72,7 +72,10 @@ pub(super) fn record(
     let kernel = env.kernel(&crate::variants::argmax(plan), &[Access::Read, Access::ReadWrite])?;
     stream.dispatch(
         &kernel,
-        &[BufferRange::new(x.buffer(), bx), BufferRange::new(dst.buffer(), bound.dst)],
+        &[
+            BufferRange::new(x.buffer(), bx),
+            BufferRange::new(dst.buffer(), bound.dst),
+        ],
         &params,
         grid,
     )

@@ -49,7 +49,10 @@ pub fn check(x: &Layout, dst: &Layout) -> Result<()> {
         return invalid(format!("dst must be packed i32 [{}], is {dst:?}", x.ne[1]));
     }
     if x.checked_elements().is_none_or(|e| e > u32::MAX as usize) {
-        return Err(BackendError::Unsupported(format!("{OP} of {:?}: past 32-bit indexing", x.ne)));
+        return Err(BackendError::Unsupported(format!(
+            "{OP} of {:?}: past 32-bit indexing",
+            x.ne
+        )));
     }
     Ok(())
 }

@@ -59,7 +59,12 @@ fn pick(b: (Binding, Option<Binding>), vector: bool) -> Result<Binding> {
 type Placed<'a> = Option<(&'a DeviceTensor, Binding, Units)>;
 
 /// An optional operand with its binding and units.
-fn operand<'a>(t: Option<&'a DeviceTensor>, bb: Option<(Binding, Option<Binding>)>, name: &str, v: bool) -> Result<Placed<'a>> {
+fn operand<'a>(
+    t: Option<&'a DeviceTensor>,
+    bb: Option<(Binding, Option<Binding>)>,
+    name: &str,
+    v: bool,
+) -> Result<Placed<'a>> {
     match (t, bb) {
         (Some(t), Some(bb)) => {
             let binding = pick(bb, v)?;
@@ -102,7 +107,16 @@ pub(super) fn record(
     };
     let operand_words = |o: &Placed<'_>| -> Result<[u32; 8]> {
         Ok(match o {
-            Some((t, _, u)) => [u.start, ne_of(t, 0)?, ne_of(t, 1)?, ne_of(t, 2)?, ne_of(t, 3)?, u.nb[1], u.nb[2], u.nb[3]],
+            Some((t, _, u)) => [
+                u.start,
+                ne_of(t, 0)?,
+                ne_of(t, 1)?,
+                ne_of(t, 2)?,
+                ne_of(t, 3)?,
+                u.nb[1],
+                u.nb[2],
+                u.nb[3],
+            ],
             None => [0, 1, 1, 1, 1, 0, 0, 0],
         })
     };

@@ -74,7 +74,10 @@ pub fn check(x: &Layout, weight: Option<&Layout>, bias: Option<&Layout>, dst: &L
         }
     }
     if x.checked_elements().is_none_or(|n| n > u32::MAX as usize) || x.ne[0] > u32::MAX as usize {
-        return Err(BackendError::Unsupported(format!("{OP} of {:?}: past 32-bit indexing", x.ne)));
+        return Err(BackendError::Unsupported(format!(
+            "{OP} of {:?}: past 32-bit indexing",
+            x.ne
+        )));
     }
     Ok(())
 }

@@ -38,7 +38,10 @@ pub fn check(x: &Layout, dst: &Layout, scale: f32, bias: f32) -> Result<()> {
         )));
     }
     if x.checked_elements().is_none_or(|e| e > u32::MAX as usize) {
-        return Err(BackendError::Unsupported(format!("{OP} of {:?}: past 32-bit indexing", x.ne)));
+        return Err(BackendError::Unsupported(format!(
+            "{OP} of {:?}: past 32-bit indexing",
+            x.ne
+        )));
     }
     Ok(())
 }

@@ -64,13 +64,7 @@ fn invalid<T>(what: impl std::fmt::Display) -> Result<T> {
 /// seqs]` of the same extents (strides whole elements); `mask` f32 or f16 `[≥ n, ≥ rows, m2, m3]`
 /// with packed rows, `m2 | heads`, `m3 | seqs`; `sinks` packed f32 `[≥ heads]`; `scale` finite,
 /// `max_bias` finite and at least 0.
-pub fn check(
-    x: &Layout,
-    mask: Option<&Layout>,
-    sinks: Option<&Layout>,
-    dst: &Layout,
-    p: &SoftMaxParams,
-) -> Result<()> {
+pub fn check(x: &Layout, mask: Option<&Layout>, sinks: Option<&Layout>, dst: &Layout, p: &SoftMaxParams) -> Result<()> {
     if !p.scale.is_finite() {
         return invalid(format!("scale = {} must be a finite number", p.scale));
     }
@@ -107,7 +101,10 @@ pub fn check(
         return invalid(format!("sinks must be packed f32 [≥ {heads}], are {s:?}"));
     }
     if x.checked_elements().is_none_or(|e| e > u32::MAX as usize) {
-        return Err(BackendError::Unsupported(format!("{OP} of {:?}: past 32-bit indexing", x.ne)));
+        return Err(BackendError::Unsupported(format!(
+            "{OP} of {:?}: past 32-bit indexing",
+            x.ne
+        )));
     }
     Ok(())
 }
