@@ -1275,10 +1275,15 @@ mod tests {
         const SEEDS: &[&str] = &[
             "MUL_MAT(type_a=q4_K,type_b=f32,m=33,n=5,k=256,bs=[2,1],nr=[1,2],per=[0,2,1,3],k_v=0,o=1,src_overlap=0)",
             "FLASH_ATTN_EXT(hsk=64,hsv=64,nh=2,nr23=[4,1],kv=100,nb=3,mask=1,sinks=1,type_K=q8_0,permute=[0,2,1,3])",
+            "SET_ROWS(type_src=f16,type_dst=q4_0,type_idx=i64,ne=[256,11,1,7],nr23=[2,3],r=7,v=1)",
+            "CPY(type_src=f32,type_dst=f32,ne_src=[128,2,3,1],ne_dst=[128,2,3,1],permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0,dst_alloc=[128,4,3,1])",
+            "ROPE(type=f16,ne_a=[128,32,2,1],n_dims=128,mode=24,n_ctx=512,fs=1.424500,ef=0.746500,af=1.424500,ff=1,v=2,inplace=0,n_offs=0)",
+            "SWIGLU(type=f16,ne_a=[5,7,11,13],v=1,split)",
+            "SOFT_MAX(type=f32,ne=[31,15,1,1],mask=1,sinks=1,m_prec=f16,nr23=[2,3],scale=0.100000,max_bias=8.000000,inplace=0)",
         ];
 
         fn build(case: &Case) {
-            let _ = (case.to_string(), case.flops());
+            let _ = (case.to_string(), case.flops(), case.max_nmse());
             let _ = match case {
                 Case::MulMat(c) => c.tensors().map(|_| ()),
                 Case::FlashAttnExt(c) => c.tensors().map(|_| ()),

@@ -52,8 +52,24 @@ fn malformed_specs_are_errors_naming_the_bad_part() {
     }
     let out = backend_ops(&["test", "-p", "(unclosed"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = backend_ops(&["test", "-o", "ADD"]);
+    let out = backend_ops(&["test", "-o", "CONV_2D"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The decoder ops have upstream's lists but no GPU kernel yet: every case is not supported, and
+/// that is a clean run.
+#[test]
+fn decoder_ops_are_listed_and_not_supported_yet() {
+    for mode in ["test", "support"] {
+        let out = backend_ops(&[mode, "-o", "RMS_NORM"]);
+        assert_eq!(out.status.code(), Some(0), "{mode}");
+        let text = stdout(&out);
+        assert!(
+            text.contains("RMS_NORM(type=f32,ne=[64,5,4,3],v=0,eps=0.000001,inplace=0): not supported"),
+            "{text}"
+        );
+        assert!(text.contains("51 not supported"), "{text}");
+    }
 }
 
 #[test]
@@ -291,7 +307,14 @@ fn the_default_lists_hold_no_invalid_case() {
     let text = stdout(&out);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!text.contains(": invalid ("), "{text}");
-    assert!(!text.contains("over the device limit"), "{text}");
+    // Upstream's decoder-op lists hold a few cases past lavapipe's 128 MiB binding (GET_ROWS of
+    // 80000 rows, ROPE of 8192 tokens viewed in a larger tensor): those are not supported here.
+    let too_large: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("over the device limit"))
+        .filter(|l| !(l.starts_with("  GET_ROWS(") || l.starts_with("  ROPE(")))
+        .collect();
+    assert!(too_large.is_empty(), "{too_large:?}");
 }
 
 /// A `--toggle` / `--no-toggle` name Dawn does not know (Dawn would ignore it without a word)

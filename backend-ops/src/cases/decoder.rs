@@ -282,7 +282,8 @@ impl DecoderCase {
         webgpu_threshold(own, any_f16)
     }
 
-    fn from_fields(op: &'static str, fields: &[(&str, &str)], split: bool) -> Result<DecoderCase, CaseError> {
+    /// Parses the fields of `op` (one of [`OPS`]); `split` when the string ended in `,split`.
+    pub(super) fn parse(op: &'static str, fields: &[(&str, &str)], split: bool) -> Result<DecoderCase, CaseError> {
         let mut p = Fields::new(op, fields);
         let case = match op {
             "GET_ROWS" => DecoderCase::GetRows(GetRowsCase {
@@ -403,11 +404,6 @@ impl DecoderCase {
             });
         }
         Ok(case)
-    }
-
-    /// Parses the fields of `op` (one of [`OPS`]); `split` when the string ended in `,split`.
-    pub(super) fn parse(op: &'static str, fields: &[(&str, &str)], split: bool) -> Result<DecoderCase, CaseError> {
-        DecoderCase::from_fields(op, fields, split)
     }
 }
 

@@ -92,7 +92,10 @@ pub fn cpy(src: &HostTensor, dst: &HostTensor) -> Result<HostTensor> {
         for u in 0..units {
             let from = unit_offset(&src.layout, u).ok_or_else(|| overflow("src"))?;
             let to = unit_offset(&dst.layout, u).ok_or_else(|| overflow("dst"))?;
-            let bytes = src.data.get(from..from + size).ok_or_else(|| overflow("src"))?;
+            let bytes = from
+                .checked_add(size)
+                .and_then(|end| src.data.get(from..end))
+                .ok_or_else(|| overflow("src"))?;
             bytes_mut(OP, "dst", &mut out.data, to, size)?.copy_from_slice(bytes);
         }
         return Ok(out);

@@ -148,6 +148,9 @@ pub fn glu(a: &HostTensor, b: Option<&HostTensor>, params: &GluParams) -> Result
     if params.op == GluOp::SwigluOai {
         finite(op, "alpha", params.alpha)?;
         finite(op, "limit", params.limit)?;
+        if params.limit < 0.0 {
+            return shape_error(op, format!("limit = {} is negative", params.limit));
+        }
     }
     let ne = a.layout.ne;
     let n = match b {
@@ -271,8 +274,9 @@ mod tests {
         let p = GluParams::new(GluOp::SwigluOai);
         let want = 7.0 / (1.0 + (-1.702f64 * 7.0).exp()) * -6.0;
         close(&glu(&a, Some(&b), &p).unwrap(), &[want], 1e-6);
-        let nan = GluParams { limit: f32::NAN, ..p };
-        assert!(glu(&a, Some(&b), &nan).is_err());
+        for limit in [f32::NAN, -1.0] {
+            assert!(glu(&a, Some(&b), &GluParams { limit, ..p }).is_err());
+        }
     }
 
     #[test]

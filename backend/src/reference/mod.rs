@@ -143,6 +143,90 @@ mod tests {
         assert_eq!(dot(&a, &b), 2.5);
     }
 
+    mod props {
+        use super::super::*;
+        use crate::ggml_type::GgmlType;
+        use crate::tensor::Layout;
+        use proptest::prelude::*;
+
+        /// A tensor of a random type and extents, with random strides and offset over random
+        /// bytes: often a layout its data does not hold.
+        fn any_tensor() -> impl Strategy<Value = HostTensor> {
+            (
+                prop::sample::select(vec![
+                    GgmlType::F32,
+                    GgmlType::F16,
+                    GgmlType::I32,
+                    GgmlType::I64,
+                    GgmlType::Q4_0,
+                ]),
+                prop::array::uniform4(0usize..5),
+                prop::option::of(prop::array::uniform4(0usize..64)),
+                0usize..16,
+                0usize..300,
+            )
+                .prop_map(|(ty, mut ne, nb, offset, bytes)| {
+                    if ty == GgmlType::Q4_0 {
+                        ne[0] *= 32;
+                    }
+                    let mut layout = Layout::contiguous(ty, ne).unwrap();
+                    if let Some(nb) = nb {
+                        layout.nb = nb;
+                        layout.offset = offset;
+                    }
+                    HostTensor {
+                        layout,
+                        data: (0..bytes).map(|i| (i * 37 % 251) as u8).collect(),
+                    }
+                })
+        }
+
+        fn any_f32() -> impl Strategy<Value = f32> {
+            prop_oneof![-4.0f32..4.0, Just(f32::NAN), Just(f32::INFINITY), Just(0.0)]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Whatever the tensors and parameters, every reference answers a value or an error.
+            #[test]
+            fn references_never_panic(
+                a in any_tensor(),
+                b in any_tensor(),
+                c in any_tensor(),
+                x in any_f32(),
+                y in any_f32(),
+                n_dims in 0usize..8,
+                mode in prop::sample::select(vec![0, 2, 8, 24, 40]),
+                sections in prop::array::uniform4(0usize..3),
+                n_offs in 0usize..4,
+                swapped in any::<bool>(),
+            ) {
+                let _ = get_rows(&a, &b);
+                let _ = rms_norm(&a, RmsNormParams { eps: x });
+                let _ = rms_norm_mul_add(&a, Some(&b), Some(&c), RmsNormParams { eps: x });
+                for op in BinaryOp::ALL {
+                    let _ = binary(op, &a, &b);
+                }
+                let mut p = RopeParams::new(n_dims, RopeMode::from_ggml(mode).unwrap());
+                p.sections = sections;
+                p.n_offs = n_offs;
+                p.ext_factor = y;
+                let _ = rope(&a, &b, Some(&c), &p);
+                for op in GluOp::ALL {
+                    let g = GluParams { swapped, limit: y, ..GluParams::new(op) };
+                    let _ = glu(&a, None, &g);
+                    let _ = glu(&a, Some(&b), &g);
+                }
+                let _ = set_rows(&a, &b, &c);
+                let _ = cpy(&a, &b);
+                let _ = scale(&a, ScaleParams { scale: x, bias: y });
+                let _ = soft_max(&a, Some(&b), Some(&c), SoftMaxParams { scale: x, max_bias: y });
+                let _ = argmax(&a);
+            }
+        }
+    }
+
     #[test]
     fn parallel_map_keeps_order_and_errors() {
         let v = parallel_map(100, |i| Ok(i * 2)).unwrap();
