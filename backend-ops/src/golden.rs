@@ -70,27 +70,12 @@ pub fn collect(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
 /// The largest golden file read (the checked-in ones are a few MB).
 pub const MAX_GOLDEN_BYTES: u64 = 1 << 30;
 
-/// Reads a golden file: a regular file of at most [`MAX_GOLDEN_BYTES`] bytes, parsed with
-/// memory bounded by its size.
+/// Reads a golden file: a regular file (never a FIFO or device, which could block or never end)
+/// of at most [`MAX_GOLDEN_BYTES`] bytes, parsed with memory bounded by its size.
 pub fn load(path: &Path) -> Result<GgufFile> {
-    use std::io::Read;
-    let bad = |m: String| BackendError::InvalidOperands(format!("{}: {m}", path.display()));
-    let file = std::fs::File::open(path).map_err(|e| bad(format!("cannot read: {e}")))?;
-    let meta = file.metadata().map_err(|e| bad(format!("cannot read: {e}")))?;
-    if !meta.is_file() {
-        return Err(bad("not a regular file".into()));
-    }
-    if meta.len() > MAX_GOLDEN_BYTES {
-        return Err(bad(format!("larger than {MAX_GOLDEN_BYTES} bytes")));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_GOLDEN_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| bad(format!("cannot read: {e}")))?;
-    if bytes.len() as u64 > MAX_GOLDEN_BYTES {
-        return Err(bad(format!("larger than {MAX_GOLDEN_BYTES} bytes")));
-    }
-    GgufFile::from_bytes(&bytes).map_err(|e| bad(e.to_string()))
+    let bytes = crate::input_file::read_bytes(path, MAX_GOLDEN_BYTES)
+        .map_err(|e| BackendError::InvalidOperands(format!("cannot read {e}")))?;
+    GgufFile::from_bytes(&bytes).map_err(|e| BackendError::InvalidOperands(format!("{}: {e}", path.display())))
 }
 
 fn text(file: &GgufFile, key: &str) -> Result<String> {
@@ -367,6 +352,23 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("golden-load-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        // A FIFO nobody writes to: refused at once, not waited on (checked in a thread, so that
+        // a regression fails the test instead of hanging it).
+        let fifo = dir.join("fifo.gguf");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(load(&reader).err().map(|e| e.to_string()));
+        });
+        let err = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("load returns instead of waiting for a writer")
+            .expect("a FIFO is an error");
+        assert!(err.contains("FIFO"), "{err}");
+        std::fs::remove_file(&fifo).unwrap();
         let truncated = dir.join("t.gguf");
         std::fs::write(&truncated, b"GGUF\x03\0\0\0\x01").unwrap();
         let err = load(&truncated).unwrap_err();

@@ -9,6 +9,8 @@ pub mod cases;
 pub mod compare;
 pub mod golden;
 pub mod harness;
+/// Regular files only, never a wait: the library's reader, shared with the tool.
+pub use ggml_dawn::input_file;
 pub mod progress;
 mod reference_checks;
 pub mod selfcheck;

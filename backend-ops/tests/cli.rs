@@ -403,6 +403,179 @@ fn golden_files_with_bad_shapes_fail_cleanly() {
     assert!(text.contains("degenerate shapes"), "{text}");
 }
 
+/// Runs backend-ops with `env` set, and kills it after `limit`: a run that waits forever fails
+/// the test instead of hanging it.
+fn backend_ops_within(args: &[&str], env: &[(&str, &str)], limit: std::time::Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_backend-ops"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("backend-ops runs");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{args:?}: still running after {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A FIFO nobody writes to, given where a file is read: refused at once (exit 2), never waited on.
+#[test]
+fn fifos_given_as_input_files_are_refused_not_waited_on() {
+    let dir = std::env::temp_dir().join(format!("backend-ops-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("input.gguf");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let saved = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/data/compare/ours-test-sample.jsonl"
+    );
+    for args in [
+        vec!["test", "--cases-file", fifo],
+        vec!["compare", "--upstream", fifo, "--ours", saved],
+        vec!["compare", "--upstream", saved, "--ours", fifo],
+        vec!["golden", fifo],
+    ] {
+        let out = backend_ops_within(&args, &[], std::time::Duration::from_secs(60));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.contains("FIFO") || stdout(&out).contains("FIFO"), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Saved output with no case, or a timing that is not a finite positive number: exit 2 naming
+/// the file (and the line).
+#[test]
+fn compare_refuses_empty_inputs_and_bad_timings() {
+    let dir = std::env::temp_dir().join(format!("backend-ops-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let case = "MUL_MAT(type_a=f16,type_b=f32,m=16,n=1,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0)";
+    let up = file(
+        "up.txt",
+        &format!("  {case}:  100 runs -  2.50 us/run - 1 MFLOP/run - 1 TFLOPS\n"),
+    );
+    let ours = file(
+        "ours.jsonl",
+        &format!("{{\"mode\":\"perf\",\"case\":\"{case}\",\"runs\":9,\"us_per_run\":1.25}}\n"),
+    );
+    let empty = file("empty.txt", "");
+    let noise = file("noise.txt", "Testing 2 devices\n\n");
+    let inf_up = file(
+        "inf.txt",
+        &format!("Backend 1/2: WebGPU\n  {case}:  100 runs -  inf us/run\n"),
+    );
+    let neg_ours = file(
+        "neg.jsonl",
+        &format!("\n{{\"mode\":\"perf\",\"case\":\"{case}\",\"runs\":9,\"us_per_run\":-1}}\n"),
+    );
+    let tiny_ours = file(
+        "tiny.jsonl",
+        &format!("{{\"mode\":\"perf\",\"case\":\"{case}\",\"runs\":9,\"us_per_run\":1e-310}}\n"),
+    );
+    let svg = dir.join("chart.svg");
+    for (upstream, ours, needles) in [
+        (&empty, &ours, vec!["no cases in --upstream", "empty.txt"]),
+        (&noise, &ours, vec!["no cases in --upstream", "noise.txt"]),
+        (&up, &empty, vec!["no cases in --ours", "empty.txt"]),
+        (&inf_up, &ours, vec!["inf.txt", "line 2", "`inf`"]),
+        (&up, &neg_ours, vec!["neg.jsonl", "line 2", "`-1`"]),
+        (&up, &tiny_ours, vec!["tiny.jsonl", "line 1", "finite positive"]),
+    ] {
+        let args = [
+            "compare",
+            "--upstream",
+            upstream,
+            "--ours",
+            ours,
+            "--plot",
+            svg.to_str().unwrap(),
+        ];
+        let out = backend_ops_within(&args, &[], std::time::Duration::from_secs(60));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for needle in needles {
+            assert!(err.contains(needle), "{args:?}: `{needle}` not in {err}");
+        }
+    }
+    // A selection that leaves nothing is not "0 cases", exit 0.
+    let out = backend_ops_within(
+        &["compare", "--upstream", &up, "--ours", &ours, "-p", "no-such-case"],
+        &[],
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no cases"));
+    // The good pair compares: ratio 2.
+    let out = backend_ops_within(
+        &["compare", "--upstream", &up, "--ours", &ours],
+        &[],
+        std::time::Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("geometric mean ratio 2.00"), "{}", stdout(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Without a Vulkan driver, Dawn's default adapter is its Null backend, which computes nothing:
+/// every mode that runs cases refuses it (exit 2) instead of timing or judging nothing, unless it
+/// is asked for by name. The CPU's Vulkan (lavapipe) is used, and said to be the CPU.
+#[test]
+fn the_null_backend_is_never_taken_for_a_gpu() {
+    let no_driver = [
+        ("VK_DRIVER_FILES", "/nonexistent/icd.json"),
+        ("VK_ICD_FILENAMES", "/nonexistent/icd.json"),
+    ];
+    let limit = std::time::Duration::from_secs(120);
+    for args in [
+        vec!["perf", "--min-time", "0", "--max-repeats", "1", "--case", MM],
+        vec!["support", "--case", MM],
+        vec!["test", "--case", MM],
+        vec!["info"],
+        vec!["compare", "--upstream-bin", "/bin/true", "--case", MM],
+    ] {
+        let out = backend_ops_within(&args, &no_driver, limit);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}\n{}", stdout(&out));
+        assert!(err.contains("Null backend"), "{args:?}: {err}");
+    }
+    // Named, it is used (support judges without running anything).
+    let out = backend_ops_within(&["--dawn-backend", "null", "support", "--case", MM], &no_driver, limit);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("Null backend") && err.contains("computes nothing"),
+        "{err}"
+    );
+    // lavapipe, as CI runs: accepted with no flag, and said to be the CPU.
+    let out = backend_ops_within(&["support", "--case", MM], &[], limit);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let info = backend_ops(&["--output", "json", "info"]);
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    if info["adapter"]["adapter_type"] == "Cpu" {
+        assert!(err.contains("a CPU implementation of Vulkan, not a GPU"), "{err}");
+    }
+}
+
 /// `suites` lists every suite; `suites NAME` prints its cases as `--cases-file` reads them; an
 /// unknown name is exit 2 naming the known ones, in `suites` and in `perf --suite`.
 #[test]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dawn::{
-    Adapter, AdapterInfo, Buffer, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature, Instance,
-    InstanceDescriptor, Limits, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
+    Adapter, AdapterInfo, BackendType, Buffer, ComponentType, Device, DeviceDescriptor, ErrorChecking, Feature,
+    Instance, InstanceDescriptor, Limits, RequestAdapterOptions, SubgroupMatrixConfig, Toggle, Toggles,
 };
 use parking_lot::Mutex;
 
@@ -42,6 +42,14 @@ pub struct ContextOptions {
     /// How long a wait for the device may take (synchronize, reads, a full queue) before it
     /// returns a timeout error (the work goes on).
     pub timeout: Duration,
+    /// [`GpuContext::new`]: only an adapter of this Dawn backend. `None` lets Dawn choose, and
+    /// refuses Dawn's Null backend, which computes nothing ([`check_default_adapter`]); naming
+    /// `BackendType::Null` here is the one way to get it.
+    pub backend: Option<BackendType>,
+    /// [`GpuContext::new`]: the adapter to use, among those [`adapters`] lists (by its index
+    /// there, or by a part of its device name); `None` lets Dawn choose. A choice that matches
+    /// no adapter is [`ContextError::NoSuchAdapter`], naming those there are.
+    pub adapter: Option<AdapterChoice>,
     /// Bytes the ops' scratch buffers may hold together (b quantized for the integer mat-vec,
     /// f16 copies for prefill, attention's split partials); an op that needs more is an error.
     /// `None`: each purpose's buffer up to the device's largest binding.
@@ -59,6 +67,8 @@ impl Default for ContextOptions {
             disable_toggles: Vec::new(),
             tuning: Tuning::default(),
             timeout: DEFAULT_TIMEOUT,
+            backend: None,
+            adapter: None,
             scratch_budget: None,
         }
     }
@@ -103,8 +113,8 @@ pub struct GpuContext {
     pub(crate) stream: Arc<Mutex<Stream>>,
 }
 
-/// Why the context could not be made.
-#[derive(Debug, thiserror::Error)]
+/// Why the context could not be made (converts into [`crate::Error`] with `?`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ContextError {
     #[error(transparent)]
     Dawn(#[from] dawn::Error),
@@ -115,6 +125,16 @@ pub enum ContextError {
     /// A toggle name Dawn does not know (Dawn would ignore it without a word).
     #[error("unknown Dawn toggle `{name}`{hint}")]
     UnknownToggle { name: String, hint: String },
+    /// The adapter Dawn chose is its Null backend, which accepts every call and computes
+    /// nothing: no driver was found ([`check_default_adapter`]).
+    #[error(
+        "no GPU or CPU driver was found: the only adapter is Dawn's Null backend (`{device}`), which computes nothing; \
+         install a Vulkan driver (lavapipe runs on the CPU), or ask for the Null backend by name"
+    )]
+    NullBackend { device: String },
+    /// [`ContextOptions::adapter`] matches none of the adapters [`adapters`] lists.
+    #[error("no adapter matches {choice}; the adapters are: {known}")]
+    NoSuchAdapter { choice: AdapterChoice, known: String },
     /// A request for the adapter or the device took longer than [`ContextOptions::timeout`].
     #[error("{what} timed out after {after:?}: the GPU driver does not answer")]
     Timeout { what: &'static str, after: Duration },
@@ -303,18 +323,108 @@ fn pick_config(
     }
 }
 
+/// Whether the adapter [`GpuContext::new`] got may be used: Dawn's Null backend (what Dawn
+/// falls back to without a driver: every call succeeds, nothing is computed, and timings are of
+/// nothing) only when `requested` names it. Software adapters that do compute, such as lavapipe
+/// (`AdapterInfo::is_software`), are accepted: they are slow, not wrong.
+pub fn check_default_adapter(info: &AdapterInfo, requested: Option<BackendType>) -> Result<(), ContextError> {
+    if info.is_null_backend() && requested != Some(BackendType::Null) {
+        return Err(ContextError::NullBackend {
+            device: info.device.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Which adapter [`GpuContext::new`] takes ([`ContextOptions::adapter`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdapterChoice {
+    /// The adapter at this index of [`adapters`]' list.
+    Index(usize),
+    /// The first adapter of [`adapters`]' list whose device name contains this text (ASCII
+    /// case ignored).
+    Name(String),
+}
+
+impl std::fmt::Display for AdapterChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdapterChoice::Index(i) => write!(f, "adapter #{i}"),
+            AdapterChoice::Name(name) => write!(f, "an adapter named like `{name}`"),
+        }
+    }
+}
+
+impl std::str::FromStr for AdapterChoice {
+    type Err = std::convert::Infallible;
+
+    /// A number is an index, anything else a part of a name.
+    fn from_str(text: &str) -> Result<AdapterChoice, Self::Err> {
+        Ok(match text.trim().parse::<usize>() {
+            Ok(i) => AdapterChoice::Index(i),
+            Err(_) => AdapterChoice::Name(text.trim().to_owned()),
+        })
+    }
+}
+
+/// The adapters the backend can run on, in a stable order ([`AdapterChoice::Index`] counts in
+/// it): every backend and power preference Dawn offers, the fallback CPU adapter included, each
+/// once. No `unsafe` is needed: the instance's unsafe APIs are the backend's own promise.
+pub fn adapters() -> Result<Vec<AdapterInfo>, ContextError> {
+    Ok(enumerate(&backend_instance()?).iter().map(Adapter::info).collect())
+}
+
+fn enumerate(instance: &Instance) -> Vec<Adapter> {
+    instance.enumerate_adapters(&RequestAdapterOptions::compute().toggles)
+}
+
+/// The adapter `choice` names among `infos` (their index).
+pub fn choose_adapter(infos: &[AdapterInfo], choice: &AdapterChoice) -> Result<usize, ContextError> {
+    let found = match choice {
+        AdapterChoice::Index(i) => (*i < infos.len()).then_some(*i),
+        AdapterChoice::Name(name) => {
+            let name = name.to_ascii_lowercase();
+            infos.iter().position(|i| i.device.to_ascii_lowercase().contains(&name))
+        }
+    };
+    found.ok_or_else(|| ContextError::NoSuchAdapter {
+        choice: choice.clone(),
+        known: if infos.is_empty() {
+            "none".to_owned()
+        } else {
+            infos
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("#{i} {} ({:?}, {:?})", a.device, a.backend, a.adapter_type))
+                .collect::<Vec<_>>()
+                .join("; ")
+        },
+    })
+}
+
 impl GpuContext {
     /// Creates an instance, the default adapter and its device, set up as ggml's WebGPU backend
     /// sets up its own (see the module's documentation).
     ///
     /// Each request (the adapter, the device) waits at most [`ContextOptions::timeout`]
     /// ([`ContextError::Timeout`]); a toggle name Dawn does not know is refused first
-    /// ([`ContextError::UnknownToggle`]).
+    /// ([`ContextError::UnknownToggle`]). Dawn's Null backend is refused unless
+    /// [`ContextOptions::backend`] names it ([`ContextError::NullBackend`]).
     pub fn new(options: ContextOptions) -> Result<GpuContext, ContextError> {
         options.check_toggles()?;
         let instance = backend_instance()?;
-        let request = instance.request_adapter(&RequestAdapterOptions::compute());
+        if let Some(choice) = &options.adapter {
+            let found = enumerate(&instance);
+            let infos: Vec<AdapterInfo> = found.iter().map(Adapter::info).collect();
+            let index = choose_adapter(&infos, choice)?;
+            return GpuContext::with_adapter(&found[index], options);
+        }
+        let request = instance.request_adapter(&RequestAdapterOptions {
+            backend: options.backend,
+            ..RequestAdapterOptions::compute()
+        });
         let adapter = wait_request(request, "the adapter request", options.timeout)?;
+        check_default_adapter(&adapter.info(), options.backend)?;
         GpuContext::with_adapter(&adapter, options)
     }
 
@@ -536,6 +646,7 @@ impl GpuContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dawn::AdapterType;
 
     fn options(enable: &[&str], disable: &[&str]) -> ContextOptions {
         ContextOptions {
@@ -612,6 +723,51 @@ mod tests {
         .unwrap();
         // SAFETY: only read.
         assert_eq!(unsafe { ctx.device() }.wait_timeout(), Duration::from_secs(5));
+    }
+
+    fn adapter(backend: BackendType, adapter_type: AdapterType, device: &str) -> AdapterInfo {
+        AdapterInfo {
+            vendor: String::new(),
+            architecture: String::new(),
+            device: device.into(),
+            description: String::new(),
+            backend,
+            adapter_type,
+            vendor_id: 0,
+            device_id: 0,
+            subgroup_min_size: 4,
+            subgroup_max_size: 128,
+            subgroup_matrix_configs: Vec::new(),
+        }
+    }
+
+    /// Dawn's Null backend computes nothing: as the default adapter it is an error naming it;
+    /// asked for by name, it is given. Software that computes (lavapipe) and GPUs are accepted.
+    #[test]
+    fn the_null_backend_is_refused_unless_named() {
+        let null = adapter(BackendType::Null, AdapterType::Cpu, "Null backend");
+        let err = check_default_adapter(&null, None).unwrap_err();
+        assert!(matches!(&err, ContextError::NullBackend { device } if device == "Null backend"));
+        assert!(err.to_string().contains("Null backend"), "{err}");
+        assert!(check_default_adapter(&null, Some(BackendType::Vulkan)).is_err());
+        check_default_adapter(&null, Some(BackendType::Null)).unwrap();
+        let lavapipe = adapter(
+            BackendType::Vulkan,
+            AdapterType::Cpu,
+            "llvmpipe (LLVM 19.1.7, 256 bits)",
+        );
+        assert!(lavapipe.is_software() && !lavapipe.is_null_backend());
+        check_default_adapter(&lavapipe, None).unwrap();
+        check_default_adapter(&adapter(BackendType::Vulkan, AdapterType::DiscreteGpu, "H100"), None).unwrap();
+        // For real: the Null backend, asked for by name, makes a context that says what it is.
+        match GpuContext::new(ContextOptions {
+            backend: Some(BackendType::Null),
+            ..Default::default()
+        }) {
+            Ok(ctx) => assert!(ctx.capabilities().info.is_null_backend()),
+            // A Dawn built without it has no such adapter: an error, never another adapter.
+            Err(e) => assert!(matches!(e, ContextError::Dawn(_)), "{e}"),
+        }
     }
 
     #[test]

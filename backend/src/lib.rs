@@ -81,6 +81,7 @@ pub mod facts;
 pub mod format;
 pub mod ggml_type;
 pub mod gguf;
+pub mod input_file;
 pub mod kernel;
 pub mod memory;
 pub mod ops;
@@ -93,7 +94,10 @@ pub mod tuning;
 pub mod variants;
 pub mod weights;
 
-pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};
+pub use context::{AdapterChoice, Capabilities, ContextError, ContextOptions, GpuContext, adapters};
+/// The safe Dawn API this crate is built on (`webgpu-dawn`), for what the backend does not wrap.
+pub use dawn;
+pub use error::{Error, ErrorKind, Result};
 pub use facts::DeviceFacts;
 pub use ggml_type::GgmlType;
 pub use memory::DeviceTensor;

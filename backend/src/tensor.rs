@@ -32,6 +32,10 @@ pub enum LayoutError {
         nb: [usize; 4],
         offset: usize,
     },
+    /// A contiguous tensor whose strides or size in bytes do not fit `usize` (no strides were
+    /// given: they are what overflows).
+    #[error("{ty} {ne:?}: the contiguous tensor's size in bytes overflows")]
+    SizeOverflow { ty: GgmlType, ne: [usize; 4] },
     #[error("{ty}: dimension 0 must step whole {size}-byte blocks, not {nb0} bytes")]
     BlockStride { ty: GgmlType, nb0: usize, size: usize },
     #[error("a view of {needed} bytes at offset {offset} does not fit in {available} bytes")]
@@ -64,12 +68,7 @@ impl Layout {
         if !ne[0].is_multiple_of(block) {
             return Err(LayoutError::PartialBlock { ty, ne0: ne[0], block });
         }
-        let overflow = || LayoutError::Overflow {
-            ty,
-            ne,
-            nb: [0; 4],
-            offset: 0,
-        };
+        let overflow = || LayoutError::SizeOverflow { ty, ne };
         let nb0 = ty.type_size();
         let nb1 = nb0.checked_mul(ne[0] / block).ok_or_else(overflow)?;
         let nb2 = nb1.checked_mul(ne[1]).ok_or_else(overflow)?;
@@ -484,19 +483,22 @@ mod tests {
     #[test]
     fn layout_arithmetic_overflow_is_an_error() {
         let huge = usize::MAX / 2;
-        assert!(matches!(
-            Layout::contiguous(GgmlType::F32, [huge, 4, 1, 1]),
-            Err(LayoutError::Overflow { .. })
-        ));
-        assert!(matches!(
-            Layout::contiguous(GgmlType::F32, [1 << 20, 1 << 20, 1 << 20, 1 << 20]),
-            Err(LayoutError::Overflow { .. })
-        ));
+        // A contiguous tensor too large: the message names the extents asked for, and no
+        // strides (none were given).
+        for ne in [[huge, 4, 1, 1], [1 << 20, 1 << 20, 1 << 20, 1 << 20]] {
+            let err = Layout::contiguous(GgmlType::F32, ne).unwrap_err();
+            assert_eq!(err, LayoutError::SizeOverflow { ty: GgmlType::F32, ne });
+            let text = err.to_string();
+            assert!(text.contains(&format!("{ne:?}")) && !text.contains("strides"), "{text}");
+        }
         let l = Layout {
             nb: [4, huge + 1, 4, 4],
             ..Layout::contiguous(GgmlType::F32, [2, 3, 1, 1]).unwrap()
         };
         assert!(matches!(l.span_bytes(), Err(LayoutError::Overflow { .. })));
+        // A view's overflow names the strides it was given.
+        let text = l.span_bytes().unwrap_err().to_string();
+        assert!(text.contains(&format!("strides {:?}", [4, huge + 1, 4, 4])), "{text}");
         assert!(matches!(l.check_fits(usize::MAX), Err(LayoutError::Overflow { .. })));
         assert!(l.row_offset(2, 0, 0).is_err());
         let at_end = Layout {

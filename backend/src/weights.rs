@@ -135,7 +135,9 @@ impl GpuContext {
         let path = path.as_ref();
         let gguf_error = |e: crate::gguf::GgufError| BackendError::Gguf(format!("{}: {e}", path.display()));
         let io_error = |e: std::io::Error| BackendError::Gguf(format!("{}: {e}", path.display()));
-        let mut file = BufReader::new(std::fs::File::open(path).map_err(io_error)?);
+        // A regular file only: a FIFO's `open` would wait for a writer forever.
+        let mut file =
+            BufReader::new(crate::input_file::open_regular(path).map_err(|e| BackendError::Gguf(e.to_string()))?);
         // The file's length bounds every count and length in the header before it is allocated.
         let header = GgufHeader::read_seekable(&mut file).map_err(gguf_error)?;
         let infos = layouts(header.tensors()).map_err(|e| BackendError::Gguf(format!("{}: {e}", path.display())))?;

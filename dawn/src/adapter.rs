@@ -83,6 +83,20 @@ pub struct AdapterInfo {
     pub subgroup_matrix_configs: Vec<SubgroupMatrixConfig>,
 }
 
+impl AdapterInfo {
+    /// Whether this is Dawn's Null backend: it accepts every call and computes nothing (Dawn
+    /// offers it when it finds no driver).
+    pub fn is_null_backend(&self) -> bool {
+        self.backend == BackendType::Null
+    }
+
+    /// Whether the adapter is software on the CPU rather than a GPU: a CPU implementation such
+    /// as lavapipe or SwiftShader, or the Null backend.
+    pub fn is_software(&self) -> bool {
+        self.adapter_type == AdapterType::Cpu || self.is_null_backend()
+    }
+}
+
 /// An adapter. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Adapter {

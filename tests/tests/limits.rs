@@ -102,7 +102,7 @@ fn device_tensors_are_checked_against_their_buffer() {
         .unwrap();
     let f16 = DeviceTensor::new(Layout::contiguous(GgmlType::F16, [3, 1, 1, 1]).unwrap(), odd, 0, 6).unwrap();
     let err = f16.binding(256, u64::from(u32::MAX)).unwrap_err();
-    assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
+    assert!(matches!(err, BackendError::OutOfBounds(_)), "{err}");
 }
 
 #[test]
@@ -596,12 +596,12 @@ fn a_dst_overlapping_an_input_is_refused() {
         .unwrap();
     let err = ctx.mul_mat_into(&a, &b, &inside_a).unwrap_err();
     assert!(
-        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps a")),
+        matches!(&err, BackendError::Overlap(m) if m.contains("overlaps a")),
         "{err}"
     );
     let err = ctx.mul_mat_into(&a, &b, &b).unwrap_err();
     assert!(
-        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps b")),
+        matches!(&err, BackendError::Overlap(m) if m.contains("overlaps b")),
         "{err}"
     );
     // A dst of its own is fine.
@@ -626,7 +626,7 @@ fn a_dst_overlapping_an_input_is_refused() {
         .flash_attn_ext_into(&ops, FlashAttnParams::scaled(0.125))
         .unwrap_err();
     assert!(
-        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps Q")),
+        matches!(&err, BackendError::Overlap(m) if m.contains("overlaps Q")),
         "{err}"
     );
     ctx.synchronize().unwrap();
@@ -679,4 +679,78 @@ fn mul_mat_writes_a_one_position_slot_of_a_larger_tensor() {
     // The other positions are untouched.
     let all = ctx.read_f32(&cache).unwrap();
     assert!(all[..16 * 5].iter().chain(&all[16 * 6..]).all(|v| v.is_nan()));
+}
+
+/// Adapters are listed and chosen without `unsafe`: by index or by a part of the device name; a
+/// choice that matches nothing names the adapters there are.
+#[test]
+fn adapters_are_listed_and_chosen_by_index_or_name() {
+    let all = ggml_dawn::adapters().unwrap();
+    assert!(!all.is_empty());
+    let first = &all[0].device;
+    for choice in [
+        ggml_dawn::AdapterChoice::Index(0),
+        first.to_uppercase().parse().unwrap(),
+    ] {
+        let ctx = GpuContext::new(ContextOptions {
+            adapter: Some(choice.clone()),
+            ..ContextOptions::default()
+        })
+        .unwrap();
+        assert_eq!(&ctx.capabilities().info.device, first, "{choice}");
+    }
+    let err = GpuContext::new(ContextOptions {
+        adapter: Some(ggml_dawn::AdapterChoice::Index(all.len())),
+        ..ContextOptions::default()
+    })
+    .unwrap_err();
+    assert!(matches!(err, ggml_dawn::ContextError::NoSuchAdapter { .. }), "{err}");
+    assert!(err.to_string().contains(first.as_str()), "{err}");
+}
+
+/// One error type with kinds a program can match on, and `?` from every error a public function
+/// returns (the context's too).
+#[test]
+fn errors_have_kinds_to_match_on() -> ggml_dawn::Result<()> {
+    use ggml_dawn::ErrorKind;
+    let ctx = GpuContext::new(ContextOptions::default())?;
+    let a = tensor(&ctx, GgmlType::F32, [64, 8, 1, 1]);
+    let b = tensor(&ctx, GgmlType::F32, [32, 2, 1, 1]);
+    assert_eq!(ctx.mul_mat(&a, &b).unwrap_err().kind(), ErrorKind::Shape);
+    let view = a
+        .view(Layout {
+            offset: 64,
+            ..*a.layout()
+        })
+        .unwrap_err();
+    assert_eq!(view.kind(), ErrorKind::OutOfBounds, "{view}");
+    let inside = a.view(Layout::contiguous(GgmlType::F32, [8, 2, 1, 1])?)?;
+    let c = tensor(&ctx, GgmlType::F32, [64, 2, 1, 1]);
+    assert_eq!(
+        ctx.mul_mat_into(&a, &c, &inside).unwrap_err().kind(),
+        ErrorKind::Overlap
+    );
+    let k = tensor(&ctx, GgmlType::I32, [64, 32, 1, 1]);
+    let q = tensor(&ctx, GgmlType::F32, [64, 1, 1, 1]);
+    let params = ggml_dawn::ops::flash_attn::FlashAttnParams::scaled(0.125);
+    assert_eq!(
+        ctx.flash_attn_ext(&q, &k, &k, None, None, params).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+    let max = ctx.capabilities().limits.max_buffer_size;
+    let huge = ctx.empty(GgmlType::F32, [usize::try_from(max / 4 + 1).unwrap(), 1, 1, 1]);
+    assert_eq!(huge.unwrap_err().kind(), ErrorKind::TooLarge);
+    let none = GpuContext::new(ContextOptions {
+        adapter: Some(ggml_dawn::AdapterChoice::Name("no such adapter".into())),
+        ..ContextOptions::default()
+    });
+    let err: ggml_dawn::Error = none.unwrap_err().into();
+    assert_eq!(err.kind(), ErrorKind::NoDevice);
+    // A lost device: every later op says so.
+    // SAFETY: the device is only destroyed; nothing of it is used in ways its toggles leave
+    // unchecked, and no buffer of it is mapped.
+    unsafe { ctx.device() }.destroy()?;
+    let lost = ctx.mul_mat(&a, &c).and_then(|_| ctx.synchronize());
+    assert_eq!(lost.unwrap_err().kind(), ErrorKind::DeviceLost);
+    Ok(())
 }

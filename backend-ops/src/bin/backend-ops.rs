@@ -62,6 +62,41 @@ struct DeviceArgs {
     /// is accepted.
     #[arg(long = "no-toggle", global = true)]
     disable_toggles: Vec<String>,
+    /// Only an adapter of this Dawn backend (default: Dawn's choice). `null`, Dawn's Null
+    /// backend, computes nothing: it is used only when named here, never as a GPU found.
+    #[arg(long, global = true, value_enum)]
+    dawn_backend: Option<DawnBackend>,
+    /// The adapter to run on: its number in `info`'s list of adapters, or a part of its device
+    /// name (default: Dawn's choice).
+    #[arg(long, global = true)]
+    adapter: Option<ggml_dawn::AdapterChoice>,
+}
+
+/// The Dawn backends `--dawn-backend` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DawnBackend {
+    Vulkan,
+    Metal,
+    D3d12,
+    D3d11,
+    Opengl,
+    Opengles,
+    /// Dawn's Null backend: accepts every call, computes nothing (for testing the tool itself).
+    Null,
+}
+
+impl DawnBackend {
+    fn backend_type(self) -> dawn::BackendType {
+        match self {
+            DawnBackend::Vulkan => dawn::BackendType::Vulkan,
+            DawnBackend::Metal => dawn::BackendType::Metal,
+            DawnBackend::D3d12 => dawn::BackendType::D3D12,
+            DawnBackend::D3d11 => dawn::BackendType::D3D11,
+            DawnBackend::Opengl => dawn::BackendType::OpenGl,
+            DawnBackend::Opengles => dawn::BackendType::OpenGles,
+            DawnBackend::Null => dawn::BackendType::Null,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -227,24 +262,11 @@ const MAX_CASES_FILE: u64 = 16 << 20;
 /// The largest saved output `compare --upstream/--ours` reads.
 const MAX_SAVED_OUTPUT: u64 = 256 << 20;
 
-/// Reads a text file given as `flag`: a regular file (not a pipe or a device that never
-/// ends) of at most `max` bytes of UTF-8.
+/// Reads a text file given as `flag`: a regular file (not a FIFO or a device, which could block
+/// or never end; refused before anything waits on them) of at most `max` bytes of UTF-8.
 fn read_text(flag: &str, path: &std::path::Path, max: u64) -> Result<String, String> {
-    use std::io::Read;
-    let name = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("{flag} {name}: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("{flag} {name}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{flag} {name}: not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{flag} {name}: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(format!("{flag} {name}: larger than {max} bytes; split it"));
-    }
-    String::from_utf8(bytes).map_err(|_| format!("{flag} {name}: not UTF-8 text"))
+    let bytes = ggml_dawn_bench::input_file::read_bytes(path, max).map_err(|e| format!("{flag} {e}"))?;
+    String::from_utf8(bytes).map_err(|_| format!("{flag} {}: not UTF-8 text", path.display()))
 }
 
 /// Runs one case's work, turning a panic into a failure so that the rest of the list goes on.
@@ -330,6 +352,8 @@ fn main() -> ExitCode {
         enable_toggles: cli.device.enable_toggles,
         disable_toggles: cli.device.disable_toggles,
         tuning,
+        backend: cli.device.dawn_backend.map(DawnBackend::backend_type),
+        adapter: cli.device.adapter.clone(),
         ..ContextOptions::default()
     };
     if let Err(e) = options.check_toggles() {
@@ -627,13 +651,30 @@ fn header_line(ctx: &GpuContext, selected: &Selected, min_time: Duration) -> ser
     let env = |name: &str| std::env::var(name).ok();
     json!({ "mode": "header", "command": "perf",
             "adapter": info.device, "adapter_description": info.description,
-            "backend": format!("{:?}", info.backend), "suite": selected.suite,
+            "backend": format!("{:?}", info.backend), "adapter_type": format!("{:?}", info.adapter_type),
+            "suite": selected.suite,
             "min_time": min_time.as_secs_f64(),
             "tuning": { tuning::MUL_MAT_ENV: env(tuning::MUL_MAT_ENV), tuning::FLASH_ATTN_ENV: env(tuning::FLASH_ATTN_ENV) } })
 }
 
+/// The context of a mode that runs cases. Dawn's Null backend is an error unless named
+/// (`ContextError::NullBackend`, exit 2); a software adapter such as lavapipe is used, and
+/// said to be the CPU, so that its timings are not read as a GPU's.
 fn context(options: ContextOptions) -> Result<GpuContext, String> {
-    GpuContext::new(options).map_err(|e| e.to_string())
+    let ctx = GpuContext::new(options).map_err(|e| match e {
+        ggml_dawn::ContextError::NullBackend { .. } => format!("{e} (--dawn-backend null)"),
+        e => e.to_string(),
+    })?;
+    let info = &ctx.capabilities().info;
+    if info.is_software() {
+        let what = if info.is_null_backend() {
+            "Dawn's Null backend (named by --dawn-backend): it computes nothing".to_owned()
+        } else {
+            format!("a CPU implementation of {:?}, not a GPU", info.backend)
+        };
+        eprintln!("backend-ops: the adapter, {}, is {what}", info.device);
+    }
+    Ok(ctx)
 }
 
 fn test(options: ContextOptions, selected: &Selected, seed: u64, verbose: bool, output: Output) -> Result<End, String> {
@@ -1016,6 +1057,17 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
         );
         return check.map(|_| true);
     }
+    if let Ok(all) = ggml_dawn::adapters() {
+        println!("adapters (--adapter N or a part of the name):");
+        for (i, a) in all.iter().enumerate() {
+            let mark = if a.device == info.device && a.backend == info.backend {
+                "  <- used"
+            } else {
+                ""
+            };
+            println!("  #{i} {} ({:?}, {:?}){mark}", a.device, a.backend, a.adapter_type);
+        }
+    }
     println!("adapter:        {} ({})", info.device, info.description);
     println!(
         "vendor:         {} / {} (vendor {:#06x}, device {:#06x})",
@@ -1063,14 +1115,31 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
     }
     let (rows, mode) = match (&args.upstream, &args.ours, &args.upstream_bin) {
         (Some(up), Some(ours), _) => {
-            let report = compare::upstream::parse(&read_text("--upstream", up, MAX_SAVED_OUTPUT)?);
+            let up_path = up;
+            let report = compare::upstream::parse(&read_text("--upstream", up, MAX_SAVED_OUTPUT)?)
+                .map_err(|e| format!("--upstream {}: {e}", up.display()))?;
             for line in &report.unrecognised {
                 eprintln!(
                     "backend-ops: {}: a result this tool does not read: {line}",
                     up.display()
                 );
             }
-            let ours = compare::parse_ours(&read_text("--ours", ours, MAX_SAVED_OUTPUT)?);
+            let ours_path = ours;
+            let ours = compare::parse_ours(&read_text("--ours", ours, MAX_SAVED_OUTPUT)?)
+                .map_err(|e| format!("--ours {}: {e}", ours_path.display()))?;
+            // A file with no result in it is the wrong file, not a comparison of nothing.
+            if report.entries.is_empty() {
+                return Err(format!(
+                    "no cases in --upstream {} (no `OP(…): result` line of test-backend-ops)",
+                    up.display()
+                ));
+            }
+            if ours.is_empty() {
+                return Err(format!(
+                    "no cases in --ours {} (no perf or test line of `backend-ops --output json`)",
+                    ours_path.display()
+                ));
+            }
             // Output of several backends (no -b): keep the one -b names, when it is there.
             let mut up = report.entries;
             if up.iter().any(|e| e.backend.as_deref() == Some(args.backend.as_str())) {
@@ -1078,6 +1147,13 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
             }
             let mut rows = compare::match_entries(&ours, &up);
             filter_rows(&mut rows, &args.selection)?;
+            if rows.is_empty() {
+                return Err(format!(
+                    "no cases in --upstream {} or --ours {} match the selection (-o, -p, --case)",
+                    up_path.display(),
+                    ours_path.display()
+                ));
+            }
             let mode = match args.mode {
                 Some(CompareMode::Perf) => Mode::Perf,
                 Some(CompareMode::Test) => Mode::Test,
@@ -1101,6 +1177,9 @@ fn compare_cmd(options: ContextOptions, args: &CompareArgs, output: Output) -> R
                 return Err(format!("{origin} `{spec}`: {reason}"));
             }
             let cases = selected.cases;
+            if cases.is_empty() {
+                return Err("no cases to compare: the selection (-o, -p, --case, --cases-file) leaves none".into());
+            }
             let upstream = UpstreamCommand {
                 program: bin.clone(),
                 pre_args: args.upstream_args.clone(),
@@ -1165,8 +1244,10 @@ fn row_filter(selection: &Selection) -> Result<impl Fn(&str) -> bool, String> {
 fn before_after(args: &CompareArgs, base: &std::path::Path, output: Output) -> Result<bool, String> {
     use compare::before_after as ba;
     let after_path = args.ours.as_deref().ok_or("--base needs --ours FILE (the run after)")?;
-    let before = ba::parse_run(&read_text("--base", base, MAX_SAVED_OUTPUT)?);
-    let after = ba::parse_run(&read_text("--ours", after_path, MAX_SAVED_OUTPUT)?);
+    let before = ba::parse_run(&read_text("--base", base, MAX_SAVED_OUTPUT)?)
+        .map_err(|e| format!("--base {}: {e}", base.display()))?;
+    let after = ba::parse_run(&read_text("--ours", after_path, MAX_SAVED_OUTPUT)?)
+        .map_err(|e| format!("--ours {}: {e}", after_path.display()))?;
     for (flag, path, run) in [("--base", base, &before), ("--ours", after_path, &after)] {
         if !run.entries.iter().any(|e| e.outcome.us_per_run().is_some()) {
             return Err(format!(

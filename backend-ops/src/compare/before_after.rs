@@ -19,18 +19,19 @@ pub struct Run {
 }
 
 /// Reads `backend-ops --output json perf` output: the results ([`super::parse_ours`]) and the
-/// adapter of its header line.
-pub fn parse_run(text: &str) -> Run {
+/// adapter of its header line. A timing that is not a finite positive number is an error naming
+/// its line.
+pub fn parse_run(text: &str) -> Result<Run, super::BadLine> {
     let adapter = text.lines().find_map(|line| {
         let value: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
         (value.get("mode")?.as_str()? == "header")
             .then(|| value.get("adapter")?.as_str().map(str::to_owned))
             .flatten()
     });
-    Run {
-        entries: super::parse_ours(text),
+    Ok(Run {
+        entries: super::parse_ours(text)?,
         adapter,
-    }
+    })
 }
 
 /// One entry per case: a case timed several times keeps the median of its times (the mean of
@@ -290,7 +291,7 @@ mod tests {
             timed(Q4, 10.0, "mat-vec"),
         ]
         .join("\n");
-        let (before, after) = (parse_run(&before), parse_run(&after));
+        let (before, after) = (parse_run(&before).unwrap(), parse_run(&after).unwrap());
         assert_eq!(before.adapter.as_deref(), Some("NVIDIA H100"));
         let changes = pair(&before.entries, &after.entries);
         assert_eq!(changes.len(), 2);
@@ -326,7 +327,10 @@ mod tests {
         ]
         .join("\n");
         let after = [timed(Q4, 10.0, "b"), timed(Q4, 14.0, "b")].join("\n");
-        let changes = pair(&parse_run(&before).entries, &parse_run(&after).entries);
+        let changes = pair(
+            &parse_run(&before).unwrap().entries,
+            &parse_run(&after).unwrap().entries,
+        );
         assert_eq!(changes.len(), 2);
         // Before: the median of 20, 24, 100; after: the mean of its two.
         assert_eq!(changes[0].before.us_per_run(), Some(24.0));
@@ -355,7 +359,7 @@ mod tests {
             header("llvmpipe"),
             timed(F16, 5.0, "p")
         );
-        let run = parse_run(&text);
+        let run = parse_run(&text).unwrap();
         assert_eq!(run.adapter.as_deref(), Some("llvmpipe"));
         assert_eq!(run.entries.len(), 1);
         assert_eq!(summary(&pair(&[], &[])), "0 cases, none timed in both runs");

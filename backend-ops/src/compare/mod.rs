@@ -11,6 +11,7 @@
 //! upstream's full strings.
 
 pub mod before_after;
+pub mod capture;
 pub mod plot;
 pub mod upstream;
 
@@ -228,11 +229,54 @@ pub fn type_label(case: &str) -> String {
     }
 }
 
+/// A line of a program's output that cannot be compared: which line (from 1), what it says
+/// (clipped), and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}: {reason}: `{text}`")]
+pub struct BadLine {
+    pub line: usize,
+    pub text: String,
+    pub reason: String,
+}
+
+impl BadLine {
+    pub fn new(line: usize, text: &str, reason: impl Into<String>) -> BadLine {
+        BadLine {
+            line,
+            text: clip(text.trim()),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `text`, cut to 200 characters for a message.
+pub(crate) fn clip(text: &str) -> String {
+    const MAX: usize = 200;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// A time per run as read (`us` is its text): a finite positive number of microseconds, large
+/// enough that ratios of it stay finite (a subnormal such as `1e-310` is refused too).
+pub(crate) fn check_us_per_run(value: f64, text: &str) -> Result<f64, String> {
+    if value.is_normal() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(format!(
+            "the time per run `{}` is not a finite positive number of microseconds",
+            clip(text)
+        ))
+    }
+}
+
 /// Reads `backend-ops --output json` output (one object a line; other lines are skipped): the
-/// `perf` and `test` results, in order.
-pub fn parse_ours(text: &str) -> Vec<Entry> {
+/// `perf` and `test` results, in order. A time per run that is not a finite positive number is
+/// an error naming its line.
+pub fn parse_ours(text: &str) -> Result<Vec<Entry>, BadLine> {
     let mut entries = Vec::new();
-    for line in text.lines() {
+    for (index, line) in text.lines().enumerate() {
         let Ok(serde_json::Value::Object(obj)) = serde_json::from_str::<serde_json::Value>(line.trim()) else {
             continue;
         };
@@ -246,9 +290,11 @@ pub fn parse_ours(text: &str) -> Vec<Entry> {
             detail.map(str::to_owned).unwrap_or_else(|| str_of("reason"))
         };
         let outcome = if let Some(us) = obj.get("us_per_run").and_then(|v| v.as_f64()) {
+            let text = obj.get("us_per_run").map(|v| v.to_string()).unwrap_or_default();
+            let us_per_run = check_us_per_run(us, &text).map_err(|why| BadLine::new(index + 1, line, why))?;
             Outcome::Timed {
                 runs: obj.get("runs").and_then(|v| v.as_u64()).unwrap_or(0),
-                us_per_run: us,
+                us_per_run,
             }
         } else {
             match str_of("status").as_str() {
@@ -263,7 +309,7 @@ pub fn parse_ours(text: &str) -> Vec<Entry> {
         entry.path = obj.get("path").and_then(|v| v.as_str()).map(str::to_owned);
         entries.push(entry);
     }
-    entries
+    Ok(entries)
 }
 
 /// One case with both programs' results.
@@ -279,10 +325,12 @@ pub struct Row {
 }
 
 impl Row {
-    /// Upstream's time over ours: above 1, ours is faster. Only when both were timed.
+    /// Upstream's time over ours: above 1, ours is faster. Only when both were timed, with
+    /// finite positive times whose ratio is a finite positive number (what a log axis and a
+    /// geometric mean can take).
     pub fn ratio(&self) -> Option<f64> {
         match (self.ours.us_per_run(), self.upstream.us_per_run()) {
-            (Some(ours), Some(up)) if ours > 0.0 => Some(up / ours),
+            (Some(ours), Some(up)) if ours > 0.0 && up > 0.0 => Some(up / ours).filter(|r| r.is_normal()),
             _ => None,
         }
     }

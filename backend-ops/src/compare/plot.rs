@@ -17,6 +17,8 @@ pub enum PlotError {
     Format(String),
     #[error("{0}: its folder does not exist")]
     NoFolder(String),
+    #[error("ratios from {lo:e} to {hi:e} cannot be drawn on a logarithmic axis")]
+    Range { lo: f64, hi: f64 },
     #[error("drawing {path}: {message}")]
     Draw { path: String, message: String },
 }
@@ -107,6 +109,11 @@ pub fn plot_svg(rows: &[Row], path: &Path, title: &str) -> Result<(), PlotError>
     let (width, height) = (label_width + 700, 110 + 24 * n as u32);
     let lo = bars.iter().map(|b| b.ratio).fold(1.0f64, f64::min) / 1.5;
     let hi = bars.iter().map(|b| b.ratio).fold(1.0f64, f64::max) * 1.5;
+    // The axis steps from `lo` to `hi` by powers of ten: both must be finite and positive, or
+    // the steps never end (the ratios are, by `Row::ratio`; the margins must not overflow).
+    if !(lo.is_normal() && hi.is_normal() && lo > 0.0) {
+        return Err(PlotError::Range { lo, hi });
+    }
 
     let root = SVGBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| draw_err(&e))?;

@@ -21,7 +21,7 @@ const FA_UP: &str = "upstream/h200-2026-12-03-upstream-webgpu-flash_attn_ext-per
 #[test]
 fn upstream_mul_mat_perf_parses_completely() {
     let text = data(MM_UP);
-    let report = upstream::parse(&text);
+    let report = upstream::parse(&text).unwrap();
     assert!(report.unrecognised.is_empty(), "{:?}", report.unrecognised);
     assert_eq!(result_lines(&text), 15);
     assert_eq!(report.entries.len(), 15);
@@ -53,7 +53,7 @@ fn upstream_mul_mat_perf_parses_completely() {
 #[test]
 fn upstream_flash_attn_perf_parses_completely() {
     let text = data(FA_UP);
-    let report = upstream::parse(&text);
+    let report = upstream::parse(&text).unwrap();
     assert!(report.unrecognised.is_empty(), "{:?}", report.unrecognised);
     assert_eq!(result_lines(&text), 32);
     assert_eq!(report.entries.len(), 32);
@@ -83,7 +83,7 @@ fn upstream_flash_attn_perf_parses_completely() {
 #[test]
 fn upstream_test_mode_lines() {
     let text = data("compare/upstream-test-sample.txt");
-    let report = upstream::parse(&text);
+    let report = upstream::parse(&text).unwrap();
     assert!(report.unrecognised.is_empty(), "{:?}", report.unrecognised);
     assert_eq!(result_lines(&text), 7);
     let outcomes: Vec<&Outcome> = report.entries.iter().map(|e| &e.outcome).collect();
@@ -175,16 +175,16 @@ fn exact_patterns_escape_upstream_vars() {
 
 #[test]
 fn ours_json_parses() {
-    let ours = parse_ours(&data("compare/ours-mul_mat-perf.jsonl"));
+    let ours = parse_ours(&data("compare/ours-mul_mat-perf.jsonl")).unwrap();
     assert_eq!(ours.len(), 16);
     assert!(
         ours.iter()
             .all(|e| e.outcome.us_per_run().is_some() && e.path.is_some())
     );
-    let fa = parse_ours(&data("compare/ours-flash_attn_ext-perf.jsonl"));
+    let fa = parse_ours(&data("compare/ours-flash_attn_ext-perf.jsonl")).unwrap();
     assert_eq!(fa.len(), 7);
     assert!(matches!(fa[6].outcome, Outcome::Unsupported(_)));
-    let test = parse_ours(&data("compare/ours-test-sample.jsonl"));
+    let test = parse_ours(&data("compare/ours-test-sample.jsonl")).unwrap();
     assert_eq!(test.len(), 7);
     assert_eq!(test[3].outcome, Outcome::Fail("NMSE 1.2e-2 > 5.0e-4".into()));
 }
@@ -199,7 +199,7 @@ not json
 {"mode":"test","op":"MUL_MAT","case":"MUL_MAT(type_a=f16,type_b=f32,m=64,n=1,k=256)","status":"ok","detail":{"nmse":1e-9}}
 {"mode":"support","op":"MUL_MAT","case":"MUL_MAT(type_a=f16,type_b=f32,m=64,n=1,k=256)","supported":true,"reason":null}
 "#;
-    let entries = parse_ours(text);
+    let entries = parse_ours(text).unwrap();
     assert_eq!(entries.len(), 4);
     assert_eq!(entries[0].outcome.us_per_run(), Some(12.5));
     assert_eq!(entries[0].path.as_deref(), Some("MUL_MAT f16xf32: mat-vec"));
@@ -211,8 +211,8 @@ not json
 
 #[test]
 fn mul_mat_perf_table_and_chart() {
-    let up = upstream::parse(&data(MM_UP)).entries;
-    let ours = parse_ours(&data("compare/ours-mul_mat-perf.jsonl"));
+    let up = upstream::parse(&data(MM_UP)).unwrap().entries;
+    let ours = parse_ours(&data("compare/ours-mul_mat-perf.jsonl")).unwrap();
     let rows = match_entries(&ours, &up);
     assert_eq!(rows.len(), 16);
     assert_eq!(mode_of(&rows), Mode::Perf);
@@ -274,8 +274,8 @@ fn mul_mat_perf_table_and_chart() {
 
 #[test]
 fn flash_attn_perf_table_and_chart() {
-    let up = upstream::parse(&data(FA_UP)).entries;
-    let ours = parse_ours(&data("compare/ours-flash_attn_ext-perf.jsonl"));
+    let up = upstream::parse(&data(FA_UP)).unwrap().entries;
+    let ours = parse_ours(&data("compare/ours-flash_attn_ext-perf.jsonl")).unwrap();
     let rows = match_entries(&ours, &up);
     // 7 of ours (upstream has them all), then upstream's other 25.
     assert_eq!(rows.len(), 32);
@@ -298,8 +298,10 @@ fn flash_attn_perf_table_and_chart() {
 
 #[test]
 fn test_mode_table() {
-    let up = upstream::parse(&data("compare/upstream-test-sample.txt")).entries;
-    let ours = parse_ours(&data("compare/ours-test-sample.jsonl"));
+    let up = upstream::parse(&data("compare/upstream-test-sample.txt"))
+        .unwrap()
+        .entries;
+    let ours = parse_ours(&data("compare/ours-test-sample.jsonl")).unwrap();
     let rows = match_entries(&ours, &up);
     assert_eq!(rows.len(), 7);
     assert_eq!(mode_of(&rows), Mode::Test);
@@ -336,7 +338,8 @@ fn a_dying_upstream_is_a_crash_not_an_error() {
         &line,
         "GGML_ASSERT(x) failed\n",
         &std::process::ExitStatus::from_raw(6),
-    );
+    )
+    .unwrap();
     assert_eq!(e.outcome, Outcome::Crash("signal 6: GGML_ASSERT(x) failed".into()));
     // ggml's abort message, not the backtrace after it (as upstream died on lavapipe, where its
     // perf graph outlasted its 30 s queue wait).
@@ -350,7 +353,8 @@ fn a_dying_upstream_is_a_crash_not_an_error() {
         "Testing 2 devices\n",
         stderr,
         &std::process::ExitStatus::from_raw(6),
-    );
+    )
+    .unwrap();
     assert_eq!(
         e.outcome,
         Outcome::Crash(
@@ -360,7 +364,7 @@ fn a_dying_upstream_is_a_crash_not_an_error() {
     );
     // Exit 1 after reporting a failure is a failure.
     let fail = format!("  {case}: \x1b[1;31mFAIL\x1b[0m\n  1/2 backends passed\n");
-    let e = upstream::interpret(&case, &fail, "", &std::process::ExitStatus::from_raw(1 << 8));
+    let e = upstream::interpret(&case, &fail, "", &std::process::ExitStatus::from_raw(1 << 8)).unwrap();
     assert_eq!(e.outcome, Outcome::Fail(String::new()));
     // A clean run that never mentions the case: not in upstream's list.
     let e = upstream::interpret(
@@ -368,7 +372,8 @@ fn a_dying_upstream_is_a_crash_not_an_error() {
         "2/2 backends passed\n",
         "",
         &std::process::ExitStatus::from_raw(0),
-    );
+    )
+    .unwrap();
     assert_eq!(e.outcome, Outcome::Missing);
     // A program that cannot start is an error.
     let cmd = UpstreamCommand {
@@ -401,4 +406,196 @@ fn a_dying_upstream_is_a_crash_not_an_error() {
     let e = hang.run_case(Mode::Perf, &case).unwrap();
     assert!(start.elapsed().as_secs() < 10);
     assert_eq!(e.outcome, Outcome::Crash("killed after 0.3 s without finishing".into()));
+}
+
+/// Runs `work` on a thread and waits for it at most `limit`: a hang or a slow path fails the
+/// test (naming `what`) instead of hanging it.
+fn within<T: Send + 'static>(what: &str, limit: std::time::Duration, work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("{what}: not done after {limit:?}"))
+}
+
+const CASE: &str = "MUL_MAT(type_a=q4_0,type_b=f32,m=16,n=1,k=256)";
+
+#[test]
+fn timings_that_are_not_finite_positive_numbers_are_errors_naming_the_line() {
+    let case = normalise_case(CASE);
+    for bad in ["inf", "-1.00", "0.00", "NaN", "1e-310", "x"] {
+        let text = format!("Backend 1/2: WebGPU\n  {case}: 10 runs - {bad} us/run - 1 MFLOP/run - 1 TFLOPS\n");
+        let err = upstream::parse(&text).unwrap_err();
+        assert_eq!(err.line, 2, "{bad}: {err}");
+        assert!(err.to_string().contains(&format!("`{bad}`")), "{err}");
+        assert!(err.to_string().starts_with("line 2: "), "{err}");
+    }
+    for bad in ["-1.0", "0", "0.0", "1e-310"] {
+        let text = format!("\n{{\"mode\":\"perf\",\"case\":\"{case}\",\"runs\":3,\"us_per_run\":{bad}}}\n");
+        let err = parse_ours(&text).unwrap_err();
+        assert_eq!(err.line, 2, "{bad}: {err}");
+        assert!(err.reason.contains("finite positive"), "{err}");
+    }
+    // Live: upstream printing such a timing ends the comparison with the same reason.
+    let status = {
+        use std::os::unix::process::ExitStatusExt;
+        std::process::ExitStatus::from_raw(0)
+    };
+    let line = format!("  {case}: 10 runs - inf us/run\n");
+    assert!(upstream::interpret(&case, &line, "", &status).is_err());
+}
+
+#[test]
+fn infinite_or_absurd_ratios_are_not_drawn_and_never_hang_the_chart() {
+    let case = normalise_case(CASE);
+    let timed = |us| Outcome::Timed {
+        runs: 1,
+        us_per_run: us,
+    };
+    let row = |ours, up| Row {
+        case: case.clone(),
+        op: "MUL_MAT".into(),
+        ours: timed(ours),
+        path: None,
+        upstream: timed(up),
+    };
+    // Rows as a caller may build them (the parsers refuse such timings): no ratio, no bar.
+    for (ours, up) in [
+        (1.0, f64::INFINITY),
+        (1e-310, 1.0),
+        (0.0, 1.0),
+        (-2.0, 1.0),
+        (1.0, f64::NAN),
+        (1e-300, 1e300),
+    ] {
+        let r = row(ours, up);
+        assert_eq!(r.ratio(), None, "{ours} {up}");
+        assert_eq!(geometric_mean_ratio(std::slice::from_ref(&r)), None);
+        assert!(!summary(std::slice::from_ref(&r), Mode::Perf).contains("NaN"));
+    }
+    let dir = std::env::temp_dir().join(format!("ggml-dawn-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("inf.svg");
+    let (rows, target) = (vec![row(1.0, f64::INFINITY), row(1e-310, 1.0)], svg.clone());
+    let drawn = within(
+        "a chart of infinite ratios",
+        std::time::Duration::from_secs(20),
+        move || plot::plot_svg(&rows, &target, "t").map_err(|e| e.to_string()),
+    );
+    assert_eq!(drawn, Err(plot::PlotError::Empty.to_string()));
+    // A finite ratio whose margin overflows: an error, not an endless axis.
+    let (rows, target) = (vec![row(1e-10, f64::MAX / 1e-9)], svg.clone());
+    let huge = within(
+        "a chart of a huge ratio",
+        std::time::Duration::from_secs(20),
+        move || plot::plot_svg(&rows, &target, "t").map_err(|e| e.to_string()),
+    );
+    assert!(huge.is_err(), "{huge:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Seconds `parse` takes on one line of `n` bytes built by `line`.
+fn parse_seconds(n: usize, line: fn(usize) -> String) -> f64 {
+    let text = line(n);
+    assert!(text.len() >= n);
+    let start = std::time::Instant::now();
+    let _ = upstream::parse(&text);
+    start.elapsed().as_secs_f64()
+}
+
+#[test]
+fn parsing_is_linear_in_the_line_length() {
+    // Lines that made the case search quadratic: many `OP(` with no `):`, an op name with an
+    // unclosed parenthesis, and a real case after a long run of them.
+    let shapes: [fn(usize) -> String; 3] = [
+        |n| "A(".repeat(n / 2),
+        |n| format!("X({}", "Y(".repeat(n / 2)),
+        |n| format!("{}  {CASE}: OK", "B(".repeat(n / 2)),
+    ];
+    for (i, shape) in shapes.into_iter().enumerate() {
+        // 2 MB parsed well within a few seconds (quadratic: minutes), checked on a thread so a
+        // regression fails rather than hangs.
+        let big = within("a 2 MB line", std::time::Duration::from_secs(20), move || {
+            parse_seconds(2 << 20, shape)
+        });
+        assert!(big < 5.0, "shape {i}: 2 MB in {big} s");
+        // Linear: 8 times the bytes take nowhere near 64 times as long (quadratic: 9 s for
+        // 200 KB). The floor of 10 ms keeps cache effects and noise on tiny times out of it.
+        let fastest = |n| (0..3).map(|_| parse_seconds(n, shape)).fold(f64::MAX, f64::min);
+        let (small, large) = (fastest(256 << 10), fastest(2 << 20));
+        assert!(
+            large < 30.0 * small.max(0.01),
+            "shape {i}: 256 KB {small} s, 2 MB {large} s"
+        );
+    }
+    // The real case after the run is still found.
+    let text = format!("{}  {CASE}: OK", "B(".repeat(1000));
+    let report = upstream::parse(&text).unwrap();
+    assert_eq!(report.entries.len(), 1);
+    assert_eq!(report.entries[0].case, normalise_case(CASE));
+    assert_eq!(report.entries[0].outcome, Outcome::Ok);
+}
+
+/// The process's peak resident memory so far, in bytes (`VmHWM`).
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// Upstream printing hundreds of MB (one endless line, and millions of lines that look like
+/// results) is read to its end with bounded memory, and its result still found. Measured in a
+/// process of its own (this test binary, running only `flooding_upstream_alone`): the peak of a
+/// process running other tests at once would count their memory too.
+#[test]
+fn a_flooding_upstream_is_read_with_bounded_memory() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "compare::tests::flooding_upstream_alone",
+            "--ignored",
+            "--nocapture",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "run alone by a_flooding_upstream_is_read_with_bounded_memory"]
+fn flooding_upstream_alone() {
+    let case = normalise_case(CASE);
+    let script = format!(
+        "head -c 300000000 /dev/zero | tr '\\0' x; echo; yes '  MUL_MAT(type_a=f16): 1 runs - 1.0 us/run' | head -c 60000000; echo; \
+         echo '  {case}: 10 runs - 2.50 us/run - 1 MFLOP/run'; echo '1/1 backends passed'"
+    );
+    let flood = UpstreamCommand {
+        program: PathBuf::from("/bin/sh"),
+        pre_args: vec!["-c".into(), script],
+        backend: None,
+        extra_args: vec![],
+        timeout: Some(std::time::Duration::from_secs(120)),
+    };
+    let before = peak_rss();
+    let e = flood.run_case(Mode::Perf, &case).unwrap();
+    let grown = peak_rss().saturating_sub(before);
+    assert_eq!(
+        e.outcome,
+        Outcome::Timed {
+            runs: 10,
+            us_per_run: 2.5
+        }
+    );
+    // Buffering it all would take 360 MB at least (twice that as text).
+    assert!(grown < 100 << 20, "peak memory grew by {} MB", grown >> 20);
 }

@@ -14,12 +14,25 @@
 //! (Releases differ in whether a failure's message comes before or after the case.) A line that
 //! stops right after `OP(…): ` is a case the program died in.
 
-use std::io::Read;
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Entry, Mode, Outcome};
+use super::capture::{self, Cap};
+use super::{BadLine, Entry, Mode, Outcome};
+
+/// Bytes kept of a result line past its case string (a timing or a failure's message).
+const MAX_RESULT_TAIL: usize = 64 << 10;
+
+/// Bytes kept of upstream's result lines for one case (normally one line, a few per backend).
+const MAX_KEPT_STDOUT: usize = 4 << 20;
+
+/// What is kept of upstream's error output: its last lines, for the crash message.
+const STDERR_TAIL: Cap = Cap {
+    max_line: 4 << 10,
+    max_total: 256 << 10,
+};
 
 /// Upstream's output, read.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -51,53 +64,56 @@ pub fn strip_ansi(text: &str) -> String {
     out
 }
 
-/// Finds `OP(…):` in a line: the start of the op name, and the byte just past the `:`.
+/// Finds `OP(…):` in a line: the start of the op name, and the byte just past the `:`. Of several,
+/// the one whose `(` comes first.
+///
+/// One pass, linear in the line's length however its parentheses nest or fail to close: each `(`
+/// is pushed on a stack with where its op name starts (if one is right before it), and popped by
+/// its matching `)`. The stack holds 4 bytes per unclosed `(`; a line of 4 GiB or more is read as
+/// holding no case.
 fn find_case(line: &str) -> Option<(usize, usize)> {
+    const NO_NAME: u32 = u32::MAX;
     let bytes = line.as_bytes();
-    let mut search = 0;
-    while let Some(rel) = line[search..].find('(') {
-        let open = search + rel;
-        search = open + 1;
-        // The op name: upper-case letters, digits and `_`, right before the `(`, starting with a letter.
-        let mut start = open;
-        while start > 0
-            && (bytes[start - 1].is_ascii_uppercase() || bytes[start - 1].is_ascii_digit() || bytes[start - 1] == b'_')
-        {
-            start -= 1;
-        }
-        if start == open
-            || !bytes[start].is_ascii_uppercase()
-            || (start > 0 && bytes[start - 1].is_ascii_alphanumeric())
-        {
-            continue;
-        }
-        // The matching `)`, then `:`.
-        let mut depth = 0i32;
-        let mut close = None;
-        for (i, &b) in bytes.iter().enumerate().skip(open) {
-            match b {
-                b'(' => depth += 1,
-                b')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        close = Some(i);
-                        break;
-                    }
+    if u32::try_from(bytes.len()).is_err() {
+        return None;
+    }
+    let is_name = |b: u8| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_';
+    let mut open: Vec<u32> = Vec::new();
+    let mut best: Option<(usize, usize)> = None; // (the name's start, past the `:`)
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'(' => {
+                // The op name: upper-case letters, digits and `_`, right before the `(`, starting
+                // with a letter. The walk back stops at the previous `(`, so each byte is walked
+                // over at most once.
+                let mut start = i;
+                while start > 0 && is_name(bytes[start - 1]) {
+                    start -= 1;
                 }
-                _ => {}
+                let named = start < i
+                    && bytes[start].is_ascii_uppercase()
+                    && (start == 0 || !bytes[start - 1].is_ascii_alphanumeric());
+                open.push(if named { start as u32 } else { NO_NAME });
             }
-        }
-        if let Some(close) = close
-            && bytes.get(close + 1) == Some(&b':')
-        {
-            return Some((start, close + 2));
+            b')' => {
+                let Some(start) = open.pop() else { continue };
+                // Names do not overlap, so the first `(` is the one whose name starts first.
+                if start != NO_NAME
+                    && bytes.get(i + 1) == Some(&b':')
+                    && best.is_none_or(|(first, _)| (start as usize) < first)
+                {
+                    best = Some((start as usize, i + 2));
+                }
+            }
+            _ => {}
         }
     }
-    None
+    best
 }
 
-/// Reads one line's result: `None` when the line holds no case.
-fn parse_line(line: &str) -> Option<Result<(String, Outcome), String>> {
+/// Reads one line's result: `None` when the line holds no case; an error for a timing that is
+/// not a finite positive number.
+fn parse_line(line: &str) -> Option<Result<(String, Outcome), LineError>> {
     let (start, after) = find_case(line)?;
     let case = &line[start..after - 1];
     let before = line[..start].trim();
@@ -105,7 +121,10 @@ fn parse_line(line: &str) -> Option<Result<(String, Outcome), String>> {
     let outcome = if rest.is_empty() {
         Outcome::Crash("output ends in the case's line".into())
     } else if let Some(timed) = parse_timing(rest) {
-        timed
+        match timed {
+            Ok(timed) => timed,
+            Err(reason) => return Some(Err(LineError::BadTiming(reason))),
+        }
     } else if let Some(detail) = rest.strip_prefix("not supported") {
         Outcome::Unsupported(detail.trim().trim_start_matches('[').trim_end_matches(']').to_owned())
     } else if rest == "OK" || rest.ends_with(" OK") {
@@ -121,28 +140,41 @@ fn parse_line(line: &str) -> Option<Result<(String, Outcome), String>> {
         }
         Outcome::Fail(detail)
     } else {
-        return Some(Err(line.to_owned()));
+        return Some(Err(LineError::Unrecognised));
     };
     Some(Ok((case.to_owned(), outcome)))
 }
 
-/// `N runs - X us/run - …`.
-fn parse_timing(rest: &str) -> Option<Outcome> {
+/// Why a line with a case was not read as a result.
+enum LineError {
+    /// No result this parser knows.
+    Unrecognised,
+    /// A timing that is not a finite positive number (the reason).
+    BadTiming(String),
+}
+
+/// `N runs - X us/run - …`: `None` when the text is not a timing; an error when its numbers are
+/// not a count and a finite positive time.
+fn parse_timing(rest: &str) -> Option<Result<Outcome, String>> {
     let (runs, rest) = rest.split_once(" runs - ")?;
-    let us = rest.trim_start().split_once(" us/run")?.0;
-    Some(Outcome::Timed {
-        runs: runs.trim().parse().ok()?,
-        us_per_run: us.trim().parse().ok()?,
-    })
+    let us = rest.trim_start().split_once(" us/run")?.0.trim();
+    let Ok(runs) = runs.trim().parse() else {
+        return Some(Err(format!("`{}` is not a number of runs", super::clip(runs.trim()))));
+    };
+    Some(
+        super::check_us_per_run(us.parse().unwrap_or(f64::NAN), us)
+            .map(|us_per_run| Outcome::Timed { runs, us_per_run }),
+    )
 }
 
 /// Reads upstream's console output of `perf` or `test` (colour codes and all). Results are
-/// tagged with the backend whose `Backend i/n: NAME` heading they came under.
-pub fn parse(text: &str) -> UpstreamReport {
+/// tagged with the backend whose `Backend i/n: NAME` heading they came under. A timing that is
+/// not a finite positive number is an error naming its line: a ratio of it means nothing.
+pub fn parse(text: &str) -> Result<UpstreamReport, BadLine> {
     let text = strip_ansi(text);
     let mut report = UpstreamReport::default();
     let mut backend: Option<String> = None;
-    for line in text.lines() {
+    for (index, line) in text.lines().enumerate() {
         let trimmed = line.trim();
         if let Some(rest) = trimmed.strip_prefix("Backend ")
             && let Some((counter, name)) = rest.split_once(": ")
@@ -159,17 +191,20 @@ pub fn parse(text: &str) -> UpstreamReport {
                 entry.backend = backend.clone();
                 report.entries.push(entry);
             }
-            Some(Err(line)) => {
-                let (start, after) = find_case(&line).unwrap_or((0, 0));
+            Some(Err(LineError::BadTiming(reason))) => {
+                return Err(BadLine::new(index + 1, line, reason));
+            }
+            Some(Err(LineError::Unrecognised)) => {
+                let (start, after) = find_case(line).unwrap_or((0, 0));
                 let case = line.get(start..after.saturating_sub(1)).unwrap_or("");
                 let mut entry = Entry::new(case, Outcome::Fail(line[after..].trim().to_owned()));
                 entry.backend = backend.clone();
                 report.entries.push(entry);
-                report.unrecognised.push(line);
+                report.unrecognised.push(line.to_owned());
             }
         }
     }
-    report
+    Ok(report)
 }
 
 /// What goes inside a case string's parentheses (upstream's `vars()`, which its `-p` searches).
@@ -235,18 +270,25 @@ impl UpstreamCommand {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.program.display()))?;
-        // Both pipes are drained while the process runs, so that neither can fill and block it.
-        let drain = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                if let Some(mut pipe) = pipe {
-                    let _ = pipe.read_to_end(&mut bytes);
-                }
-                String::from_utf8_lossy(&bytes).into_owned()
-            })
+        // Both pipes are drained while the process runs, so that neither can fill and block it;
+        // of what they carry, only what `interpret` reads is kept, within a cap.
+        let op = format!("{}(", super::op_of(case));
+        let result_lines = Cap {
+            max_line: case.len() + MAX_RESULT_TAIL,
+            max_total: MAX_KEPT_STDOUT,
         };
-        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let stdout = child.stdout.take().map(|pipe| {
+            std::thread::spawn(move || {
+                capture::keep_lines(BufReader::new(pipe), result_lines, |line| {
+                    let line = strip_ansi(line);
+                    line.contains(&op) || line.contains("Backend ") || line.contains("backends passed")
+                })
+            })
+        });
+        let stderr = child
+            .stderr
+            .take()
+            .map(|pipe| std::thread::spawn(move || capture::keep_lines(BufReader::new(pipe), STDERR_TAIL, |_| true)));
         let start = Instant::now();
         let mut timed_out = false;
         let status = loop {
@@ -260,9 +302,11 @@ impl UpstreamCommand {
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
         };
-        let stdout = stdout.join().unwrap_or_default();
-        let stderr = stderr.join().unwrap_or_default();
-        let mut entry = interpret(case, &stdout, &stderr, &status);
+        let joined =
+            |drain: Option<std::thread::JoinHandle<String>>| drain.and_then(|d| d.join().ok()).unwrap_or_default();
+        let (stdout, stderr) = (joined(stdout), joined(stderr));
+        let mut entry = interpret(case, &stdout, &stderr, &status)
+            .map_err(|e| format!("{} on {case}: {}: `{}`", self.program.display(), e.reason, e.text))?;
         if timed_out {
             let limit = self.timeout.unwrap_or_default().as_secs_f64();
             entry.outcome = Outcome::Crash(format!("killed after {limit} s without finishing"));
@@ -271,9 +315,10 @@ impl UpstreamCommand {
     }
 }
 
-/// Upstream's result for `case` from one run's output and exit status.
-pub fn interpret(case: &str, stdout: &str, stderr: &str, status: &std::process::ExitStatus) -> Entry {
-    let report = parse(stdout);
+/// Upstream's result for `case` from one run's output and exit status; an error for a timing
+/// that is not a finite positive number.
+pub fn interpret(case: &str, stdout: &str, stderr: &str, status: &std::process::ExitStatus) -> Result<Entry, BadLine> {
+    let report = parse(stdout)?;
     let found = report
         .entries
         .iter()
@@ -281,7 +326,7 @@ pub fn interpret(case: &str, stdout: &str, stderr: &str, status: &std::process::
         .or_else(|| report.entries.iter().find(|e| e.case == case))
         .cloned();
     let died = !status.success() && status.code() != Some(1);
-    match found {
+    Ok(match found {
         Some(mut entry) => {
             if let Outcome::Crash(_) = entry.outcome {
                 entry.outcome = Outcome::Crash(exit_detail(status, stderr));
@@ -292,7 +337,7 @@ pub fn interpret(case: &str, stdout: &str, stderr: &str, status: &std::process::
             Entry::new(case, Outcome::Crash(exit_detail(status, stderr)))
         }
         None => Entry::new(case, Outcome::Missing),
-    }
+    })
 }
 
 /// `signal 6: …ggml-webgpu.cpp:491: ggml_webgpu: Queue wait timed out after 30000 ms` — how a

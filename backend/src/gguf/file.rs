@@ -159,7 +159,8 @@ impl GgufFile {
 
     /// Reads the file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
-        GgufFile::read_seekable(io::BufReader::new(std::fs::File::open(path)?))
+        let file = crate::input_file::open_regular(path.as_ref()).map_err(io::Error::other)?;
+        GgufFile::read_seekable(io::BufReader::new(file))
     }
 
     /// The metadata, in file order.

@@ -58,7 +58,7 @@ mod write;
 
 pub use file::{GgufFile, GgufHeader, TensorInfo};
 pub use value::{Array, Metadata, Value, ValueType};
-pub use write::GgufWriter;
+pub use write::{GgufWriter, MAX_WRITE_ALIGNMENT};
 
 /// The four bytes every GGUF file starts with.
 pub const MAGIC: [u8; 4] = *b"GGUF";

@@ -650,3 +650,28 @@ mod props {
         }
     }
 }
+
+#[test]
+fn the_writer_refuses_alignments_it_would_pad_gigabytes_to() {
+    let mut w = GgufWriter::new();
+    assert!(w.set_alignment(1 << 17).is_err());
+    assert!(w.set_alignment(64).is_ok());
+    // A file that declares a 2 GiB alignment reads fast; writing it back is refused.
+    let mut declared = GgufWriter::new();
+    declared.set(ALIGNMENT_KEY, Value::U32(1 << 31));
+    let err = declared.write_to(std::io::sink()).unwrap_err();
+    assert!(matches!(err, GgufError::BadAlignment(_)), "{err}");
+}
+
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let dir = std::env::temp_dir().join(format!("gguf-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.gguf");
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let err = GgufFile::open(&path).unwrap_err().to_string();
+    assert!(err.contains("FIFO"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -9,6 +9,9 @@ use super::{
 use crate::ggml_type::GgmlType;
 use crate::tensor::HostTensor;
 
+/// The largest alignment the writer pads to (ggml's files use 32).
+pub const MAX_WRITE_ALIGNMENT: usize = 1 << 16;
+
 fn write_string(w: &mut impl Write, s: &str) -> io::Result<()> {
     w.write_all(&(s.len() as u64).to_le_bytes())?;
     w.write_all(s.as_bytes())
@@ -81,10 +84,12 @@ impl GgufWriter {
         self
     }
 
-    /// Sets `general.alignment`.
+    /// Sets `general.alignment` (a power of two, at most [`MAX_WRITE_ALIGNMENT`]).
     pub fn set_alignment(&mut self, alignment: u32) -> Result<&mut GgufWriter> {
-        if !alignment.is_power_of_two() {
-            return Err(GgufError::BadAlignment(alignment.to_string()));
+        if !alignment.is_power_of_two() || alignment as usize > MAX_WRITE_ALIGNMENT {
+            return Err(GgufError::BadAlignment(format!(
+                "{alignment}: a power of two up to {MAX_WRITE_ALIGNMENT}"
+            )));
         }
         Ok(self.set(ALIGNMENT_KEY, Value::U32(alignment)))
     }
@@ -147,6 +152,13 @@ impl GgufWriter {
     /// Writes the file.
     pub fn write_to(&self, mut w: impl Write) -> Result<()> {
         let alignment = self.metadata.alignment()?;
+        // A file may declare any power of two; writing one back pads every tensor to it, so a
+        // 2 GiB alignment read from a few bytes would write gigabytes of zeros.
+        if alignment > MAX_WRITE_ALIGNMENT {
+            return Err(GgufError::BadAlignment(format!(
+                "{alignment}: the writer pads to at most {MAX_WRITE_ALIGNMENT}"
+            )));
+        }
         let mut header = Vec::new();
         header.extend_from_slice(&MAGIC);
         header.extend_from_slice(&VERSION.to_le_bytes());
