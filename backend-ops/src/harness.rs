@@ -567,7 +567,14 @@ impl Timing {
 pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats: u64) -> Result<Timing> {
     let prepared = prepare(ctx, case, 1, false)?;
     let flops = case.flops().max(1);
-    let repeats = ((100_000_000_000 / flops).min(8191) + 1).min(max_repeats.max(1));
+    // Upstream's count: by FLOPs, or for ops without any by bytes (32 GiB a graph on a GPU).
+    let bytes = prepared.bytes();
+    let per_graph = if case.flops() == 0 && bytes > 0 {
+        (32u64 << 30) / bytes
+    } else {
+        100_000_000_000 / flops
+    };
+    let repeats = (per_graph.min(8191) + 1).min(max_repeats.max(1));
     let mut stream = ctx.stream()?;
     // One graph: the host's time until the last submit, then the wait for the GPU.
     let graph = |stream: &mut Stream| -> Result<(OpPlan, Duration)> {
