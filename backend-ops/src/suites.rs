@@ -179,6 +179,27 @@ pub const SUITES: &[Suite] = &[
             C("FLASH_ATTN_EXT(hsk=256,hsv=256,nh=2,nr23=[16,1],kv=20000,nb=512)"),
         ],
     },
+    Suite {
+        name: "rows",
+        description: "the memory-bound decoder ops in GB/s: RMS_NORM (and fused) over 4096x512 and 4096x4096 f32 and one decode row, SOFT_MAX, ARGMAX over a vocabulary, SCALE",
+        min_time: 0.5,
+        sources: &[
+            C("RMS_NORM(type=f32,ne=[4096,512,1,1],v=0,eps=0.000001,inplace=0)"),
+            C("RMS_NORM(type=f32,ne=[4096,4096,1,1],v=0,eps=0.000001,inplace=0)"),
+            C("RMS_NORM(type=f32,ne=[4096,1,1,1],v=0,eps=0.000001,inplace=0)"),
+            C("RMS_NORM_MUL_ADD(type=f32,ne=[4096,512,1,1],eps=0.000001,broadcast=0,multi_add=0)"),
+            C(
+                "SOFT_MAX(type=f32,ne=[4096,512,1,1],mask=0,sinks=0,m_prec=f32,nr23=[1,1],scale=1.000000,max_bias=0.000000,inplace=0)",
+            ),
+            C(
+                "SOFT_MAX(type=f32,ne=[4096,512,8,1],mask=1,sinks=1,m_prec=f16,nr23=[1,1],scale=0.100000,max_bias=0.000000,inplace=0)",
+            ),
+            C("ARGMAX(type=f32,ne=[32000,512,1,1])"),
+            C("ARGMAX(type=f32,ne=[151936,1,1,1])"),
+            C("SCALE(type=f32,ne=[4096,512,1,1],scale=2.000000,bias=1.000000,inplace=0)"),
+            C("SCALE(type=f32,ne=[4096,4096,4,1],scale=2.000000,bias=1.000000,inplace=0)"),
+        ],
+    },
 ];
 
 /// The suites' names, in table order.
