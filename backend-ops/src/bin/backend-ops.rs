@@ -794,8 +794,17 @@ fn perf_line(case: &str, t: &harness::Timing) -> String {
         rate,
         width = width - 2
     );
-    if t.bytes_per_run > 0 {
-        format!("{line} - {:>8.2} GB/s", t.gbps())
+    if t.bytes_per_run > 0 && t.flops_per_run <= 1 {
+        // Upstream's line of an op without FLOPs: bytes per run and their rate.
+        format!(
+            "  {:<width$}    {:>8} runs - {:>8.2} us/run - {:>8.2} kB/run - {:>8.2} GB/s",
+            format!("{case}:"),
+            t.runs,
+            t.us_per_run,
+            t.bytes_per_run as f64 / 1024.0,
+            t.gbps(),
+            width = width - 2
+        )
     } else {
         line
     }
