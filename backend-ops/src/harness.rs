@@ -470,7 +470,7 @@ fn prepare_flash_attn(
 enum OpPlan {
     Decoder(String),
     MulMat(GgmlType, GgmlType, mul_mat::MulMatPlan),
-    FlashAttn(flash_attn::Plan),
+    FlashAttn(flash_attn::FlashAttnPlan),
 }
 
 impl std::fmt::Display for OpPlan {

@@ -18,11 +18,11 @@ use parking_lot::Mutex;
 use crate::error::{BackendError, Result};
 use crate::exec::{DEFAULT_TIMEOUT, Stream};
 use crate::facts::{DeviceFacts, MatrixConfig};
-use crate::kernel::{Access, Kernel, KernelCache};
+use crate::kernel::{Access, Pipeline, PipelineCache};
 use crate::memory::DeviceTensor;
 use crate::scratch::Scratch;
 use crate::shader_lib::ShaderVariant;
-use crate::tuning::Tuning;
+use crate::tuning::{Overrides, Tuning};
 
 /// How to set up the device, and how the context runs.
 #[derive(Debug, Clone)]
@@ -37,8 +37,9 @@ pub struct ContextOptions {
     pub enable_toggles: Vec<String>,
     /// Device toggles to force off (by Dawn name), overriding the mode's.
     pub disable_toggles: Vec<String>,
-    /// The planners' knobs (checked when the context is made).
-    pub tuning: Tuning,
+    /// Changes to the planners' knobs, applied on top of the device's profile when the context
+    /// is made ([`crate::tuning::profiles`]).
+    pub tuning: Overrides,
     /// How long a wait for the device may take (synchronize, reads, a full queue) before it
     /// returns a timeout error (the work goes on).
     pub timeout: Duration,
@@ -65,7 +66,7 @@ impl Default for ContextOptions {
             force_config: None,
             enable_toggles: Vec::new(),
             disable_toggles: Vec::new(),
-            tuning: Tuning::default(),
+            tuning: Overrides::none(),
             timeout: DEFAULT_TIMEOUT,
             backend: None,
             adapter: None,
@@ -103,8 +104,10 @@ pub struct GpuContext {
     capabilities: Capabilities,
     facts: DeviceFacts,
     options: ContextOptions,
+    /// The device's profile with `options.tuning` applied.
+    tuning: Tuning,
     /// Compiled kernels of this device.
-    kernels: Arc<KernelCache>,
+    kernels: Arc<PipelineCache>,
     /// The kernels of the ops' recent plans (an index into `kernels`).
     plan_kernels: Arc<crate::ops::PlanKernelMemos>,
     /// Scratch buffers the ops use between their own dispatches.
@@ -485,7 +488,6 @@ impl GpuContext {
         subgroup_matrix: Option<SubgroupMatrixConfig>,
         options: ContextOptions,
     ) -> Result<GpuContext, ContextError> {
-        options.tuning.validate()?;
         let capabilities = Capabilities {
             limits: *device.limits(),
             features: device.features().to_vec(),
@@ -496,11 +498,14 @@ impl GpuContext {
             subgroup_matrix,
             info,
         };
+        let facts = DeviceFacts::of(&capabilities);
+        let tuning = Tuning::with_overrides(&facts, &options.tuning)?;
         let stream = Stream::with_timeout(&device, options.timeout)?;
         let scratch = Arc::new(Scratch::with_budget(options.scratch_budget));
         Ok(GpuContext {
             adapter,
-            facts: DeviceFacts::of(&capabilities),
+            facts,
+            tuning,
             device,
             capabilities,
             options,
@@ -511,11 +516,12 @@ impl GpuContext {
         })
     }
 
-    /// The same device, kernels, scratch and stream, planned with other knobs (checked).
-    pub fn with_tuning(&self, tuning: Tuning) -> Result<GpuContext> {
-        tuning.validate()?;
+    /// The same device, kernels, scratch and stream, planned with the device's profile and
+    /// `overrides` (instead of the context's own).
+    pub fn with_tuning(&self, overrides: Overrides) -> Result<GpuContext> {
         let mut ctx = self.clone();
-        ctx.options.tuning = tuning;
+        ctx.tuning = Tuning::with_overrides(&self.facts, &overrides)?;
+        ctx.options.tuning = overrides;
         Ok(ctx)
     }
 
@@ -571,9 +577,9 @@ impl GpuContext {
         &self.options
     }
 
-    /// The planners' knobs.
+    /// The planners' knobs: the device's profile with the context's overrides.
     pub fn tuning(&self) -> &Tuning {
-        &self.options.tuning
+        &self.tuning
     }
 
     /// A new stream on this device, whose waits take at most the context's timeout, for
@@ -594,7 +600,7 @@ impl GpuContext {
     }
 
     /// The kernel of `variant`, compiled on first use.
-    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
+    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Pipeline>> {
         self.env().kernel(variant, storage)
     }
 
@@ -604,7 +610,7 @@ impl GpuContext {
             &self.device,
             &self.capabilities.limits,
             self.facts,
-            &self.options.tuning,
+            &self.tuning,
             &self.kernels,
             &self.scratch,
             &self.plan_kernels,

@@ -79,6 +79,8 @@ pub mod error;
 pub mod exec;
 pub mod facts;
 pub mod format;
+#[doc = include_str!("../docs/shapes.md")]
+pub mod shapes {}
 pub mod ggml_type;
 pub mod gguf;
 pub mod input_file;

@@ -2,7 +2,8 @@
 
 use ggml_dawn::error::BackendError;
 use ggml_dawn::memory::{self, DeviceTensor};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, Tuning};
+use ggml_dawn::tuning::{Overrides, Tuning};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout};
 
 fn tensor(ctx: &GpuContext, ty: GgmlType, ne: [usize; 4]) -> DeviceTensor {
     ctx.empty(ty, ne).unwrap()
@@ -191,12 +192,7 @@ fn repeated_attention_reuses_its_buffers() {
         dst: &dst,
     };
     let params = FlashAttnParams::scaled(0.125);
-    let ctx = ctx
-        .with_tuning(Tuning {
-            flash_attn: flash_attn::parse_knobs("path=simple").unwrap(),
-            ..Tuning::default()
-        })
-        .unwrap();
+    let ctx = ctx.with_tuning(Overrides::parse("", "kernel=simple").unwrap()).unwrap();
     let mut stream = ctx.stream().unwrap();
     let mut counts = Vec::new();
     for _ in 0..6 {
@@ -218,12 +214,7 @@ fn an_ops_scratch_is_not_overwritten_by_another_stream() {
     use ggml_dawn::ops::dequantize;
     use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
-    let ctx = ctx
-        .with_tuning(Tuning {
-            flash_attn: flash_attn::parse_knobs("path=simple").unwrap(),
-            ..Tuning::default()
-        })
-        .unwrap();
+    let ctx = ctx.with_tuning(Overrides::parse("", "kernel=simple").unwrap()).unwrap();
     let values =
         |n: usize, seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7 + seed) % 23) as f32 / 11.0 - 1.0).collect() };
     let kv = |seed| {
@@ -360,7 +351,7 @@ fn streams_of_another_device_are_refused() {
 fn facts_beyond_the_device_are_refused() {
     use ggml_dawn::DeviceFacts;
     use ggml_dawn::facts::MatrixConfig;
-    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams, Knobs};
+    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
     let facts = ctx.facts();
     let a = tensor(&ctx, GgmlType::F32, [256, 64, 1, 1]);
@@ -378,7 +369,8 @@ fn facts_beyond_the_device_are_refused() {
         dst: &out,
     };
     let params = FlashAttnParams::scaled(0.125);
-    let mul_mat_tuning = Tuning::default().mul_mat;
+    let mul_mat_tuning = Tuning::for_device(&ctx.facts()).mul_mat;
+    let flash_attn_tuning = Tuning::for_device(&ctx.facts()).flash_attn;
     let mut stream = ctx.stream().unwrap();
     let huge_matrices = MatrixConfig {
         m: 64,
@@ -422,7 +414,7 @@ fn facts_beyond_the_device_are_refused() {
             .unwrap_err();
         assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
         let err =
-            flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &claimed, &Knobs::default()).unwrap_err();
+            flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &claimed, &flash_attn_tuning).unwrap_err();
         assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
     }
     assert_eq!(stream.pending(), 0);
@@ -434,7 +426,7 @@ fn facts_beyond_the_device_are_refused() {
         ..facts
     };
     ggml_dawn::ops::mul_mat::mul_mat_with(&ctx, &mut stream, &a, &b, &dst, &less, &mul_mat_tuning).unwrap();
-    flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &less, &Knobs::default()).unwrap();
+    flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &less, &flash_attn_tuning).unwrap();
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
 }
 
@@ -474,18 +466,30 @@ fn plans_for_huge_views_do_not_overflow() {
     assert_eq!(plan.problem.m, m as u64);
 }
 
-/// Knobs out of range are refused where a context takes them.
+/// Knobs out of range are refused before a context can take them, naming the knob.
 #[test]
-fn contexts_refuse_invalid_knobs() {
-    let mut tuning = Tuning::default();
-    tuning.mul_mat.vec_wg = 100;
-    let options = ContextOptions {
-        tuning,
+fn invalid_knobs_are_refused_before_a_context_takes_them() {
+    for (mul_mat, flash_attn, knob) in [
+        ("vec_wg=100", "", "vec_wg"),
+        ("", "tile_kv=7", "tile_kv"),
+        ("nope=1", "", "nope"),
+    ] {
+        let err = Overrides::parse(mul_mat, flash_attn).unwrap_err();
+        assert!(
+            matches!(err, BackendError::Config { .. }) && err.to_string().contains(knob),
+            "{err}"
+        );
+    }
+    let ctx = GpuContext::new(ContextOptions {
+        tuning: Overrides::parse("vec_wg=64", "").unwrap(),
         ..ContextOptions::default()
-    };
-    assert!(GpuContext::new(options).is_err());
-    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
-    assert!(ctx.with_tuning(tuning).is_err());
+    })
+    .unwrap();
+    assert_eq!(ctx.tuning().mul_mat.vec_wg, 64);
+    assert_eq!(
+        ctx.with_tuning(Overrides::none()).unwrap().tuning(),
+        &Tuning::for_device(&ctx.facts())
+    );
 }
 
 /// Scratch memory stays within `ContextOptions::scratch_budget` (an op that needs more is an
@@ -753,4 +757,19 @@ fn errors_have_kinds_to_match_on() -> ggml_dawn::Result<()> {
     let lost = ctx.mul_mat(&a, &c).and_then(|_| ctx.synchronize());
     assert_eq!(lost.unwrap_err().kind(), ErrorKind::DeviceLost);
     Ok(())
+}
+
+/// Forgetting to permute Q (heads second, as a projection gives them, instead of third) gets an
+/// error that says what to do.
+#[test]
+fn an_unpermuted_query_gets_a_hint() {
+    use ggml_dawn::ops::flash_attn::FlashAttnParams;
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    // 4 heads of 16 for 1 token, as a projection lays them out: [16, 4, 1, 1].
+    let q = tensor(&ctx, GgmlType::F32, [16, 4, 1, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [16, 8, 2, 1]);
+    let err = ctx
+        .flash_attn_ext(&q, &k, &k, None, None, FlashAttnParams::scaled(0.25))
+        .unwrap_err();
+    assert!(err.to_string().contains("permute([0, 2, 1, 3])"), "{err}");
 }

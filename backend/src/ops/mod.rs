@@ -6,6 +6,7 @@
 //! [`GpuContext::synchronize`] (or a read).
 
 pub mod argmax;
+pub mod arith;
 pub mod dequantize;
 mod env;
 pub mod flash_attn;
@@ -86,7 +87,7 @@ impl GpuContext {
         &self,
         ops: &FlashAttnOperands<'_>,
         params: FlashAttnParams,
-    ) -> Result<flash_attn::Plan> {
+    ) -> Result<flash_attn::FlashAttnPlan> {
         flash_attn::flash_attn_ext(self, &mut self.stream.lock(), ops, params)
     }
 }
