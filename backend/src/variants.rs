@@ -24,7 +24,9 @@ use crate::ops::mul_mat::plan::{
     SubgroupMatrixPlan, TiledPlan,
 };
 use crate::ops::rope::plan::{self as rope_plan, RopePlan};
+use crate::ops::row_plan::{self, RowPlan};
 use crate::ops::rows::plan::{self as rows_plan, RowsOp, RowsPlan};
+use crate::ops::{argmax::ArgmaxPlan, norm::NormPlan, scale::ScalePlan, soft_max::SoftMaxPlan};
 use crate::reference::RopeMode;
 use crate::shader_lib::ShaderVariant;
 
@@ -331,6 +333,73 @@ pub fn rope(plan: &RopePlan) -> ShaderVariant {
         .define("WG_SIZE", format!("{}u", plan.wg_size))
 }
 
+/// A row-reducing kernel's variant of `file` for `rows`, its storage bindings numbered in order
+/// (`bindings` names them; the parameter block follows).
+fn row_variant(file: &'static str, rows: &RowPlan, bindings: &[&str]) -> ShaderVariant {
+    let mut v = ShaderVariant::new(file)
+        .define("WG_SIZE", format!("{}u", rows.wg_size))
+        .define("GROUP_SIZE", format!("{}u", rows.group))
+        .flag("VEC4", rows.vec4)
+        .flag("USE_SUBGROUPS", rows.subgroups);
+    for (i, name) in bindings.iter().enumerate() {
+        v = v.define(name, i);
+    }
+    v.define("PARAMS_BINDING", bindings.len())
+}
+
+/// The storage bindings of a kernel that may run in place (x left out) and take optional
+/// inputs: x, the present inputs, then dst.
+fn bindings<'a>(in_place: bool, inputs: &[(&'a str, bool)]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    if !in_place {
+        out.push("X_BINDING");
+    }
+    out.extend(inputs.iter().filter(|(_, on)| *on).map(|(name, _)| *name));
+    out.push("DST_BINDING");
+    out
+}
+
+/// The kernel of an RMS_NORM plan (with its fused weight and bias).
+pub fn rms_norm(plan: &NormPlan) -> ShaderVariant {
+    let b = bindings(plan.in_place, &[("W_BINDING", plan.weight), ("B_BINDING", plan.bias)]);
+    row_variant("rms_norm.wgsl", &plan.rows, &b)
+        .flag("INPLACE", plan.in_place)
+        .flag("HAS_W", plan.weight)
+        .flag("HAS_B", plan.bias)
+}
+
+/// The kernel of a SOFT_MAX plan.
+pub fn soft_max(plan: &SoftMaxPlan) -> ShaderVariant {
+    let b = bindings(
+        plan.in_place,
+        &[("MASK_BINDING", plan.mask.is_some()), ("SINKS_BINDING", plan.sinks)],
+    );
+    row_variant("soft_max.wgsl", &plan.rows, &b)
+        .flag("INPLACE", plan.in_place)
+        .flag("HAS_MASK", plan.mask.is_some())
+        .flag("MASK_F16", plan.mask == Some(GgmlType::F16))
+        .flag("HAS_SINKS", plan.sinks)
+}
+
+/// The kernel of an ARGMAX plan.
+pub fn argmax(plan: &ArgmaxPlan) -> ShaderVariant {
+    row_variant("argmax.wgsl", &plan.rows, &[])
+}
+
+/// The kernel of a SCALE plan.
+pub fn scale(plan: &ScalePlan) -> ShaderVariant {
+    let b = bindings(plan.in_place, &[]);
+    let mut v = ShaderVariant::new("scale.wgsl")
+        .define("WG_SIZE", format!("{}u", plan.wg_size))
+        .flag("FLAT", plan.flat)
+        .flag("VEC4", plan.vec4)
+        .flag("INPLACE", plan.in_place);
+    for (i, name) in b.iter().enumerate() {
+        v = v.define(name, i);
+    }
+    v.define("PARAMS_BINDING", b.len())
+}
+
 /// The op a variant serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
@@ -340,6 +409,10 @@ pub enum Op {
     /// GET_ROWS, SET_ROWS and CPY (one kernel).
     Rows,
     Rope,
+    RmsNorm,
+    SoftMax,
+    Argmax,
+    Scale,
 }
 
 impl fmt::Display for Op {
@@ -350,6 +423,10 @@ impl fmt::Display for Op {
             Op::Dequantize => "DEQUANTIZE",
             Op::Rows => "GET_ROWS/SET_ROWS/CPY",
             Op::Rope => "ROPE",
+            Op::RmsNorm => "RMS_NORM",
+            Op::SoftMax => "SOFT_MAX",
+            Op::Argmax => "ARGMAX",
+            Op::Scale => "SCALE",
         })
     }
 }
@@ -409,6 +486,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
     }
 
     add_rows_and_rope(&mut add, device);
+    add_row_ops(&mut add, device);
 
     for knobs in MUL_MAT_KNOBS {
         let mut tuning = crate::tuning::profiles::mul_mat(device.class);
@@ -645,6 +723,56 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
 
 type Add<'a> = dyn FnMut(ShaderVariant, Op, &'static str, &dyn Fn() -> String) + 'a;
 
+/// The RMS_NORM, SOFT_MAX, ARGMAX and SCALE variants: row lengths from 1 to 200000 over few and
+/// many rows, vectors or not, every optional operand and in place or not.
+fn add_row_ops(add: &mut Add<'_>, device: &DeviceFacts) {
+    for len in [1usize, 4, 16, 64, 130, 1024, 4096, 16384, 200_000] {
+        for rows in [1usize, 8, 1024] {
+            for vec4 in [false, true] {
+                let r = row_plan::plan(len, rows, vec4, device);
+                let path = if r.subgroups { "subgroup" } else { "workgroup" };
+                let example = || format!("{r}");
+                for in_place in [false, true] {
+                    for (weight, bias) in [(false, false), (true, false), (true, true), (false, true)] {
+                        let plan = NormPlan {
+                            rows: r,
+                            weight,
+                            bias,
+                            in_place,
+                        };
+                        add(rms_norm(&plan), Op::RmsNorm, path, &example);
+                    }
+                    for mask in [None, Some(GgmlType::F32), Some(GgmlType::F16)] {
+                        for sinks in [false, true] {
+                            let plan = SoftMaxPlan {
+                                rows: r,
+                                mask,
+                                sinks,
+                                in_place,
+                            };
+                            add(soft_max(&plan), Op::SoftMax, path, &example);
+                        }
+                    }
+                }
+                add(argmax(&ArgmaxPlan { rows: r }), Op::Argmax, path, &example);
+            }
+        }
+    }
+    for (flat, vec4) in [(false, false), (true, false), (true, true)] {
+        for in_place in [false, true] {
+            let plan = crate::ops::scale::plan::plan(4096, flat, vec4, in_place);
+            let path = if plan.vec4 {
+                "vec4"
+            } else if flat {
+                "flat"
+            } else {
+                "strided"
+            };
+            add(scale(&plan), Op::Scale, path, &|| plan.to_string());
+        }
+    }
+}
+
 fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tuning: &MulMatTuning, knobs: &str) {
     let plan = mm::plan(problem, device, tuning);
     let kernels = mul_mat(&plan);
@@ -806,6 +934,15 @@ mod tests {
             (Op::Rows, "rows_words"),
             (Op::Rows, "rows_merged"),
             (Op::Rope, "rope"),
+            (Op::RmsNorm, "subgroup"),
+            (Op::RmsNorm, "workgroup"),
+            (Op::SoftMax, "subgroup"),
+            (Op::SoftMax, "workgroup"),
+            (Op::Argmax, "subgroup"),
+            (Op::Argmax, "workgroup"),
+            (Op::Scale, "vec4"),
+            (Op::Scale, "flat"),
+            (Op::Scale, "strided"),
         ] {
             assert!(paths.contains(&want), "{want:?} missing from {paths:?}");
         }

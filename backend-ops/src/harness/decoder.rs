@@ -1,7 +1,8 @@
 //! The host side of the decoder ops' cases (issue #38): inputs filled as upstream fills them, the
 //! CPU reference of the whole graph upstream compares, and the check of a result against it with
-//! upstream's threshold. [`gpu_support`] is the one place the GPU kernels plug in; until they
-//! exist every such case is "not supported".
+//! upstream's threshold. The GPU side plugs in at three places: [`gpu_plan`] checks a case with
+//! its op's own checks and names the [`GpuOp`] to run, [`gpu_operands`] lays its operands out on
+//! the device, and [`gpu_record`] records the op.
 
 use ggml_dawn::context::GpuContext;
 use ggml_dawn::error::BackendError;
@@ -9,7 +10,7 @@ use ggml_dawn::exec::Stream;
 use ggml_dawn::format;
 use ggml_dawn::ggml_type::GgmlType;
 use ggml_dawn::memory::DeviceTensor;
-use ggml_dawn::ops::{rope, rows};
+use ggml_dawn::ops::{argmax, norm, rope, rows, scale, soft_max};
 use ggml_dawn::reference::{
     self, BinaryOp, GluParams, ReferenceError, RmsNormParams, RopeParams, ScaleParams, SoftMaxParams, metric,
 };
@@ -19,22 +20,9 @@ use super::{Rng, Status};
 use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, Storage};
 use crate::cases::{CaseError, CaseTensor};
 
-/// Whether the GPU backend runs `case`, and why not. The kernels of issue #38 go here, one arm
-/// per op.
+/// Whether the GPU backend runs `case`, and why not: [`gpu_plan`]'s verdict.
 pub fn gpu_support(case: &DecoderCase) -> Result<(), String> {
-    let missing = |op: &str| Err(format!("{op}: no GPU kernel yet (issue #38)"));
-    match case {
-        DecoderCase::GetRows(_) | DecoderCase::SetRows(_) | DecoderCase::Cpy(_) | DecoderCase::Rope(_) => {
-            gpu_plan(case).map(|_| ())
-        }
-        DecoderCase::RmsNorm(_)
-        | DecoderCase::RmsNormMulAdd(_)
-        | DecoderCase::Binary(_)
-        | DecoderCase::Glu(_)
-        | DecoderCase::Scale(_)
-        | DecoderCase::SoftMax(_)
-        | DecoderCase::Argmax(_) => missing(case.op_name()),
-    }
+    gpu_plan(case).map(|_| ())
 }
 
 /// The operand of `t` named `name`.
@@ -73,7 +61,41 @@ pub fn gpu_plan(case: &DecoderCase) -> Result<GpuOp, String> {
                 freq_factors: ff.is_some(),
             }
         }
-        other => return Err(format!("{}: no GPU kernel yet (issue #38)", other.op_name())),
+        DecoderCase::RmsNorm(c) => {
+            norm::check(&v("x")?, None, None, &t.dst, c.eps).map_err(e)?;
+            GpuOp::RmsNorm { eps: c.eps }
+        }
+        DecoderCase::RmsNormMulAdd(c) => {
+            norm::check(&v("a")?, Some(&v("b")?), Some(&v("c")?), &t.dst, c.eps).map_err(e)?;
+            GpuOp::RmsNormMulAdd { eps: c.eps }
+        }
+        DecoderCase::SoftMax(c) => {
+            let (mask, sinks) = (v("mask").ok(), v("sinks").ok());
+            let params = soft_max::SoftMaxParams {
+                scale: c.scale,
+                max_bias: c.max_bias,
+            };
+            soft_max::check(&v("x")?, mask.as_ref(), sinks.as_ref(), &t.dst, &params).map_err(e)?;
+            GpuOp::SoftMax {
+                params,
+                mask: mask.is_some(),
+                sinks: sinks.is_some(),
+            }
+        }
+        DecoderCase::Argmax(_) => {
+            argmax::check(&v("x")?, &t.dst).map_err(e)?;
+            GpuOp::Argmax
+        }
+        DecoderCase::Scale(c) => {
+            scale::check(&v("x")?, &t.dst, c.scale, c.bias).map_err(e)?;
+            GpuOp::Scale {
+                scale: c.scale,
+                bias: c.bias,
+            }
+        }
+        DecoderCase::Binary(_) | DecoderCase::Glu(_) => {
+            return Err(format!("{}: no GPU kernel yet (issue #38)", case.op_name()));
+        }
     })
 }
 
@@ -83,14 +105,67 @@ pub enum GpuOp {
     GetRows,
     SetRows,
     Cpy,
-    Rope { params: RopeParams, freq_factors: bool },
+    Rope {
+        params: RopeParams,
+        freq_factors: bool,
+    },
+    RmsNorm {
+        eps: f32,
+    },
+    /// The fused op of RMS_NORM_MUL_ADD's graph (`a`, weight `b`, bias `c`); the graph's leading
+    /// ADDs are made on the host by [`gpu_operands`].
+    RmsNormMulAdd {
+        eps: f32,
+    },
+    SoftMax {
+        params: soft_max::SoftMaxParams,
+        mask: bool,
+        sinks: bool,
+    },
+    Argmax,
+    Scale {
+        scale: f32,
+        bias: f32,
+    },
 }
 
-/// The case's storages uploaded and its operands viewed over them (in the case's order), then
-/// dst: the operand named `dst` where the op writes in place (SET_ROWS, CPY), else a new tensor
-/// filled with 0xff.
-pub fn gpu_operands(ctx: &GpuContext, run: &HostRun) -> ggml_dawn::error::Result<Vec<DeviceTensor>> {
+/// The operands' values the GPU op reads, in the case's order. RMS_NORM_MUL_ADD's graph adds `b`
+/// and `c` to `a` before the fused op: those f32 additions are made here on the host (bit for bit
+/// what a GPU ADD gives), and the fused op runs on the GPU.
+fn gpu_inputs(case: &DecoderCase, run: &HostRun) -> Result<Vec<HostTensor>, HostError> {
+    let mut ops = run.operands.clone();
+    if let DecoderCase::RmsNormMulAdd(c) = case {
+        let get = |name: &str| {
+            run.operand(name).ok_or_else(|| {
+                HostError::Case(CaseError::Invalid {
+                    op: case.op_name(),
+                    reason: format!("no operand {name}"),
+                })
+            })
+        };
+        let (a, b, cc) = (get("a")?, get("b")?, get("c")?);
+        let ne = a.layout.ne;
+        let mut x = a.clone();
+        for _ in 0..if c.multi_add { 2 } else { 1 } {
+            let ab = wrap(GgmlType::F32, ne, &reference::binary(BinaryOp::Add, &x, b)?)?;
+            x = wrap(GgmlType::F32, ne, &reference::binary(BinaryOp::Add, &ab, cc)?)?;
+        }
+        let i = run.tensors.operands.iter().position(|o| o.name == "a").unwrap_or(0);
+        ops[i] = x;
+    }
+    Ok(ops)
+}
+
+/// The case's storages uploaded (with [`gpu_inputs`]' values) and its operands viewed over them
+/// (in the case's order), then dst: the operand named `dst` where the op writes in place
+/// (SET_ROWS, CPY), else a new tensor filled with 0xff.
+pub fn gpu_operands(
+    ctx: &GpuContext,
+    case: &DecoderCase,
+    run: &HostRun,
+) -> ggml_dawn::error::Result<Vec<DeviceTensor>> {
     let t = &run.tensors;
+    let values = gpu_inputs(case, run)?;
     let storages: Vec<HostTensor> = t
         .storages
         .iter()
@@ -103,7 +178,7 @@ pub fn gpu_operands(ctx: &GpuContext, run: &HostRun) -> ggml_dawn::error::Result
                 .ok_or_else(|| BackendError::InvalidOperands(format!("storage {} is no operand's", s.name)))?;
             Ok(HostTensor {
                 layout: s.layout,
-                data: run.operands[o].data.clone(),
+                data: values[o].data.clone(),
             })
         })
         .collect::<ggml_dawn::error::Result<_>>()?;
@@ -127,7 +202,7 @@ pub fn gpu_record(
     tensors: &[DeviceTensor],
 ) -> ggml_dawn::error::Result<String> {
     let env = ctx.env();
-    let missing = || BackendError::InvalidOperands("operands missing".into());
+    let missing = || BackendError::InvalidOperands(format!("{op:?}: operands missing"));
     Ok(match (op, tensors) {
         (GpuOp::GetRows, [src, ids, dst]) => rows::get_rows(&env, stream, src, ids, dst)?.to_string(),
         (GpuOp::SetRows, [dst, src, ids, _]) => rows::set_rows(&env, stream, dst, src, ids)?.to_string(),
@@ -146,6 +221,24 @@ pub fn gpu_record(
             },
             [a, pos, ff, dst],
         ) => rope::rope(&env, stream, a, pos, Some(ff), dst, params)?.to_string(),
+        (GpuOp::RmsNorm { eps }, [x, dst]) => {
+            norm::rms_norm_mul_add(&env, stream, x, None, None, dst, *eps)?.to_string()
+        }
+        (GpuOp::RmsNormMulAdd { eps }, [a, b, c, dst]) => {
+            norm::rms_norm_mul_add(&env, stream, a, Some(b), Some(c), dst, *eps)?.to_string()
+        }
+        (GpuOp::SoftMax { params, mask, sinks }, [x, rest @ .., dst]) => {
+            let (m, s) = match (mask, sinks, rest) {
+                (false, false, []) => (None, None),
+                (true, false, [m]) => (Some(m), None),
+                (false, true, [s]) => (None, Some(s)),
+                (true, true, [m, s]) => (Some(m), Some(s)),
+                _ => return Err(missing()),
+            };
+            soft_max::soft_max(&env, stream, x, m, s, dst, *params)?.to_string()
+        }
+        (GpuOp::Argmax, [x, dst]) => argmax::argmax(&env, stream, x, dst)?.to_string(),
+        (GpuOp::Scale { scale: s, bias }, [x, dst]) => scale::scale(&env, stream, x, dst, *s, *bias)?.to_string(),
         _ => return Err(missing()),
     })
 }
@@ -437,10 +530,7 @@ mod tests {
             }
             assert!(matches!(run.check(&wrong), Status::Fail { .. }), "{spec}");
             // The GPU runs the ops of issue #38 whose kernels exist.
-            let on_gpu = matches!(
-                case,
-                DecoderCase::GetRows(_) | DecoderCase::SetRows(_) | DecoderCase::Cpy(_) | DecoderCase::Rope(_)
-            );
+            let on_gpu = !matches!(case, DecoderCase::Binary(_) | DecoderCase::Glu(_));
             assert_eq!(gpu_support(&case).is_ok(), on_gpu, "{spec}");
         }
     }

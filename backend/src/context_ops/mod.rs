@@ -2,5 +2,9 @@
 //! stream through [`crate::ops`] (which take an [`crate::ops::Env`], not the context), one file a
 //! family of ops.
 
+mod argmax;
+mod norm;
 mod rope;
 mod rows;
+mod scale;
+mod soft_max;

@@ -5,13 +5,18 @@
 //! [`GpuContext`]'s methods run them on the context's own stream, batched until
 //! [`GpuContext::synchronize`] (or a read).
 
+pub mod argmax;
 pub mod arith;
 pub mod dequantize;
 mod env;
 pub mod flash_attn;
 pub mod mul_mat;
+pub mod norm;
 pub mod rope;
+pub mod row_plan;
 pub mod rows;
+pub mod scale;
+pub mod soft_max;
 
 use crate::context::GpuContext;
 use crate::error::Result;
