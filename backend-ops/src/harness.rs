@@ -149,6 +149,8 @@ enum Op {
         has_sinks: bool,
         params: FlashAttnParams,
     },
+    /// A decoder op of issue #38 (`decoder::record_gpu` records it).
+    Decoder(crate::cases::decoder::DecoderCase),
 }
 
 /// One case's operands on the device (dst last), and the CPU reference, ready to run.
@@ -201,6 +203,7 @@ impl Prepared {
                 )
                 .map(OpPlan::FlashAttn)
             }
+            Op::Decoder(c) => decoder::record_gpu(ctx, stream, c, &self.tensors).map(OpPlan::Decoder),
         }
     }
 }
@@ -322,10 +325,15 @@ fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Re
         Case::MulMat(c) => prepare_mul_mat(ctx, c, &mut rng, with_reference, case_error),
         Case::FlashAttnExt(c) => prepare_flash_attn(ctx, c, &mut rng, with_reference, case_error),
         Case::Decoder(c) => {
-            // The GPU kernels of issue #38 plug in at `decoder::gpu_support` (and an `Op` here);
-            // until then nothing of these ops runs on the device.
+            // The GPU kernels of issue #38 plug in at `decoder::gpu_support` and
+            // `decoder::record_gpu`.
             decoder::gpu_support(c).map_err(BackendError::Unsupported)?;
-            Err(BackendError::Unsupported(format!("{}: no GPU path", c.op_name())))
+            let (tensors, reference) = decoder::prepare_gpu(ctx, c, seed, with_reference)?;
+            Ok(Prepared {
+                op: Op::Decoder(c.clone()),
+                tensors,
+                reference,
+            })
         }
     }
 }
@@ -440,6 +448,8 @@ fn prepare_flash_attn(
 enum OpPlan {
     MulMat(GgmlType, GgmlType, mul_mat::MulMatPlan),
     FlashAttn(flash_attn::Plan),
+    /// A decoder op's plans, in words.
+    Decoder(String),
 }
 
 impl std::fmt::Display for OpPlan {
@@ -447,6 +457,7 @@ impl std::fmt::Display for OpPlan {
         match self {
             OpPlan::MulMat(a, b, plan) => write!(f, "MUL_MAT {a}x{b}: {plan}"),
             OpPlan::FlashAttn(plan) => plan.fmt(f),
+            OpPlan::Decoder(plan) => f.write_str(plan),
         }
     }
 }
@@ -511,6 +522,8 @@ pub struct Timing {
     /// Close to `us_per_run`, the host is the limit, not the GPU.
     pub host_us_per_run: f64,
     pub flops_per_run: u64,
+    /// Bytes read and written per run (the memory-bound decoder ops; 0 where not counted).
+    pub bytes_per_run: u64,
     /// The plan the op followed, in words.
     pub plan: String,
 }
@@ -518,6 +531,11 @@ pub struct Timing {
 impl Timing {
     pub fn tflops(&self) -> f64 {
         self.flops_per_run as f64 / self.us_per_run / 1e6
+    }
+
+    /// Bytes read and written per second, in GB/s (0 where not counted).
+    pub fn gbps(&self) -> f64 {
+        self.bytes_per_run as f64 / self.us_per_run / 1e3
     }
 }
 
@@ -554,6 +572,10 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
         us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
         host_us_per_run: host.as_secs_f64() * 1e6 / runs as f64,
         flops_per_run: flops,
+        bytes_per_run: match case {
+            Case::Decoder(c) => decoder::bytes_moved(c),
+            _ => 0,
+        },
         plan: plan.to_string(),
     })
 }

@@ -95,6 +95,7 @@ pub mod variants;
 pub mod weights;
 
 pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};
+pub use context_ops::custom::CustomKernel;
 pub use facts::DeviceFacts;
 pub use ggml_type::GgmlType;
 pub use memory::DeviceTensor;

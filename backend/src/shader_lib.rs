@@ -25,6 +25,9 @@ macro_rules! sources {
 const SOURCES: &[(&str, &str)] = sources!(
     "common": ["common.wgsl", "formats.wgsl", "format_tables.wgsl"],
     "dequantize": ["dequantize.wgsl"],
+    "binary": ["binary.wgsl"],
+    "glu": ["glu.wgsl"],
+    "write": ["write.wgsl"],
     "mul_mat": [
         "mul_mat_operands.wgsl",
         "mul_mat_stage.wgsl",

@@ -780,7 +780,7 @@ fn perf_line(case: &str, t: &harness::Timing) -> String {
     }
     let (flop, unit) = scaled(t.flops_per_run as f64);
     let (rate, rate_unit) = scaled(t.flops_per_run as f64 / (t.us_per_run * 1e-6));
-    format!(
+    let line = format!(
         "  {:<width$}    {:>8} runs - {:>8.2} us/run - {:>6.2} {unit}FLOP/run - {:>6.2} {rate_unit}FLOPS",
         format!("{case}:"),
         t.runs,
@@ -788,7 +788,11 @@ fn perf_line(case: &str, t: &harness::Timing) -> String {
         flop,
         rate,
         width = width - 2
-    )
+    );
+    if t.bytes_per_run == 0 {
+        return line;
+    }
+    format!("{line} - {:>8.2} GB/s", t.gbps())
 }
 
 fn scaled(value: f64) -> (f64, &'static str) {
@@ -877,6 +881,7 @@ fn perf(
                     json!({ "mode": "perf", "op": case.op_name(), "case": text, "runs": t.runs,
                             "us_per_run": t.us_per_run, "host_us_per_run": t.host_us_per_run,
                             "flops_per_run": t.flops_per_run, "tflops": t.tflops(),
+                            "bytes_per_run": t.bytes_per_run, "gbps": t.gbps(),
                             "path": t.plan })
                 ),
             },

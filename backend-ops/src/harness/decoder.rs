@@ -4,6 +4,9 @@
 //! exist every such case is "not supported".
 
 use ggml_dawn::error::BackendError;
+use ggml_dawn::exec::Stream;
+use ggml_dawn::ops::{binary, glu};
+use ggml_dawn::{DeviceTensor, GpuContext};
 use ggml_dawn::format;
 use ggml_dawn::ggml_type::GgmlType;
 use ggml_dawn::reference::{
@@ -12,26 +15,119 @@ use ggml_dawn::reference::{
 use ggml_dawn::tensor::{HostTensor, Layout};
 
 use super::{Rng, Status};
-use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, Storage};
+use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, GluCase, Storage};
 use crate::cases::{CaseError, CaseTensor};
 
-/// Whether the GPU backend runs `case`, and why not. The kernels of issue #38 go here, one arm
-/// per op; none exists yet.
+/// Whether the GPU backend runs `case`, and why not (judged from its layouts; the device may
+/// still lack a feature, e.g. shader-f16). The kernels of issue #38 go here, one arm per op.
 pub fn gpu_support(case: &DecoderCase) -> Result<(), String> {
     let missing = |op: &str| Err(format!("{op}: no GPU kernel yet (issue #38)"));
     match case {
+        DecoderCase::Binary(c) => {
+            let t = case.tensors().map_err(|e| e.to_string())?;
+            let a = t.operands[0].view;
+            t.operands[1..]
+                .iter()
+                .try_for_each(|b| binary::check(c.op, &a, &b.view, &t.dst))
+                .map_err(|e| e.to_string())
+        }
+        DecoderCase::Glu(c) => {
+            let t = case.tensors().map_err(|e| e.to_string())?;
+            let b = t.operands.get(1).map(|o| &o.view);
+            glu::check(&t.operands[0].view, b, &t.dst, &glu_params(c)).map_err(|e| e.to_string())
+        }
         DecoderCase::GetRows(_)
         | DecoderCase::RmsNorm(_)
         | DecoderCase::RmsNormMulAdd(_)
-        | DecoderCase::Binary(_)
         | DecoderCase::Rope(_)
-        | DecoderCase::Glu(_)
         | DecoderCase::SetRows(_)
         | DecoderCase::Cpy(_)
         | DecoderCase::Scale(_)
         | DecoderCase::SoftMax(_)
         | DecoderCase::Argmax(_) => missing(case.op_name()),
     }
+}
+
+fn glu_params(c: &GluCase) -> GluParams {
+    GluParams {
+        op: c.op,
+        swapped: c.swapped,
+        alpha: c.alpha,
+        limit: c.limit,
+    }
+}
+
+/// Records `case`'s op on `stream` over `tensors` (the operands, in the case's order, then dst),
+/// as upstream's graph does (a binary case's chain: `dst = a op b0`, then `dst op= b_i` in
+/// place); returns the plans followed, in words.
+pub fn record_gpu(
+    ctx: &GpuContext,
+    stream: &mut Stream,
+    case: &DecoderCase,
+    tensors: &[DeviceTensor],
+) -> Result<String, BackendError> {
+    let missing = || BackendError::InvalidOperands("operands missing".into());
+    let (dst, operands) = tensors.split_last().ok_or_else(missing)?;
+    let env = ctx.env();
+    match case {
+        DecoderCase::Binary(c) => {
+            let (a, bs) = operands.split_first().ok_or_else(missing)?;
+            let mut plans = Vec::with_capacity(bs.len());
+            for (i, b) in bs.iter().enumerate() {
+                let src = if i == 0 { a } else { dst };
+                plans.push(binary::binary(&env, stream, c.op, src, b, dst)?.to_string());
+            }
+            Ok(plans.join("; "))
+        }
+        DecoderCase::Glu(c) => {
+            let a = operands.first().ok_or_else(missing)?;
+            Ok(glu::glu(&env, stream, a, operands.get(1), dst, &glu_params(c))?.to_string())
+        }
+        other => Err(BackendError::Unsupported(format!("{}: no GPU path", other.op_name()))),
+    }
+}
+
+/// `case`'s operands on `ctx`'s device (views over its storages, uploaded in one buffer), then
+/// dst (the storage named `dst` where the op writes in place, else a new tensor poisoned with
+/// 0xFF), and the reference when asked for.
+pub fn prepare_gpu(
+    ctx: &GpuContext,
+    case: &DecoderCase,
+    seed: u64,
+    with_reference: bool,
+) -> Result<(Vec<DeviceTensor>, Vec<f32>), BackendError> {
+    let (tensors, storages) = host_storages(case, seed)?;
+    let reference = if with_reference {
+        let operands = operand_views(&tensors, &storages);
+        reference_of(case, &tensors, &operands)?
+    } else {
+        Vec::new()
+    };
+    let uploaded = ctx.upload_all(&storages.iter().collect::<Vec<_>>())?;
+    let mut out = tensors
+        .operands
+        .iter()
+        .map(|o| uploaded[o.storage].view(o.view))
+        .collect::<Result<Vec<_>, _>>()?;
+    let dst = match tensors.storages.iter().position(|s| s.name == "dst") {
+        Some(i) => uploaded[i].view(tensors.dst)?,
+        None => ctx.filled(tensors.dst, 0xFF)?,
+    };
+    out.push(dst);
+    Ok((out, reference))
+}
+
+/// Bytes a run of `case` reads and writes (each operand's elements once, dst once per op of a
+/// chain, read again by each later op), for GB/s.
+pub fn bytes_moved(case: &DecoderCase) -> u64 {
+    let Ok(t) = case.tensors() else { return 0 };
+    let bytes = |l: &Layout| (l.elements() / l.ty.block_size() * l.ty.type_size()) as u64;
+    let inputs: u64 = t.operands.iter().map(|o| bytes(&o.view)).sum();
+    let chained = match case {
+        DecoderCase::Binary(c) => 2 * (c.nf as u64).saturating_sub(1),
+        _ => 0,
+    };
+    inputs + bytes(&t.dst) * (1 + chained)
 }
 
 /// A case made on the host: its operands (in the case's order) and the reference result.
@@ -228,9 +324,8 @@ pub fn reference_of(
     })
 }
 
-/// Makes `case` on the host: every storage filled from `seed`, the operands viewed over them, and
-/// the reference computed.
-pub fn host_run(case: &DecoderCase, seed: u64) -> Result<HostRun, HostError> {
+/// `case`'s tensors and its storages filled from `seed`, as upstream fills them.
+pub fn host_storages(case: &DecoderCase, seed: u64) -> Result<(DecoderTensors, Vec<HostTensor>), HostError> {
     let tensors = case.tensors()?;
     let mut rng = Rng::new(seed);
     let storages = tensors
@@ -238,14 +333,26 @@ pub fn host_run(case: &DecoderCase, seed: u64) -> Result<HostRun, HostError> {
         .iter()
         .map(|s| fill(&mut rng, s))
         .collect::<Result<Vec<_>, _>>()?;
-    let operands: Vec<HostTensor> = tensors
+    Ok((tensors, storages))
+}
+
+/// The operands as views over their storages' bytes.
+fn operand_views(tensors: &DecoderTensors, storages: &[HostTensor]) -> Vec<HostTensor> {
+    tensors
         .operands
         .iter()
         .map(|o| HostTensor {
             layout: o.view,
             data: storages[o.storage].data.clone(),
         })
-        .collect();
+        .collect()
+}
+
+/// Makes `case` on the host: every storage filled from `seed`, the operands viewed over them, and
+/// the reference computed.
+pub fn host_run(case: &DecoderCase, seed: u64) -> Result<HostRun, HostError> {
+    let (tensors, storages) = host_storages(case, seed)?;
+    let operands = operand_views(&tensors, &storages);
     let reference = reference_of(case, &tensors, &operands)?;
     let expected = tensors.dst.elements();
     if reference.len() != expected {
@@ -320,7 +427,8 @@ mod tests {
                 *v = -*v + 1.0;
             }
             assert!(matches!(run.check(&wrong), Status::Fail { .. }), "{spec}");
-            assert!(gpu_support(&case).is_err());
+            let has_kernel = matches!(case, DecoderCase::Binary(_) | DecoderCase::Glu(_));
+            assert_eq!(gpu_support(&case).is_ok(), has_kernel, "{spec}");
         }
     }
 

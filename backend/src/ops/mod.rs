@@ -5,10 +5,14 @@
 //! [`GpuContext`]'s methods run them on the context's own stream, batched until
 //! [`GpuContext::synchronize`] (or a read).
 
+pub mod binary;
 pub mod dequantize;
+pub(crate) mod elementwise;
 mod env;
 pub mod flash_attn;
+pub mod glu;
 pub mod mul_mat;
+pub mod write;
 
 use crate::context::GpuContext;
 use crate::error::Result;
