@@ -150,7 +150,7 @@ enum Op {
         params: FlashAttnParams,
     },
     /// A decoder op of issue #38 (`decoder::record_gpu` records it).
-    Decoder(crate::cases::decoder::DecoderCase),
+    Decoder(Box<crate::cases::decoder::DecoderCase>),
 }
 
 /// One case's operands on the device (dst last), and the CPU reference, ready to run.
@@ -330,7 +330,7 @@ fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Re
             decoder::gpu_support(c).map_err(BackendError::Unsupported)?;
             let (tensors, reference) = decoder::prepare_gpu(ctx, c, seed, with_reference)?;
             Ok(Prepared {
-                op: Op::Decoder(c.clone()),
+                op: Op::Decoder(Box::new(c.clone())),
                 tensors,
                 reference,
             })

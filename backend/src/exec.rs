@@ -220,7 +220,10 @@ impl Stream {
                 bytes.len()
             )));
         }
-        if offset.checked_add(bytes.len() as u64).is_none_or(|end| end > buffer.size()) {
+        if offset
+            .checked_add(bytes.len() as u64)
+            .is_none_or(|end| end > buffer.size())
+        {
             return Err(BackendError::InvalidOperands(format!(
                 "a write of {} bytes at {offset} passes the end of a {}-byte buffer",
                 bytes.len(),

@@ -5,14 +5,14 @@
 
 use ggml_dawn::error::BackendError;
 use ggml_dawn::exec::Stream;
-use ggml_dawn::ops::{binary, glu};
-use ggml_dawn::{DeviceTensor, GpuContext};
 use ggml_dawn::format;
 use ggml_dawn::ggml_type::GgmlType;
+use ggml_dawn::ops::{binary, glu};
 use ggml_dawn::reference::{
     self, BinaryOp, GluParams, ReferenceError, RmsNormParams, ScaleParams, SoftMaxParams, metric,
 };
 use ggml_dawn::tensor::{HostTensor, Layout};
+use ggml_dawn::{DeviceTensor, GpuContext};
 
 use super::{Rng, Status};
 use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, GluCase, Storage};

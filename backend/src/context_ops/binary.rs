@@ -36,7 +36,13 @@ impl GpuContext {
 
     /// `dst = a op b` into an existing tensor of `a`'s type and extents (any layout), disjoint
     /// from both, or `a` itself (in place); returns the plan it follows.
-    pub fn binary_into(&self, op: BinaryOp, a: &DeviceTensor, b: &DeviceTensor, dst: &DeviceTensor) -> Result<BinaryPlan> {
+    pub fn binary_into(
+        &self,
+        op: BinaryOp,
+        a: &DeviceTensor,
+        b: &DeviceTensor,
+        dst: &DeviceTensor,
+    ) -> Result<BinaryPlan> {
         binary::binary(&self.env(), &mut self.stream.lock(), op, a, b, dst)
     }
 

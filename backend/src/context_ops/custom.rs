@@ -102,11 +102,18 @@ impl GpuContext {
         Ok(bindings)
     }
 
-    fn record_custom(&self, kernel: &CustomKernel, tensors: &[&DeviceTensor], params: &[u32], grid: [u32; 3]) -> Result<()> {
+    fn record_custom(
+        &self,
+        kernel: &CustomKernel,
+        tensors: &[&DeviceTensor],
+        params: &[u32],
+        grid: [u32; 3],
+    ) -> Result<()> {
         let bindings = self.custom_bindings(kernel, tensors, params.len())?;
         let mut words = CustomWords([0; (PARAMS_BYTES / 4) as usize]);
         for (slot, b) in words.0.iter_mut().zip(&bindings) {
-            *slot = u32::try_from(b.start_byte).map_err(|_| BackendError::InvalidOperands("a start past 2^32".into()))?;
+            *slot =
+                u32::try_from(b.start_byte).map_err(|_| BackendError::InvalidOperands("a start past 2^32".into()))?;
         }
         words.0[bindings.len()..bindings.len() + params.len()].copy_from_slice(params);
         let buffers: Vec<BufferRange> = tensors

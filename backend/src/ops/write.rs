@@ -93,7 +93,10 @@ pub fn write(env: &Env, stream: &mut Stream, dst: &DeviceTensor, host: &HostTens
         size: staged.len() as u64,
         start_byte: 0,
     };
-    let grid = grid_2d(count.div_ceil(WRITE_WG_SIZE), limits.max_compute_workgroups_per_dimension);
+    let grid = grid_2d(
+        count.div_ceil(WRITE_WG_SIZE),
+        limits.max_compute_workgroups_per_dimension,
+    );
     let params = WriteUniforms {
         dst_start: word("dst's start", binding.start_byte)?,
         count,

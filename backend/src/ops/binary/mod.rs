@@ -68,7 +68,10 @@ pub fn binary(
         }
     }
     let vec4_layout = b.layout().ne[0].is_multiple_of(4)
-        && tensors.iter().zip(&bindings).all(|(t, bind)| units(t, bind, 4).is_some());
+        && tensors
+            .iter()
+            .zip(&bindings)
+            .all(|(t, bind)| units(t, bind, 4).is_some());
     let problem = Problem {
         op,
         a_type: a.layout().ty,

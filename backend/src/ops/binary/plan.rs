@@ -121,7 +121,10 @@ mod tests {
             a_type: GgmlType::F16,
             ..problem(false)
         };
-        assert!(matches!(plan(&half, &facts(false, 65535)), Err(BackendError::Unsupported(_))));
+        assert!(matches!(
+            plan(&half, &facts(false, 65535)),
+            Err(BackendError::Unsupported(_))
+        ));
         assert!(plan(&half, &facts(true, 65535)).is_ok());
     }
 }

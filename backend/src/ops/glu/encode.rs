@@ -32,10 +32,17 @@ pub(crate) fn encode(
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
     let g_tensor = b.unwrap_or(a);
-    let (ab, gb, db) = (a.binding(align, max)?, g_tensor.binding(align, max)?, dst.binding(align, max)?);
+    let (ab, gb, db) = (
+        a.binding(align, max)?,
+        g_tensor.binding(align, max)?,
+        dst.binding(align, max)?,
+    );
     let elements = |t: &DeviceTensor, bind| {
         units(t, bind, 1).ok_or_else(|| {
-            BackendError::InvalidOperands(format!("{name}: a start or stride is not whole {} elements", t.layout().ty))
+            BackendError::InvalidOperands(format!(
+                "{name}: a start or stride is not whole {} elements",
+                t.layout().ty
+            ))
         })
     };
     let (ua, ug, ud) = (elements(a, &ab)?, elements(g_tensor, &gb)?, elements(dst, &db)?);

@@ -11,8 +11,8 @@ use crate::ggml_type::GgmlType;
 use crate::memory::{DeviceTensor, check_output_disjoint};
 use crate::ops::Env;
 use crate::ops::elementwise::float_type;
-use crate::tensor::Layout;
 pub use crate::reference::{GluOp, GluParams};
+use crate::tensor::Layout;
 pub use plan::{GluPlan, Problem};
 
 /// dst's extents for `a` (and `b` in the split form).
