@@ -51,6 +51,31 @@ impl GpuContext {
     /// [`CustomKernel`]'s module (`bindings` are its tensors' accesses, in binding order). A
     /// WGSL error is a [`BackendError::Shader`] naming the kernel (`custom,NAME=<name>`) with
     /// the compiler's messages.
+    ///
+    /// ```
+    /// use ggml_dawn::kernel::Access;
+    /// use ggml_dawn::{GgmlType, GpuContext};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = GpuContext::new(Default::default())?;
+    /// let wgsl = r#"
+    ///     @group(0) @binding(0) var<storage, read_write> y: array<f32>;
+    ///     struct Params { y_start: u32, n: u32 }
+    ///     @group(0) @binding(1) var<uniform> params: Params;
+    ///     @compute @workgroup_size(64)
+    ///     fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    ///         if (gid.x < params.n) { y[params.y_start / 4u + gid.x] = f32(gid.x); }
+    ///     }
+    /// "#;
+    /// let iota = ctx.compile_kernel("iota", wgsl, &[Access::ReadWrite])?;
+    /// let y = ctx.zeros(GgmlType::F32, [5, 1, 1, 1])?;
+    /// // SAFETY: invocations below n = 5 write y's 5 elements, from y's start; no other access.
+    /// unsafe { ctx.record_kernel(&iota, &[&y], &[5], [1, 1, 1])? };
+    /// assert_eq!(ctx.read_f32(&y)?, [0., 1., 2., 3., 4.]);
+    /// assert!(ctx.compile_kernel("broken", "fn main( {", &[]).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn compile_kernel(&self, name: &str, wgsl: &str, bindings: &[Access]) -> Result<CustomKernel> {
         let variant = crate::variants::custom_kernel_key(name);
         let kernel = crate::kernel::compile_wgsl(&self.device, &variant, wgsl, bindings)?;
