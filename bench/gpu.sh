@@ -134,7 +134,7 @@ before-after)
     record_device "$a"
     record_device "$b"
     for name in "$@"; do
-        suite_cases "$a" "$name" >/dev/null || exit 2
+        suite_cases "$b" "$name" >/dev/null || exit 2
     done
     narrow=()
     [ -z "${FILTER:-}" ] || narrow+=(-p "$FILTER")
@@ -153,11 +153,25 @@ before-after)
             done
         done
     else
+        # The cases come from B's suite table and go to both as a cases file, so that a bundle
+        # older than the suites (or than a suite) can be A. Rounds alternate which side goes
+        # first, so drift over the run favours neither.
         for round in $(seq "${ROUNDS:-2}"); do
             for name in "$@"; do
                 echo "round $round: $name" >&2
-                "$a/run" --output json perf --suite "$name" "${narrow[@]}" >>"$out/before.jsonl"
-                "$b/run" --output json perf --suite "$name" "${narrow[@]}" >>"$out/after.jsonl"
+                cases="$out/cases-$name.txt"
+                suite_cases "$b" "$name" >"$cases" || exit 2
+                suite_time=$("$b/run" --output json suites "$name" | sed -E 's/.*"min_time":([0-9.]+).*/\1/')
+                time_arg=(--min-time "${MIN_TIME:-$suite_time}")
+                first=("$a" "$out/before.jsonl") second=("$b" "$out/after.jsonl")
+                if [ $((round % 2)) -eq 0 ]; then
+                    first=("$b" "$out/after.jsonl") second=("$a" "$out/before.jsonl")
+                fi
+                for side in first second; do
+                    declare -n s=$side
+                    "${s[0]}/run" --output json perf --cases-file "$cases" "${time_arg[@]}" \
+                        ${FILTER:+-p "$FILTER"} >>"${s[1]}"
+                done
             done
         done
     fi

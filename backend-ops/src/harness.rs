@@ -447,7 +447,7 @@ fn prepare_flash_attn(
 /// The plan an op followed, put in words only when asked (the perf loop records thousands).
 enum OpPlan {
     MulMat(GgmlType, GgmlType, mul_mat::MulMatPlan),
-    FlashAttn(flash_attn::Plan),
+    FlashAttn(flash_attn::FlashAttnPlan),
     /// A decoder op's plans, in words.
     Decoder(String),
 }

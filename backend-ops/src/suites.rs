@@ -164,6 +164,21 @@ pub const SUITES: &[Suite] = &[
         }],
     },
     Suite {
+        name: "upstream-perf",
+        description: "all of upstream's perf cases of MUL_MAT and FLASH_ATTN_EXT (the side-by-side lists; before and after a change)",
+        min_time: 0.2,
+        sources: &[
+            Perf {
+                op: "MUL_MAT",
+                pattern: ".",
+            },
+            Perf {
+                op: "FLASH_ATTN_EXT",
+                pattern: ".",
+            },
+        ],
+    },
+    Suite {
         name: "attention",
         description: "the attention set: decode of f16/q8_0/q4_0 caches at head sizes 64 and 128, the prefill cases (5776 and 512 rows), head size 256",
         min_time: 0.5,

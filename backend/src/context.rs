@@ -18,11 +18,11 @@ use parking_lot::Mutex;
 use crate::error::{BackendError, Result};
 use crate::exec::{DEFAULT_TIMEOUT, Stream};
 use crate::facts::{DeviceFacts, MatrixConfig};
-use crate::kernel::{Access, Kernel, KernelCache};
+use crate::kernel::{Access, Pipeline, PipelineCache};
 use crate::memory::DeviceTensor;
 use crate::scratch::Scratch;
 use crate::shader_lib::ShaderVariant;
-use crate::tuning::Tuning;
+use crate::tuning::{Overrides, Tuning};
 
 /// How to set up the device, and how the context runs.
 #[derive(Debug, Clone)]
@@ -37,8 +37,9 @@ pub struct ContextOptions {
     pub enable_toggles: Vec<String>,
     /// Device toggles to force off (by Dawn name), overriding the mode's.
     pub disable_toggles: Vec<String>,
-    /// The planners' knobs (checked when the context is made).
-    pub tuning: Tuning,
+    /// Changes to the planners' knobs, applied on top of the device's profile when the context
+    /// is made ([`crate::tuning::profiles`]).
+    pub tuning: Overrides,
     /// How long a wait for the device may take (synchronize, reads, a full queue) before it
     /// returns a timeout error (the work goes on).
     pub timeout: Duration,
@@ -46,6 +47,10 @@ pub struct ContextOptions {
     /// refuses Dawn's Null backend, which computes nothing ([`check_default_adapter`]); naming
     /// `BackendType::Null` here is the one way to get it.
     pub backend: Option<BackendType>,
+    /// [`GpuContext::new`]: the adapter to use, among those [`adapters`] lists (by its index
+    /// there, or by a part of its device name); `None` lets Dawn choose. A choice that matches
+    /// no adapter is [`ContextError::NoSuchAdapter`], naming those there are.
+    pub adapter: Option<AdapterChoice>,
     /// Bytes the ops' scratch buffers may hold together (b quantized for the integer mat-vec,
     /// f16 copies for prefill, attention's split partials); an op that needs more is an error.
     /// `None`: each purpose's buffer up to the device's largest binding.
@@ -61,9 +66,10 @@ impl Default for ContextOptions {
             force_config: None,
             enable_toggles: Vec::new(),
             disable_toggles: Vec::new(),
-            tuning: Tuning::default(),
+            tuning: Overrides::none(),
             timeout: DEFAULT_TIMEOUT,
             backend: None,
+            adapter: None,
             scratch_budget: None,
         }
     }
@@ -98,8 +104,10 @@ pub struct GpuContext {
     capabilities: Capabilities,
     facts: DeviceFacts,
     options: ContextOptions,
+    /// The device's profile with `options.tuning` applied.
+    tuning: Tuning,
     /// Compiled kernels of this device.
-    kernels: Arc<KernelCache>,
+    kernels: Arc<PipelineCache>,
     /// The kernels of the ops' recent plans (an index into `kernels`).
     plan_kernels: Arc<crate::ops::PlanKernelMemos>,
     /// Scratch buffers the ops use between their own dispatches.
@@ -111,8 +119,8 @@ pub struct GpuContext {
     pub(crate) robust: bool,
 }
 
-/// Why the context could not be made.
-#[derive(Debug, thiserror::Error)]
+/// Why the context could not be made (converts into [`crate::Error`] with `?`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ContextError {
     #[error(transparent)]
     Dawn(#[from] dawn::Error),
@@ -130,6 +138,9 @@ pub enum ContextError {
          install a Vulkan driver (lavapipe runs on the CPU), or ask for the Null backend by name"
     )]
     NullBackend { device: String },
+    /// [`ContextOptions::adapter`] matches none of the adapters [`adapters`] lists.
+    #[error("no adapter matches {choice}; the adapters are: {known}")]
+    NoSuchAdapter { choice: AdapterChoice, known: String },
     /// A request for the adapter or the device took longer than [`ContextOptions::timeout`].
     #[error("{what} timed out after {after:?}: the GPU driver does not answer")]
     Timeout { what: &'static str, after: Duration },
@@ -331,6 +342,72 @@ pub fn check_default_adapter(info: &AdapterInfo, requested: Option<BackendType>)
     Ok(())
 }
 
+/// Which adapter [`GpuContext::new`] takes ([`ContextOptions::adapter`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdapterChoice {
+    /// The adapter at this index of [`adapters`]' list.
+    Index(usize),
+    /// The first adapter of [`adapters`]' list whose device name contains this text (ASCII
+    /// case ignored).
+    Name(String),
+}
+
+impl std::fmt::Display for AdapterChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdapterChoice::Index(i) => write!(f, "adapter #{i}"),
+            AdapterChoice::Name(name) => write!(f, "an adapter named like `{name}`"),
+        }
+    }
+}
+
+impl std::str::FromStr for AdapterChoice {
+    type Err = std::convert::Infallible;
+
+    /// A number is an index, anything else a part of a name.
+    fn from_str(text: &str) -> Result<AdapterChoice, Self::Err> {
+        Ok(match text.trim().parse::<usize>() {
+            Ok(i) => AdapterChoice::Index(i),
+            Err(_) => AdapterChoice::Name(text.trim().to_owned()),
+        })
+    }
+}
+
+/// The adapters the backend can run on, in a stable order ([`AdapterChoice::Index`] counts in
+/// it): every backend and power preference Dawn offers, the fallback CPU adapter included, each
+/// once. No `unsafe` is needed: the instance's unsafe APIs are the backend's own promise.
+pub fn adapters() -> Result<Vec<AdapterInfo>, ContextError> {
+    Ok(enumerate(&backend_instance()?).iter().map(Adapter::info).collect())
+}
+
+fn enumerate(instance: &Instance) -> Vec<Adapter> {
+    instance.enumerate_adapters(&RequestAdapterOptions::compute().toggles)
+}
+
+/// The adapter `choice` names among `infos` (their index).
+pub fn choose_adapter(infos: &[AdapterInfo], choice: &AdapterChoice) -> Result<usize, ContextError> {
+    let found = match choice {
+        AdapterChoice::Index(i) => (*i < infos.len()).then_some(*i),
+        AdapterChoice::Name(name) => {
+            let name = name.to_ascii_lowercase();
+            infos.iter().position(|i| i.device.to_ascii_lowercase().contains(&name))
+        }
+    };
+    found.ok_or_else(|| ContextError::NoSuchAdapter {
+        choice: choice.clone(),
+        known: if infos.is_empty() {
+            "none".to_owned()
+        } else {
+            infos
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("#{i} {} ({:?}, {:?})", a.device, a.backend, a.adapter_type))
+                .collect::<Vec<_>>()
+                .join("; ")
+        },
+    })
+}
+
 impl GpuContext {
     /// Creates an instance, the default adapter and its device, set up as ggml's WebGPU backend
     /// sets up its own (see the module's documentation).
@@ -342,6 +419,12 @@ impl GpuContext {
     pub fn new(options: ContextOptions) -> Result<GpuContext, ContextError> {
         options.check_toggles()?;
         let instance = backend_instance()?;
+        if let Some(choice) = &options.adapter {
+            let found = enumerate(&instance);
+            let infos: Vec<AdapterInfo> = found.iter().map(Adapter::info).collect();
+            let index = choose_adapter(&infos, choice)?;
+            return GpuContext::with_adapter(&found[index], options);
+        }
         let request = instance.request_adapter(&RequestAdapterOptions {
             backend: options.backend,
             ..RequestAdapterOptions::compute()
@@ -410,7 +493,6 @@ impl GpuContext {
         options: ContextOptions,
         robust: bool,
     ) -> Result<GpuContext, ContextError> {
-        options.tuning.validate()?;
         let capabilities = Capabilities {
             limits: *device.limits(),
             features: device.features().to_vec(),
@@ -421,11 +503,14 @@ impl GpuContext {
             subgroup_matrix,
             info,
         };
+        let facts = DeviceFacts::of(&capabilities);
+        let tuning = Tuning::with_overrides(&facts, &options.tuning)?;
         let stream = Stream::with_timeout(&device, options.timeout)?;
         let scratch = Arc::new(Scratch::with_budget(options.scratch_budget));
         Ok(GpuContext {
             adapter,
-            facts: DeviceFacts::of(&capabilities),
+            facts,
+            tuning,
             device,
             capabilities,
             options,
@@ -437,11 +522,12 @@ impl GpuContext {
         })
     }
 
-    /// The same device, kernels, scratch and stream, planned with other knobs (checked).
-    pub fn with_tuning(&self, tuning: Tuning) -> Result<GpuContext> {
-        tuning.validate()?;
+    /// The same device, kernels, scratch and stream, planned with the device's profile and
+    /// `overrides` (instead of the context's own).
+    pub fn with_tuning(&self, overrides: Overrides) -> Result<GpuContext> {
         let mut ctx = self.clone();
-        ctx.options.tuning = tuning;
+        ctx.tuning = Tuning::with_overrides(&self.facts, &overrides)?;
+        ctx.options.tuning = overrides;
         Ok(ctx)
     }
 
@@ -497,9 +583,9 @@ impl GpuContext {
         &self.options
     }
 
-    /// The planners' knobs.
+    /// The planners' knobs: the device's profile with the context's overrides.
     pub fn tuning(&self) -> &Tuning {
-        &self.options.tuning
+        &self.tuning
     }
 
     /// A new stream on this device, whose waits take at most the context's timeout, for
@@ -520,7 +606,7 @@ impl GpuContext {
     }
 
     /// The kernel of `variant`, compiled on first use.
-    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
+    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Pipeline>> {
         self.env().kernel(variant, storage)
     }
 
@@ -530,7 +616,7 @@ impl GpuContext {
             &self.device,
             &self.capabilities.limits,
             self.facts,
-            &self.options.tuning,
+            &self.tuning,
             &self.kernels,
             &self.scratch,
             &self.plan_kernels,

@@ -12,7 +12,7 @@ use dawn::{BindGroup, BindGroupEntry, Buffer, BufferDescriptor, BufferUsage, Dev
 
 use crate::error::{BackendError, Result};
 use crate::format::wgsl_tables;
-use crate::kernel::{Kernel, PARAMS_BYTES};
+use crate::kernel::{PARAMS_BYTES, Pipeline};
 use crate::memory::Binding;
 use crate::params::KernelParams;
 use crate::shader_lib::ShaderVariant;
@@ -50,7 +50,7 @@ impl BufferRange {
 
 /// A recorded dispatch.
 struct Recorded {
-    kernel: Arc<Kernel>,
+    kernel: Arc<Pipeline>,
     group: BindGroup,
     params_slot: u32,
     workgroups: [u32; 3],
@@ -127,7 +127,7 @@ impl Stream {
     /// op encoders dispatch: they bind what their checked tensors allow, on the stream's device.
     pub(crate) fn dispatch(
         &mut self,
-        kernel: &Arc<Kernel>,
+        kernel: &Arc<Pipeline>,
         buffers: &[BufferRange],
         params: &impl KernelParams,
         workgroups: [u32; 3],
@@ -240,7 +240,7 @@ impl Stream {
         Ok(())
     }
 
-    fn bind_group(&mut self, kernel: &Arc<Kernel>, buffers: &[BufferRange]) -> Result<BindGroup> {
+    fn bind_group(&mut self, kernel: &Arc<Pipeline>, buffers: &[BufferRange]) -> Result<BindGroup> {
         let key: GroupKey = (
             Arc::as_ptr(kernel) as usize,
             buffers
@@ -372,7 +372,7 @@ impl Stream {
         let mut encoder = self.device.create_command_encoder(Some("ops"))?;
         {
             let mut pass = encoder.begin_compute_pass(Some("ops"), None);
-            let mut current: Option<*const Kernel> = None;
+            let mut current: Option<*const Pipeline> = None;
             for r in &self.recorded {
                 if current != Some(Arc::as_ptr(&r.kernel)) {
                     pass.set_pipeline(&r.kernel.pipeline);

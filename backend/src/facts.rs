@@ -39,8 +39,78 @@ pub struct DeviceFacts {
     pub max_workgroups_per_dim: u32,
     /// maxStorageBufferBindingSize.
     pub max_storage_binding: u64,
-    /// A CPU adapter (lavapipe): little parallelism, so few splits of long work.
-    pub cpu: bool,
+    /// The kind of device, for the measured defaults ([`crate::tuning::profiles`]).
+    pub class: DeviceClass,
+}
+
+/// The kind of device a tuning profile is for: the vendor and, for NVIDIA, the generation,
+/// taken from the adapter's info as ggml-vulkan classifies its devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceClass {
+    /// H100, H200, GH200.
+    NvidiaHopper,
+    /// B200, RTX 50.
+    NvidiaBlackwell,
+    /// RTX 40, L4, L40.
+    NvidiaAda,
+    /// A100, RTX 30.
+    NvidiaAmpere,
+    /// Turing and before.
+    NvidiaOlder,
+    Amd,
+    Intel,
+    Apple,
+    /// A software adapter (lavapipe, SwiftShader): few threads, so few splits of long work.
+    Cpu,
+    /// Any other vendor.
+    Other,
+}
+
+/// PCI vendor ids.
+const NVIDIA: u32 = 0x10de;
+const AMD: u32 = 0x1002;
+const INTEL: u32 = 0x8086;
+const APPLE: u32 = 0x106b;
+
+impl DeviceClass {
+    /// The class of an adapter: CPU adapters by their type, then the PCI vendor id (or, on
+    /// Metal, which reports none, Apple's family names), NVIDIA's generation from Dawn's
+    /// architecture name (`gpu_info.json`: "ampere", "lovelace", "blackwell") or else from the
+    /// device id's upper byte (Dawn names no architecture for Hopper's 0x23xx or the data-centre
+    /// Blackwell's 0x29xx).
+    pub fn classify(info: &dawn::AdapterInfo) -> DeviceClass {
+        let arch = info.architecture.to_ascii_lowercase();
+        if info.adapter_type == dawn::AdapterType::Cpu {
+            return DeviceClass::Cpu;
+        }
+        match info.vendor_id {
+            NVIDIA => match arch.as_str() {
+                "hopper" => DeviceClass::NvidiaHopper,
+                "blackwell" => DeviceClass::NvidiaBlackwell,
+                "lovelace" => DeviceClass::NvidiaAda,
+                "ampere" => DeviceClass::NvidiaAmpere,
+                _ => match info.device_id & 0xff00 {
+                    0x2300 => DeviceClass::NvidiaHopper,
+                    0x2900 | 0x2b00 | 0x2c00 | 0x2d00 | 0x2f00 => DeviceClass::NvidiaBlackwell,
+                    0x2600..=0x2800 => DeviceClass::NvidiaAda,
+                    0x2000 | 0x2200 | 0x2400 | 0x2500 => DeviceClass::NvidiaAmpere,
+                    _ => DeviceClass::NvidiaOlder,
+                },
+            },
+            AMD => DeviceClass::Amd,
+            INTEL => DeviceClass::Intel,
+            APPLE => DeviceClass::Apple,
+            _ if arch.starts_with("common-") || arch.starts_with("apple") || arch.starts_with("metal-") => {
+                DeviceClass::Apple
+            }
+            _ => DeviceClass::Other,
+        }
+    }
+
+    /// A software adapter.
+    pub fn is_cpu(self) -> bool {
+        self == DeviceClass::Cpu
+    }
 }
 
 impl MatrixConfig {
@@ -89,7 +159,7 @@ impl DeviceFacts {
             max_workgroup_size_x: limits.max_compute_workgroup_size_x,
             max_workgroups_per_dim: limits.max_compute_workgroups_per_dimension,
             max_storage_binding: limits.max_storage_buffer_binding_size,
-            cpu: caps.info.adapter_type == dawn::AdapterType::Cpu,
+            class: DeviceClass::classify(&caps.info),
         }
     }
 
@@ -144,6 +214,11 @@ impl DeviceFacts {
         )
     }
 
+    /// A software adapter (lavapipe): little parallelism, so few splits of long work.
+    pub fn cpu(&self) -> bool {
+        self.class.is_cpu()
+    }
+
     /// The smallest subgroup size, at least 1.
     pub fn subgroup_min(&self) -> u32 {
         self.subgroup_min_size.max(1)
@@ -157,5 +232,167 @@ impl DeviceFacts {
     /// Threads a one-dimensional workgroup may have.
     pub fn max_threads(&self) -> u32 {
         self.max_invocations.min(self.max_workgroup_size_x)
+    }
+}
+
+/// The devices tests plan for, as their adapters describe them.
+#[doc(hidden)]
+pub mod presets {
+    use super::{DeviceClass, DeviceFacts, MatrixConfig};
+
+    fn nvidia(class: DeviceClass, (m, n, k): (u32, u32, u32)) -> DeviceFacts {
+        DeviceFacts {
+            shader_f16: true,
+            subgroups: true,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            subgroup_matrix: Some(MatrixConfig {
+                m,
+                n,
+                k,
+                f32_result: true,
+                f16_result: true,
+            }),
+            max_workgroup_storage: 49152,
+            max_invocations: 1024,
+            max_workgroup_size_x: 1024,
+            max_workgroups_per_dim: 65535,
+            max_storage_binding: 2147483644,
+            class,
+        }
+    }
+
+    /// An H100 on Vulkan: 16x8x16 f16 subgroup matrices (f16 and f32 results), 32-wide
+    /// subgroups, 48 KiB of workgroup memory.
+    pub fn h100() -> DeviceFacts {
+        nvidia(DeviceClass::NvidiaHopper, (16, 8, 16))
+    }
+
+    /// An H200 on Vulkan: as the H100, with the 16x16x16 config.
+    pub fn h200() -> DeviceFacts {
+        nvidia(DeviceClass::NvidiaHopper, (16, 16, 16))
+    }
+
+    /// Mesa's lavapipe: 8x8x8 subgroup matrices, 8-wide subgroups, 32 KiB, 128 MiB bindings.
+    pub fn lavapipe() -> DeviceFacts {
+        DeviceFacts {
+            subgroup_min_size: 8,
+            subgroup_max_size: 8,
+            max_workgroup_storage: 32768,
+            max_storage_binding: 1 << 27,
+            class: DeviceClass::Cpu,
+            ..with_config(h100(), (8, 8, 8))
+        }
+    }
+
+    /// An Apple GPU on Metal (Apple7 and later): 8x8x8 f16 subgroup matrices with f16 results
+    /// only, 32-wide SIMD groups, 32 KiB of threadgroup memory.
+    pub fn apple() -> DeviceFacts {
+        DeviceFacts {
+            subgroup_matrix: Some(MatrixConfig {
+                m: 8,
+                n: 8,
+                k: 8,
+                f32_result: false,
+                f16_result: true,
+            }),
+            max_workgroup_storage: 32768,
+            max_storage_binding: 1 << 31,
+            class: DeviceClass::Apple,
+            ..h100()
+        }
+    }
+
+    /// `d` without subgroup matrices.
+    pub fn without_subgroup_matrix(d: DeviceFacts) -> DeviceFacts {
+        DeviceFacts {
+            subgroup_matrix: None,
+            ..d
+        }
+    }
+
+    /// `d` with an f16 subgroup-matrix config of shape (M, N, K), f16 and f32 results.
+    pub fn with_config(d: DeviceFacts, (m, n, k): (u32, u32, u32)) -> DeviceFacts {
+        DeviceFacts {
+            subgroup_matrix: Some(MatrixConfig {
+                m,
+                n,
+                k,
+                f32_result: true,
+                f16_result: true,
+            }),
+            ..d
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(adapter_type: dawn::AdapterType, vendor_id: u32, device_id: u32, architecture: &str) -> dawn::AdapterInfo {
+        dawn::AdapterInfo {
+            vendor: String::new(),
+            architecture: architecture.to_owned(),
+            device: String::new(),
+            description: String::new(),
+            backend: dawn::BackendType::Vulkan,
+            adapter_type,
+            vendor_id,
+            device_id,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            subgroup_matrix_configs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn adapters_are_classified_by_type_vendor_and_generation() {
+        use DeviceClass as C;
+        use dawn::AdapterType::{Cpu, DiscreteGpu, IntegratedGpu};
+        for (t, vendor, device, arch, class) in [
+            (DiscreteGpu, NVIDIA, 0x2330, "", C::NvidiaHopper),    // H100 SXM
+            (DiscreteGpu, NVIDIA, 0x2335, "", C::NvidiaHopper),    // H200
+            (DiscreteGpu, NVIDIA, 0x2901, "", C::NvidiaBlackwell), // B200
+            (DiscreteGpu, NVIDIA, 0x2b85, "blackwell", C::NvidiaBlackwell), // RTX 5090
+            (DiscreteGpu, NVIDIA, 0x2684, "lovelace", C::NvidiaAda), // RTX 4090
+            (DiscreteGpu, NVIDIA, 0x26b9, "", C::NvidiaAda),       // L40S
+            (DiscreteGpu, NVIDIA, 0x20b0, "ampere", C::NvidiaAmpere), // A100
+            (DiscreteGpu, NVIDIA, 0x1e04, "turing", C::NvidiaOlder),
+            (DiscreteGpu, NVIDIA, 0x0000, "hopper", C::NvidiaHopper),
+            (DiscreteGpu, AMD, 0x744c, "rdna-3", C::Amd),
+            (IntegratedGpu, INTEL, 0x7d55, "xe-lpg", C::Intel),
+            (IntegratedGpu, APPLE, 0, "common-3", C::Apple),
+            (IntegratedGpu, 0, 0, "metal-3", C::Apple),
+            (Cpu, 0x10005, 0, "software", C::Cpu), // lavapipe
+            (Cpu, 0x1ae0, 0xc0de, "swiftshader", C::Cpu),
+            (Cpu, NVIDIA, 0x2330, "", C::Cpu),
+            (DiscreteGpu, 0x5143, 0x43050a01, "adreno-7xx", C::Other),
+        ] {
+            assert_eq!(
+                DeviceClass::classify(&info(t, vendor, device, arch)),
+                class,
+                "{vendor:#x} {device:#x} {arch}"
+            );
+        }
+    }
+
+    #[test]
+    fn presets_describe_their_devices() {
+        use presets::*;
+        assert!(lavapipe().cpu() && !h100().cpu() && !apple().cpu());
+        assert_eq!(h100().subgroup_matrix.map(|c| (c.m, c.n, c.k)), Some((16, 8, 16)));
+        assert_eq!(h200().subgroup_matrix.map(|c| (c.m, c.n, c.k)), Some((16, 16, 16)));
+        assert_eq!(lavapipe().subgroup_matrix.map(|c| (c.m, c.n, c.k)), Some((8, 8, 8)));
+        assert_eq!(
+            (lavapipe().subgroup_max_size, lavapipe().max_workgroup_storage),
+            (8, 32768)
+        );
+        assert!(!apple().subgroup_matrix.unwrap().f32_result);
+        assert!(without_subgroup_matrix(h100()).subgroup_matrix.is_none());
+        // Every preset claims no more than itself.
+        for d in [h100(), h200(), lavapipe(), apple()] {
+            d.check_within(&d).unwrap();
+        }
     }
 }

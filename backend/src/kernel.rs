@@ -32,7 +32,7 @@ pub enum Access {
 
 /// A compiled shader variant.
 #[derive(Debug)]
-pub struct Kernel {
+pub struct Pipeline {
     pub variant: ShaderVariant,
     pub pipeline: ComputePipeline,
     pub layout: BindGroupLayout,
@@ -97,17 +97,17 @@ impl<P: PartialEq + Clone, V: Clone> PlanMemo<P, V> {
 
 /// The kernels of one device, by variant.
 #[derive(Debug, Default)]
-pub struct KernelCache {
-    kernels: Mutex<HashMap<ShaderVariant, Arc<Kernel>>>,
+pub struct PipelineCache {
+    kernels: Mutex<HashMap<ShaderVariant, Arc<Pipeline>>>,
     /// Time spent compiling them, all together.
     compiling: Mutex<Duration>,
 }
 
-impl KernelCache {
+impl PipelineCache {
     /// The kernel for `variant`, compiling it on first use. Compilation errors name the variant.
     /// A compilation is logged (`log` crate, target `ggml_dawn::kernel`, level info) with its
     /// time: on a fresh driver cache the first use of a shape can take seconds.
-    pub fn get(&self, device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
+    pub fn get(&self, device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Pipeline>> {
         if let Some(kernel) = self.kernels.lock().get(variant) {
             return Ok(Arc::clone(kernel));
         }
@@ -136,7 +136,7 @@ impl KernelCache {
     }
 }
 
-fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Kernel> {
+fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Pipeline> {
     let wgsl = variant.render().map_err(|e| BackendError::Shader {
         variant: variant.to_string(),
         message: e.to_string(),
@@ -146,7 +146,12 @@ fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Resu
 
 /// Compiles `wgsl` (entry point `main`) with the explicit layout of the module's doc: `storage`
 /// in binding order, then the dynamic-offset parameter block. Errors name `variant`.
-pub(crate) fn compile_wgsl(device: &Device, variant: &ShaderVariant, wgsl: &str, storage: &[Access]) -> Result<Kernel> {
+pub(crate) fn compile_wgsl(
+    device: &Device,
+    variant: &ShaderVariant,
+    wgsl: &str,
+    storage: &[Access],
+) -> Result<Pipeline> {
     let key = variant.to_string();
     let shader_error = |message: String| BackendError::Shader {
         variant: key.clone(),
@@ -194,7 +199,7 @@ pub(crate) fn compile_wgsl(device: &Device, variant: &ShaderVariant, wgsl: &str,
             constants: &[],
         })
         .map_err(|e| shader_error(e.to_string()))?;
-    Ok(Kernel {
+    Ok(Pipeline {
         variant: variant.clone(),
         pipeline,
         layout,

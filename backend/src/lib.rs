@@ -79,6 +79,8 @@ pub mod error;
 pub mod exec;
 pub mod facts;
 pub mod format;
+#[doc = include_str!("../docs/shapes.md")]
+pub mod shapes {}
 pub mod ggml_type;
 pub mod gguf;
 pub mod input_file;
@@ -94,8 +96,11 @@ pub mod tuning;
 pub mod variants;
 pub mod weights;
 
-pub use context::{Capabilities, ContextError, ContextOptions, GpuContext};
+pub use context::{AdapterChoice, Capabilities, ContextError, ContextOptions, GpuContext, adapters};
 pub use context_ops::custom::CustomKernel;
+/// The safe Dawn API this crate is built on (`webgpu-dawn`), for what the backend does not wrap.
+pub use dawn;
+pub use error::{Error, ErrorKind, Result};
 pub use facts::DeviceFacts;
 pub use ggml_type::GgmlType;
 pub use memory::DeviceTensor;

@@ -54,7 +54,7 @@ impl DeviceTensor {
     /// those bytes lie inside the buffer and the layout (offset, extents, strides) inside them.
     pub fn new(layout: Layout, buffer: Buffer, base: u64, storage_bytes: u64) -> Result<DeviceTensor> {
         if base.checked_add(storage_bytes).is_none_or(|end| end > buffer.size()) {
-            return Err(BackendError::InvalidOperands(format!(
+            return Err(BackendError::OutOfBounds(format!(
                 "storage of {storage_bytes} bytes at {base} does not fit a buffer of {} bytes",
                 buffer.size()
             )));
@@ -180,7 +180,7 @@ impl DeviceTensor {
             });
         }
         if offset.checked_add(size).is_none_or(|end| end > self.buffer.size()) {
-            return Err(BackendError::InvalidOperands(format!(
+            return Err(BackendError::OutOfBounds(format!(
                 "a binding of {size} bytes at {offset} passes the end of its {}-byte buffer",
                 self.buffer.size()
             )));
@@ -415,7 +415,7 @@ pub fn download_timeout(device: &Device, tensor: &DeviceTensor, timeout: std::ti
 pub fn check_output_disjoint(op: &str, dst: &DeviceTensor, inputs: &[(&str, &DeviceTensor)]) -> Result<()> {
     for (name, input) in inputs {
         if dst.overlaps(input)? {
-            return Err(BackendError::InvalidOperands(format!(
+            return Err(BackendError::Overlap(format!(
                 "{op}: dst (bytes {:?}) overlaps {name} (bytes {:?}) in the same buffer; write into a \
                  tensor of its own",
                 dst.byte_span()?,

@@ -14,10 +14,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-/// Embeds `backend/shaders/<group>/<file>` under its file name (`#include` names files alone).
+/// Embeds `backend/shaders/<group>/<file>` under its file name (`#include` names files alone),
+/// as the build script copied it: without the measurement-only probe branches unless the
+/// `probes` feature is on (`build/strip_probes.rs`).
 macro_rules! sources {
     ($($group:literal: [$($file:literal),* $(,)?]),* $(,)?) => {
-        &[$($(($file, include_str!(concat!("../shaders/", $group, "/", $file))),)*)*]
+        &[$($(($file, include_str!(concat!(env!("OUT_DIR"), "/shaders/", $group, "/", $file))),)*)*]
     };
 }
 
@@ -35,7 +37,6 @@ const SOURCES: &[(&str, &str)] = sources!(
         "mul_mat_tiled.wgsl",
         "mul_mat_subgroup_matrix.wgsl",
         "mul_mat_vec.wgsl",
-        "mul_mat_vec_mma.wgsl",
         "mul_mat_vec_q8.wgsl",
         "mul_mat_vec_kq.wgsl",
         "mul_mat_quantize_b.wgsl",
@@ -751,5 +752,96 @@ mod tests {
         // A bound that names nothing defined (a WGSL const, say) is an error, not zero trips.
         assert!(render("#for I in 0..COUNT\nx\n#endfor\n", &[]).is_err());
         assert!(render("#for I in 0..N\nx\n#endfor\n", &[("N", "(M * 2u)")]).is_err());
+    }
+}
+
+#[cfg(test)]
+#[path = "../build/strip_probes.rs"]
+mod strip_probes;
+
+#[cfg(test)]
+mod probe_tests {
+    use super::strip_probes::strip_probes;
+
+    #[test]
+    fn probe_branches_are_resolved_as_if_undefined_keeping_line_numbers() {
+        let src = "a\n#ifdef PROBE_X\np1\n#elif defined(OTHER)\n#error nested ordinary chain\n#else\nb\n#endif\n";
+        assert!(strip_probes(src).unwrap_err().contains("line 4"));
+        let src = "\
+a
+#ifdef PROBE_LOADS
+probe
+#else
+#ifdef KQ
+k
+#else
+plain
+#endif
+#endif
+#ifndef PROBE_STAGING
+staged
+#endif
+#if PROBE == 2
+two
+#elif PROBE == 1
+one
+#else
+kernel
+#endif
+#if VEC_PROBE != 1
+not_one
+#endif
+#ifdef PROBE_X
+#ifdef INNER
+gone
+#endif
+#endif
+z
+";
+        let out = strip_probes(src).unwrap();
+        assert_eq!(out.lines().count(), src.lines().count());
+        let kept: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(
+            kept,
+            [
+                "a",
+                "#ifdef KQ",
+                "k",
+                "#else",
+                "plain",
+                "#endif",
+                "staged",
+                "kernel",
+                "not_one",
+                "z"
+            ]
+        );
+    }
+
+    #[test]
+    fn mixed_or_unbalanced_probe_conditions_are_errors() {
+        for (src, says) in [
+            ("#if KV_ALIAS && PROBE != 2\nx\n#endif\n", "mixes"),
+            ("#if A\n#elif PROBE == 1\n#endif\n", "nest"),
+            ("#ifdef PROBE_X\nx\n", "not closed"),
+            ("#endif\n", "without"),
+            ("#if PROBE + 1\n#endif\n", "not understood"),
+        ] {
+            let e = strip_probes(src).unwrap_err();
+            assert!(e.contains(says), "{src}: {e}");
+        }
+    }
+
+    /// Without the `probes` feature the embedded sources hold no probe conditional.
+    #[cfg(not(feature = "probes"))]
+    #[test]
+    fn the_library_embeds_no_probe_code() {
+        for name in super::SOURCE_NAMES {
+            let text = super::source(name).unwrap();
+            for line in text.lines() {
+                let t = line.trim_start();
+                assert!(!(t.starts_with('#') && t.contains("PROBE")), "{name}: {line}");
+            }
+        }
     }
 }

@@ -16,9 +16,13 @@ use dawn::{ComponentType, SubgroupMatrixConfig};
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::ggml_type::GgmlType;
 use crate::ops::dequantize::{self, supports};
-use crate::ops::flash_attn::plan::{self as fa, Force, Kernel, Knobs, MmaPlan, Placement, TilePlan, VecPlan};
-use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG, parse_knobs};
-use crate::ops::mul_mat::plan::{self as mm, COPY_WG, MulMatPlan, Path, Problem, QUANTIZE_WG, SIMPLE_WG, Tuning};
+use crate::ops::flash_attn::plan::{self as fa, MmaPlan, Placement, TilePlan, VecPlan};
+use crate::ops::flash_attn::tuning::Force;
+use crate::ops::flash_attn::{SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG};
+use crate::ops::mul_mat::plan::{
+    self as mm, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, QUANTIZE_WG, SIMPLE_WG,
+    SubgroupMatrixPlan, TiledPlan,
+};
 use crate::shader_lib::ShaderVariant;
 
 /// The kernels one MUL_MAT plan runs.
@@ -36,7 +40,7 @@ pub struct MulMatKernels {
 /// The variants of a MUL_MAT plan.
 pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
     let problem = &plan.problem;
-    if matches!(plan.path, Path::Simple { .. }) {
+    if matches!(plan.choice, Choice::Simple(_)) {
         let kernel = ShaderVariant::new("mul_mat_simple.wgsl")
             .define("A_TYPE", problem.a_type.gguf_id())
             .flag("B_F16", problem.b_type == GgmlType::F16)
@@ -63,128 +67,98 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             .flag("B_VEC4", b_vec4)
     };
     let operands = |file: &'static str| operands_of(&kernel_problem, plan.b_vec4, file);
-    let kernel = match &plan.path {
-        Path::Vec {
-            wg_size,
-            rows,
-            groups,
-            cols,
-            subgroups,
-            max_subgroups,
-            kernel,
-            int_dot,
-            int_slots,
-            int_stream,
-            prefetch,
-            level_table,
-            fused_blocks,
-            probe,
-            b_shared,
-        } => {
+    let kernel = match &plan.choice {
+        Choice::MatVec(v) => {
+            let MatVecPlan {
+                wg_size,
+                rows,
+                groups,
+                cols,
+                subgroups,
+                max_subgroups,
+                whole_words,
+                int_dot,
+                int_slots,
+                prefetch,
+                level_table,
+                ..
+            } = v;
             let variant = operands("mul_mat_vec.wgsl")
-                .flag("FUSED_B", *fused_blocks > 0)
                 .flag("B_Q8", *int_dot)
                 .flag("B_Q8K", *int_slots)
-                .flag("B_STREAM", *int_stream)
                 .flag("VEC_PREFETCH", *prefetch)
                 .flag("W_LUT", *level_table)
-                .flag("PROBE_LOADS", *probe == 1)
-                .flag("PROBE_ALU", *probe == 2 && !*int_dot)
                 .flag("A_VEC4", plan.a_vec4)
                 .define("WG_SIZE", format!("{wg_size}u"))
                 .define("ROWS", format!("{rows}u"))
                 .define("GROUPS", format!("{groups}u"))
-                .define("VEC_KERNEL", kernel)
+                .define("VEC_KERNEL", u32::from(*whole_words))
                 .define("N_COLS", format!("{cols}u"))
                 .flag("USE_SUBGROUPS", *subgroups)
                 .define("MAX_SUBGROUPS", format!("{}u", max_subgroups.max(&1)));
-            // The workgroup arrays b is quantized or staged into are sized by the plan.
-            let variant = if *fused_blocks > 0 {
-                variant.define("FUSED_BLOCKS", format!("{fused_blocks}u"))
-            } else {
-                variant
-            };
-            if *b_shared > 0 {
-                variant.define("B_SHARED", format!("{b_shared}u"))
-            } else {
-                variant
-            }
+            variant
+                .flag("PROBE_LOADS", v.probe() == 1)
+                .flag("PROBE_ALU", v.probe() == 2 && !*int_dot)
         }
-        Path::VecMma {
-            config,
-            split,
-            frag_m,
-            unroll,
-            depth,
-            wg_size,
-        } => operands("mul_mat_vec_mma.wgsl")
-            .define("SG_M", format!("{}u", config.m))
-            .define("SG_N", format!("{}u", config.n))
-            .define("SG_K", format!("{}u", config.k))
-            .define("SPLIT", format!("{split}u"))
-            .define("FRAG_M", format!("{frag_m}u"))
-            .define("UNROLL", format!("{unroll}u"))
-            .define("DEPTH", format!("{depth}u"))
-            .define("WG_SIZE", format!("{wg_size}u"))
-            .flag("A_VEC4", plan.a_vec4),
-        Path::Tiled {
+        Choice::Tiled(TiledPlan {
             wg_m,
             wg_n,
             thread_m,
             thread_n,
             tk,
             pad,
-        } => operands("mul_mat_tiled.wgsl")
+        }) => operands("mul_mat_tiled.wgsl")
             .define("WG_M", format!("{wg_m}u"))
             .define("WG_N", format!("{wg_n}u"))
             .define("THREAD_M", format!("{thread_m}u"))
             .define("THREAD_N", format!("{thread_n}u"))
             .define("TK", format!("{tk}u"))
             .define("PAD", format!("{pad}u")),
-        Path::SubgroupMatrix {
-            config,
-            count_m,
-            count_n,
-            frag_m,
-            frag_n,
-            tk,
-            pad,
-            stages,
-            prefetch,
-            deep_prefetch,
-            probe,
-            raw_units,
-            wg_size,
-            scratch_sgs,
-            ..
-        } => operands("mul_mat_subgroup_matrix.wgsl")
-            .define("SG_M", format!("{}u", config.m))
-            .define("SG_N", format!("{}u", config.n))
-            .define("SG_K", format!("{}u", config.k))
-            .define("SG_COUNT_M", format!("{count_m}u"))
-            .define("SG_COUNT_N", format!("{count_n}u"))
-            .define("FRAG_M", format!("{frag_m}u"))
-            .define("FRAG_N", format!("{frag_n}u"))
-            .define("TK", format!("{tk}u"))
-            .define("PAD", format!("{pad}u"))
-            .define("STAGES", stages)
-            .flag("PREFETCH", *prefetch)
-            .flag("DEEP_PREFETCH", *deep_prefetch)
-            .flag("PROBE_STAGING", *probe == 1)
-            .flag("PROBE_MMA", *probe == 2)
-            .flag("RAW_UNITS", *raw_units)
-            .define("WG_SIZE", format!("{wg_size}u"))
-            .define("SCRATCH_SGS", format!("{scratch_sgs}u"))
-            .flag("A_VEC4", plan.a_vec4)
-            .flag("ACC_F32", config.f32_result)
-            .flag("DIRECT_STORE", plan.direct_store),
-        Path::Simple { .. } => unreachable!("handled above"),
+        Choice::SubgroupMatrix(s) => {
+            let SubgroupMatrixPlan {
+                config,
+                count_m,
+                count_n,
+                frag_m,
+                frag_n,
+                tk,
+                pad,
+                stages,
+                prefetch,
+                deep_prefetch,
+                raw_units,
+                wg_size,
+                scratch_sgs,
+                ..
+            } = s;
+            operands("mul_mat_subgroup_matrix.wgsl")
+                .define("SG_M", format!("{}u", config.m))
+                .define("SG_N", format!("{}u", config.n))
+                .define("SG_K", format!("{}u", config.k))
+                .define("SG_COUNT_M", format!("{count_m}u"))
+                .define("SG_COUNT_N", format!("{count_n}u"))
+                .define("FRAG_M", format!("{frag_m}u"))
+                .define("FRAG_N", format!("{frag_n}u"))
+                .define("TK", format!("{tk}u"))
+                .define("PAD", format!("{pad}u"))
+                .define("STAGES", stages)
+                .flag("PREFETCH", *prefetch)
+                .flag("DEEP_PREFETCH", *deep_prefetch)
+                .flag("PROBE_STAGING", s.probe() == 1)
+                .flag("PROBE_MMA", s.probe() == 2)
+                .flag("RAW_UNITS", *raw_units)
+                .define("WG_SIZE", format!("{wg_size}u"))
+                .define("SCRATCH_SGS", format!("{scratch_sgs}u"))
+                .flag("A_VEC4", plan.a_vec4)
+                .flag("ACC_F32", config.f32_result)
+                .flag("DIRECT_STORE", plan.direct_store)
+        }
+        Choice::Simple(_) => unreachable!("handled above"),
     };
     let quantize_b = plan.quantize_b.map(|q| {
         operands("mul_mat_quantize_b.wgsl")
             .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
             .flag("B_Q8K", q.slots)
-            .flag("B_STREAM", q.stream)
     });
     let copy = |file: &'static str| {
         operands_of(problem, mm::b_vec4(problem), file)
@@ -208,18 +182,18 @@ pub struct FlashAttnKernels {
 }
 
 /// The variants of a FLASH_ATTN_EXT plan.
-pub fn flash_attn(plan: &fa::Plan) -> FlashAttnKernels {
-    let shape = &plan.shape;
-    let fast = match &plan.kernel {
-        Kernel::Simple(_) => {
+pub fn flash_attn(plan: &fa::FlashAttnPlan) -> FlashAttnKernels {
+    let shape = &plan.problem;
+    let fast = match &plan.choice {
+        fa::Choice::Simple(_) => {
             let kernel = ShaderVariant::new("flash_attn_simple.wgsl")
                 .define("WG_SIZE", format!("{FA_SIMPLE_WG}u"))
                 .define("MAX_DV_PER_THREAD", format!("{SIMPLE_DV_PER_THREAD}u"));
             return FlashAttnKernels { kernel, reduce: None };
         }
-        Kernel::Tile(t) => tile_variant(t),
-        Kernel::Mma(m) => mma_variant(m),
-        Kernel::Vec(v) => vec_variant(v, shape),
+        fa::Choice::Tile(t) => tile_variant(t),
+        fa::Choice::Mma(m) => mma_variant(m),
+        fa::Choice::Vec(v) => vec_variant(v, shape),
     };
     let kernel = fast
         .define("K_TYPE", shape.k_type.gguf_id())
@@ -259,8 +233,18 @@ fn tile_variant(t: &TilePlan) -> ShaderVariant {
         .define("QW", t.qw)
 }
 
-fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
-    ShaderVariant::new("flash_attn_vec.wgsl")
+/// Vec probes 1 and 2 replace the scoring; probe 3 runs the kernel as it is.
+fn vec_probe_replaces_scoring(v: &VecPlan) -> bool {
+    #[cfg(feature = "probes")]
+    if matches!(v.probe, 1 | 2) {
+        return true;
+    }
+    let _ = v;
+    false
+}
+
+fn vec_variant(v: &VecPlan, shape: &fa::Problem) -> ShaderVariant {
+    let variant = ShaderVariant::new("flash_attn_vec.wgsl")
         .define("NT", v.threads)
         .define("ROWS", v.rows)
         .define("KV_TILE", v.kv_tile())
@@ -270,20 +254,19 @@ fn vec_variant(v: &VecPlan, shape: &fa::Shape) -> ShaderVariant {
         .define("VEC_CK", v.ck)
         .define("VEC_CV", v.cv)
         .define("VEC_ONE_Q", flag(shape.n_q == 1))
-        .define("VEC_PREFETCH", flag(v.prefetch))
-        .define("VEC_PROBE", v.probe)
-        // Probes 1 and 2 replace the scoring; probe 3 runs the kernel as it is.
-        .define("VEC_QINT", flag(v.qint && !matches!(v.probe, 1 | 2)))
+        .define("VEC_QINT", flag(v.qint && !vec_probe_replaces_scoring(v)));
+    #[cfg(feature = "probes")]
+    let variant = variant.define("VEC_PROBE", v.probe);
+    variant
 }
 
 fn mma_variant(m: &MmaPlan) -> ShaderVariant {
-    ShaderVariant::new("flash_attn_mma.wgsl")
+    let variant = ShaderVariant::new("flash_attn_mma.wgsl")
         .define("SG_M", m.m)
         .define("SG_N", m.n)
         .define("SG_K", m.k)
         .define("NSG", m.subgroups)
         .define("RB", m.rb)
-        .define("RH", m.rh)
         .define("CG", m.cg)
         .define("NT", m.threads)
         .define("ROWS", m.rows)
@@ -305,8 +288,10 @@ fn mma_variant(m: &MmaPlan) -> ShaderVariant {
         .define("SMEM", m.smem)
         .define("SF", m.sf)
         .define("SB", m.sb)
-        .define("TPR", m.tpr)
-        .define("PROBE", m.probe)
+        .define("TPR", m.tpr);
+    #[cfg(feature = "probes")]
+    let variant = variant.define("PROBE", m.probe);
+    variant
 }
 
 /// The dequantize kernel's variant for a source type.
@@ -378,25 +363,13 @@ impl fmt::Display for Op {
     }
 }
 
-/// The name of a MUL_MAT path (every path has one: the match is exhaustive).
-pub fn mul_mat_path(path: &Path) -> &'static str {
-    match path {
-        Path::Vec { int_dot: true, .. } => "vec_int",
-        Path::Vec { .. } => "vec",
-        Path::VecMma { .. } => "vec_mma",
-        Path::Tiled { .. } => "tiled",
-        Path::SubgroupMatrix { .. } => "subgroup_matrix",
-        Path::Simple { .. } => "simple",
-    }
-}
-
 /// The name of a FLASH_ATTN_EXT kernel (exhaustive, as above).
-pub fn flash_attn_path(kernel: &Kernel) -> &'static str {
-    match kernel {
-        Kernel::Simple(_) => "simple",
-        Kernel::Tile(_) => "tile",
-        Kernel::Mma(_) => "mma",
-        Kernel::Vec(_) => "vec",
+pub fn flash_attn_path(choice: &fa::Choice) -> &'static str {
+    match choice {
+        fa::Choice::Simple(_) => "simple",
+        fa::Choice::Tile(_) => "tile",
+        fa::Choice::Mma(_) => "mma",
+        fa::Choice::Vec(_) => "vec",
     }
 }
 
@@ -410,24 +383,22 @@ pub struct Enumerated {
     pub example: String,
 }
 
-/// The MUL_MAT knob sets [`enumerate`] plans with: the defaults, then the sets that switch on
-/// the kernels' optional forms (the fused and prefetching integer mat-vec, the float mat-vec's
-/// staged b, f16 accumulation, the mat-vecs' 16-byte reads of a, iq4_nl's and iq4_xs's float
-/// mat-vec, the byte stream, the FP4 formats' integer mat-vec with the 4-bit levels' table, the
-/// mat-vec on subgroup matrices, the float mat-vec's f16 copy of b).
+/// The MUL_MAT knob sets [`enumerate`] plans with, on top of the device's profile: none, then
+/// the sets that switch on the kernels' optional forms (the integer mat-vec where a profile has
+/// it off, its prefetch everywhere, f16 accumulation, the mat-vecs' 16-byte reads of a, iq4_nl's
+/// and iq4_xs's float mat-vec, the FP4 formats' integer mat-vec with the 4-bit levels' table,
+/// the f16 copies with raw units and deep prefetch).
 pub const MUL_MAT_KNOBS: &[&str] = &[
     "",
-    "vec_int_fused=1,vec_int_prefetch=1,vec_b_shared=256",
+    "vec_int_max_n=8,vec_int_prefetch=all",
     "sg_acc_f16=1",
-    "vec_float_vec4=1,vec_int_a_vec4=1,vec_int_iq4nl=0,vec_int_iq4xs=0",
-    "vec_int_stream=1,vec_int_fp4=1,vec_int_lut=1",
-    "vec_mma=1",
-    "vec_float_vec4=1,vec_b_f16_min_n=1",
+    "vec_float_vec4=1,vec_int_a_vec4=all,vec_int_iq4nl=0,vec_int_iq4xs=0",
+    "vec_int_max_n=8,vec_int_fp4=1,vec_int_lut=1",
     "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_prefetch=2,sg_stages=1",
 ];
 
 /// The FLASH_ATTN_EXT knob sets: the defaults, then each kernel forced.
-pub const FLASH_ATTN_KNOBS: &[&str] = &["", "path=tile", "path=vec", "path=mma", "path=simple"];
+pub const FLASH_ATTN_KNOBS: &[&str] = &["", "kernel=tile", "kernel=vec", "kernel=mma", "kernel=simple"];
 
 /// Every variant the planners produce on `device` over the problem grid below (all types the
 /// ops take, sizes from 1 up, every alignment the planners distinguish), by variant.
@@ -447,7 +418,8 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
     }
 
     for knobs in MUL_MAT_KNOBS {
-        let tuning = Tuning::parse(knobs).expect("valid knob set");
+        let mut tuning = crate::tuning::profiles::mul_mat(device.class);
+        tuning.apply(knobs).expect("valid knob set");
         for &a_type in &types {
             let float = matches!(a_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
             let ks: &[u64] = if float { &[7, 130, 256, 4096] } else { &[256, 4096] };
@@ -532,7 +504,8 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
         (576, 512),
     ];
     for knobs in FLASH_ATTN_KNOBS {
-        let knobs: Knobs = parse_knobs(knobs).expect("valid knob set");
+        let mut tuning = crate::tuning::profiles::flash_attn(device.class);
+        tuning.apply(knobs).expect("valid knob set");
         for &ty in &types {
             // Vector reads are for float K and V only (`vec_layout`).
             let float = matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
@@ -545,7 +518,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                     if !float && (placement.k_vec || placement.v_vec) {
                                         continue;
                                     }
-                                    let shape = fa::Shape {
+                                    let shape = fa::Problem {
                                         hsk,
                                         hsv,
                                         n_q,
@@ -557,10 +530,10 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                         v_type: ty,
                                         has_mask,
                                     };
-                                    let plan = fa::plan_placed(&shape, device, &knobs, placement);
+                                    let plan = fa::plan_placed(&shape, device, &tuning, placement);
                                     let kernels = flash_attn(&plan);
-                                    let example = || format!("{shape:?} {placement:?} knobs {knobs:?}");
-                                    let path = flash_attn_path(&plan.kernel);
+                                    let example = || format!("{shape:?} {placement:?} knobs [{knobs}]");
+                                    let path = flash_attn_path(&plan.choice);
                                     add(kernels.kernel, Op::FlashAttnExt, path, &example);
                                     if let Some(r) = kernels.reduce {
                                         add(r, Op::FlashAttnExt, "reduce", &example);
@@ -625,11 +598,11 @@ fn add_elementwise(device: &DeviceFacts, add: &mut Add<'_>) {
 
 type Add<'a> = dyn FnMut(ShaderVariant, Op, &'static str, &dyn Fn() -> String) + 'a;
 
-fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tuning: &Tuning, knobs: &str) {
+fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tuning: &MulMatTuning, knobs: &str) {
     let plan = mm::plan(problem, device, tuning);
     let kernels = mul_mat(&plan);
     let example = || format!("{problem:?} knobs [{knobs}]");
-    let path = mul_mat_path(&plan.path);
+    let path = plan.choice.name();
     add(kernels.kernel, Op::MulMat, path, &example);
     if let Some(q) = kernels.quantize_b {
         add(q, Op::MulMat, "quantize_b", &example);
@@ -668,19 +641,7 @@ pub const APPLE_MATRIX_CONFIGS: [SubgroupMatrixConfig; 2] = [
 /// context would pick among [`APPLE_MATRIX_CONFIGS`] (the same functions as on a real adapter),
 /// and without subgroup matrices (the feature off, or an older GPU).
 pub fn apple_devices() -> Vec<(&'static str, DeviceFacts)> {
-    let base = DeviceFacts {
-        shader_f16: true,
-        subgroups: true,
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        subgroup_matrix: None,
-        max_workgroup_storage: 32768,
-        max_invocations: 1024,
-        max_workgroup_size_x: 1024,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        cpu: false,
-    };
+    let base = crate::facts::presets::without_subgroup_matrix(crate::facts::presets::apple());
     let picked =
         MatrixConfig::default_choice(&APPLE_MATRIX_CONFIGS).map(|c| MatrixConfig::of(c, &APPLE_MATRIX_CONFIGS));
     vec![
@@ -783,7 +744,6 @@ mod tests {
         for want in [
             (Op::MulMat, "vec"),
             (Op::MulMat, "vec_int"),
-            (Op::MulMat, "vec_mma"),
             (Op::MulMat, "quantize_b"),
             (Op::MulMat, "dequantize_a"),
             (Op::MulMat, "convert_b"),
@@ -809,9 +769,7 @@ mod tests {
             .collect();
         assert!(sg.iter().any(|v| v.defines.contains_key("ACC_F32")));
         assert!(sg.iter().any(|v| !v.defines.contains_key("ACC_F32")));
-        // The float mat-vec with b staged in workgroup memory, and reading an f16 b as words (knob
-        // sets switch them on).
-        assert!(apple().keys().any(|v| v.defines.contains_key("B_SHARED")));
+        // The float mat-vec reading an f16 b as words (a knob set switches it on).
         assert!(apple().keys().any(|v| {
             v.file == "mul_mat_vec.wgsl" && v.defines.contains_key("B_F16") && v.defines.contains_key("B_VEC4")
         }));

@@ -139,15 +139,16 @@ impl BackendType {
         }
     }
 
-    /// The real backends, in the order [`crate::Instance::enumerate_adapters`] asks for them.
-    pub(crate) const ALL: [BackendType; 7] = [
+    /// The native backends, in the order [`crate::Instance::enumerate_adapters`] asks for them.
+    /// Not Dawn's WebGPU-on-WebGPU backend, which a plain request cannot select (Dawn warns that
+    /// it needs options of its own), nor the Null backend, which computes nothing.
+    pub(crate) const ALL: [BackendType; 6] = [
         Self::Vulkan,
         Self::Metal,
         Self::D3D12,
         Self::D3D11,
         Self::OpenGl,
         Self::OpenGles,
-        Self::WebGpu,
     ];
 }
 

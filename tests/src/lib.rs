@@ -1,7 +1,7 @@
 //! End-to-end tests of the workspace live in `tests/`; their data in `data/`. This library holds
 //! what several of them share.
 
-use ggml_dawn::Tuning;
+use ggml_dawn::tuning::Overrides;
 
 /// `DAWN_COMPUTE_FULL_TESTS=1` runs the broad selections; by default (CI) a representative
 /// subset, since each new shader variant costs lavapipe seconds to compile.
@@ -12,6 +12,6 @@ pub fn full() -> bool {
 /// Knobs under which a CPU adapter (lavapipe) plans as GPUs do where the planners' CPU defaults
 /// differ: MUL_MAT's subgroup-matrix K step of 32 (8 on CPU adapters) and the mma kernel at
 /// every head size (up to 128 on CPU adapters).
-pub fn gpu_planning() -> Tuning {
-    Tuning::parse("sg_tk=32", "mma_max_hs=65536").expect("valid knobs")
+pub fn gpu_planning() -> Overrides {
+    Overrides::parse("sg_tk=32", "mma_max_head=65536").expect("valid knobs")
 }

@@ -2,8 +2,9 @@
 //! part of upstream's lists, every kernel the plan can pick (forced through the knobs), and
 //! seeded random cases, with and without subgroup matrices.
 
-use ggml_dawn::ops::flash_attn::{self, Knobs};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, Tuning};
+use ggml_dawn::ops::flash_attn;
+use ggml_dawn::tuning::Overrides;
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext};
 use ggml_dawn_bench::case_lists;
 use ggml_dawn_bench::cases::{Case, FlashAttnCase};
 use ggml_dawn_bench::harness::{self, Rng, Status};
@@ -195,12 +196,8 @@ fn variant_cases() -> (Vec<Case>, Vec<Case>) {
 fn run_variants(variants: &[&str], cases: &[Case]) {
     let ctx = GpuContext::new(ContextOptions::default()).expect("an adapter");
     for v in variants {
-        let knobs: Knobs = flash_attn::parse_knobs(v).expect("knobs parse");
         let tuned = ctx
-            .with_tuning(Tuning {
-                flash_attn: knobs,
-                ..Tuning::default()
-            })
+            .with_tuning(Overrides::parse("", v).expect("knobs parse"))
             .expect("valid knobs");
         assert_none(v, &run(&tuned, cases, 3));
     }
@@ -216,9 +213,9 @@ fn every_tile_variant_passes() {
     let cases: Vec<Case> = small.into_iter().chain(other).collect();
     run_variants(
         &[
-            "path=tile",
-            "path=tile,split=3,prefetch=0,tile_kv=8,tile_rq=1",
-            "path=tile,mask_skip=0,tile_threads=32,tile_rows=3",
+            "kernel=tile",
+            "kernel=tile,split=3,tile_prefetch=0,tile_kv=8,tile_rq=1",
+            "kernel=tile,mask_skip=0,tile_threads=32,tile_rows=3",
         ],
         &cases,
     );
@@ -231,25 +228,25 @@ fn every_tile_variant_passes() {
 fn every_mma_variant_passes() {
     let (small, other) = variant_cases();
     let variants = [
-        "path=mma,split=2,mma_q_regs=0,tau=0",
-        "path=mma,mma_kv=8,mma_sg=2,prefetch=0",
-        "path=mma,mma_o_budget=8,mask_skip=0",
-        "path=mma,mma_rh=2,split=2",
+        "kernel=mma,split=2,mma_q_regs=0,tau=0",
+        "kernel=mma,mma_kv=8,mma_subgroups=2,mma_small_head=0,mma_prefetch=0",
+        "kernel=mma,mma_o_budget=8,mask_skip=0",
+        "kernel=mma,split=2,mma_prefetch=1",
         // GPUs' defaults for head size 64: 16 subgroups, 128 O accumulators a lane.
-        "path=mma,mma_sg=16,mma_o_budget=128",
+        "kernel=mma,mma_small_head=64,mma_small_head_subgroups=16,mma_o_budget=128",
     ];
     if full() {
         let cases: Vec<Case> = small.into_iter().chain(other).collect();
         run_variants(&variants, &cases);
     } else {
         run_variants(&variants, &small);
-        run_variants(&["path=mma"], &other);
+        run_variants(&["kernel=mma"], &other);
     }
 }
 
-/// The vec kernel's variants and the simple kernel. The prefetching one walks 2 keys per lane
-/// group by default (its default 4, a 256-key step with one lane per key, took lavapipe 38 s
-/// to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`. Then q8_0 / q4_0 K decode (1 and 3 query
+/// The vec kernel's variants and the simple kernel. The one with a lane per key walks 2 keys
+/// per lane group by default (its default 4, a 256-key step with one lane per key, took
+/// lavapipe 38 s to compile); 4 with `DAWN_COMPUTE_FULL_TESTS=1`. Then q8_0 / q4_0 K decode (1 and 3 query
 /// rows, with and without ALiBi, GQA) scored by 8-bit dot products at every row count, and
 /// never.
 #[test]
@@ -264,14 +261,17 @@ fn every_vec_and_simple_variant_passes() {
             && (s.contains("type_K=q8_0") || s.contains("type_K=q4_0"))
     });
     assert!(quantized_k.len() >= 8, "{} cases", quantized_k.len());
-    run_variants(&["path=vec,vec_qint=1", "path=vec,vec_qint=0,split=2"], &quantized_k);
-    let prefetch = if full() {
-        "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1"
+    run_variants(
+        &["kernel=vec,vec_qint=1", "kernel=vec,vec_qint=0,split=2"],
+        &quantized_k,
+    );
+    let narrow = if full() {
+        "kernel=vec,vec_threads=64,vec_lanes=1"
     } else {
-        "path=vec,vec_prefetch=1,vec_threads=64,vec_lanes=1,vec_keys=2"
+        "kernel=vec,vec_threads=64,vec_lanes=1,vec_keys=2"
     };
     run_variants(
-        &["path=vec,split=3,vec_lanes=4,vec_keys=3", prefetch, "path=simple"],
+        &["kernel=vec,split=3,vec_lanes=4,vec_keys=3", narrow, "kernel=simple"],
         &cases,
     );
 }

@@ -2,7 +2,8 @@
 
 use ggml_dawn::error::BackendError;
 use ggml_dawn::memory::{self, DeviceTensor};
-use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, Tuning};
+use ggml_dawn::tuning::{Overrides, Tuning};
+use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout};
 
 fn tensor(ctx: &GpuContext, ty: GgmlType, ne: [usize; 4]) -> DeviceTensor {
     ctx.empty(ty, ne).unwrap()
@@ -102,7 +103,7 @@ fn device_tensors_are_checked_against_their_buffer() {
         .unwrap();
     let f16 = DeviceTensor::new(Layout::contiguous(GgmlType::F16, [3, 1, 1, 1]).unwrap(), odd, 0, 6).unwrap();
     let err = f16.binding(256, u64::from(u32::MAX)).unwrap_err();
-    assert!(matches!(err, BackendError::InvalidOperands(_)), "{err}");
+    assert!(matches!(err, BackendError::OutOfBounds(_)), "{err}");
 }
 
 #[test]
@@ -191,12 +192,7 @@ fn repeated_attention_reuses_its_buffers() {
         dst: &dst,
     };
     let params = FlashAttnParams::scaled(0.125);
-    let ctx = ctx
-        .with_tuning(Tuning {
-            flash_attn: flash_attn::parse_knobs("path=simple").unwrap(),
-            ..Tuning::default()
-        })
-        .unwrap();
+    let ctx = ctx.with_tuning(Overrides::parse("", "kernel=simple").unwrap()).unwrap();
     let mut stream = ctx.stream().unwrap();
     let mut counts = Vec::new();
     for _ in 0..6 {
@@ -218,12 +214,7 @@ fn an_ops_scratch_is_not_overwritten_by_another_stream() {
     use ggml_dawn::ops::dequantize;
     use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
-    let ctx = ctx
-        .with_tuning(Tuning {
-            flash_attn: flash_attn::parse_knobs("path=simple").unwrap(),
-            ..Tuning::default()
-        })
-        .unwrap();
+    let ctx = ctx.with_tuning(Overrides::parse("", "kernel=simple").unwrap()).unwrap();
     let values =
         |n: usize, seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7 + seed) % 23) as f32 / 11.0 - 1.0).collect() };
     let kv = |seed| {
@@ -360,7 +351,7 @@ fn streams_of_another_device_are_refused() {
 fn facts_beyond_the_device_are_refused() {
     use ggml_dawn::DeviceFacts;
     use ggml_dawn::facts::MatrixConfig;
-    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams, Knobs};
+    use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
     let facts = ctx.facts();
     let a = tensor(&ctx, GgmlType::F32, [256, 64, 1, 1]);
@@ -378,7 +369,8 @@ fn facts_beyond_the_device_are_refused() {
         dst: &out,
     };
     let params = FlashAttnParams::scaled(0.125);
-    let mul_mat_tuning = Tuning::default().mul_mat;
+    let mul_mat_tuning = Tuning::for_device(&ctx.facts()).mul_mat;
+    let flash_attn_tuning = Tuning::for_device(&ctx.facts()).flash_attn;
     let mut stream = ctx.stream().unwrap();
     let huge_matrices = MatrixConfig {
         m: 64,
@@ -422,7 +414,7 @@ fn facts_beyond_the_device_are_refused() {
             .unwrap_err();
         assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
         let err =
-            flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &claimed, &Knobs::default()).unwrap_err();
+            flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &claimed, &flash_attn_tuning).unwrap_err();
         assert!(matches!(err, BackendError::Config { .. }), "{what}: {err}");
     }
     assert_eq!(stream.pending(), 0);
@@ -434,7 +426,7 @@ fn facts_beyond_the_device_are_refused() {
         ..facts
     };
     ggml_dawn::ops::mul_mat::mul_mat_with(&ctx, &mut stream, &a, &b, &dst, &less, &mul_mat_tuning).unwrap();
-    flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &less, &Knobs::default()).unwrap();
+    flash_attn::flash_attn_ext_with(&ctx, &mut stream, &ops, params, &less, &flash_attn_tuning).unwrap();
     stream.synchronize(std::time::Duration::from_secs(600)).unwrap();
 }
 
@@ -474,18 +466,30 @@ fn plans_for_huge_views_do_not_overflow() {
     assert_eq!(plan.problem.m, m as u64);
 }
 
-/// Knobs out of range are refused where a context takes them.
+/// Knobs out of range are refused before a context can take them, naming the knob.
 #[test]
-fn contexts_refuse_invalid_knobs() {
-    let mut tuning = Tuning::default();
-    tuning.mul_mat.vec_wg = 100;
-    let options = ContextOptions {
-        tuning,
+fn invalid_knobs_are_refused_before_a_context_takes_them() {
+    for (mul_mat, flash_attn, knob) in [
+        ("vec_wg=100", "", "vec_wg"),
+        ("", "tile_kv=7", "tile_kv"),
+        ("nope=1", "", "nope"),
+    ] {
+        let err = Overrides::parse(mul_mat, flash_attn).unwrap_err();
+        assert!(
+            matches!(err, BackendError::Config { .. }) && err.to_string().contains(knob),
+            "{err}"
+        );
+    }
+    let ctx = GpuContext::new(ContextOptions {
+        tuning: Overrides::parse("vec_wg=64", "").unwrap(),
         ..ContextOptions::default()
-    };
-    assert!(GpuContext::new(options).is_err());
-    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
-    assert!(ctx.with_tuning(tuning).is_err());
+    })
+    .unwrap();
+    assert_eq!(ctx.tuning().mul_mat.vec_wg, 64);
+    assert_eq!(
+        ctx.with_tuning(Overrides::none()).unwrap().tuning(),
+        &Tuning::for_device(&ctx.facts())
+    );
 }
 
 /// Scratch memory stays within `ContextOptions::scratch_budget` (an op that needs more is an
@@ -596,12 +600,12 @@ fn a_dst_overlapping_an_input_is_refused() {
         .unwrap();
     let err = ctx.mul_mat_into(&a, &b, &inside_a).unwrap_err();
     assert!(
-        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps a")),
+        matches!(&err, BackendError::Overlap(m) if m.contains("overlaps a")),
         "{err}"
     );
     let err = ctx.mul_mat_into(&a, &b, &b).unwrap_err();
     assert!(
-        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps b")),
+        matches!(&err, BackendError::Overlap(m) if m.contains("overlaps b")),
         "{err}"
     );
     // A dst of its own is fine.
@@ -626,7 +630,7 @@ fn a_dst_overlapping_an_input_is_refused() {
         .flash_attn_ext_into(&ops, FlashAttnParams::scaled(0.125))
         .unwrap_err();
     assert!(
-        matches!(&err, BackendError::InvalidOperands(m) if m.contains("overlaps Q")),
+        matches!(&err, BackendError::Overlap(m) if m.contains("overlaps Q")),
         "{err}"
     );
     ctx.synchronize().unwrap();
@@ -679,4 +683,93 @@ fn mul_mat_writes_a_one_position_slot_of_a_larger_tensor() {
     // The other positions are untouched.
     let all = ctx.read_f32(&cache).unwrap();
     assert!(all[..16 * 5].iter().chain(&all[16 * 6..]).all(|v| v.is_nan()));
+}
+
+/// Adapters are listed and chosen without `unsafe`: by index or by a part of the device name; a
+/// choice that matches nothing names the adapters there are.
+#[test]
+fn adapters_are_listed_and_chosen_by_index_or_name() {
+    let all = ggml_dawn::adapters().unwrap();
+    assert!(!all.is_empty());
+    let first = &all[0].device;
+    for choice in [
+        ggml_dawn::AdapterChoice::Index(0),
+        first.to_uppercase().parse().unwrap(),
+    ] {
+        let ctx = GpuContext::new(ContextOptions {
+            adapter: Some(choice.clone()),
+            ..ContextOptions::default()
+        })
+        .unwrap();
+        assert_eq!(&ctx.capabilities().info.device, first, "{choice}");
+    }
+    let err = GpuContext::new(ContextOptions {
+        adapter: Some(ggml_dawn::AdapterChoice::Index(all.len())),
+        ..ContextOptions::default()
+    })
+    .unwrap_err();
+    assert!(matches!(err, ggml_dawn::ContextError::NoSuchAdapter { .. }), "{err}");
+    assert!(err.to_string().contains(first.as_str()), "{err}");
+}
+
+/// One error type with kinds a program can match on, and `?` from every error a public function
+/// returns (the context's too).
+#[test]
+fn errors_have_kinds_to_match_on() -> ggml_dawn::Result<()> {
+    use ggml_dawn::ErrorKind;
+    let ctx = GpuContext::new(ContextOptions::default())?;
+    let a = tensor(&ctx, GgmlType::F32, [64, 8, 1, 1]);
+    let b = tensor(&ctx, GgmlType::F32, [32, 2, 1, 1]);
+    assert_eq!(ctx.mul_mat(&a, &b).unwrap_err().kind(), ErrorKind::Shape);
+    let view = a
+        .view(Layout {
+            offset: 64,
+            ..*a.layout()
+        })
+        .unwrap_err();
+    assert_eq!(view.kind(), ErrorKind::OutOfBounds, "{view}");
+    let inside = a.view(Layout::contiguous(GgmlType::F32, [8, 2, 1, 1])?)?;
+    let c = tensor(&ctx, GgmlType::F32, [64, 2, 1, 1]);
+    assert_eq!(
+        ctx.mul_mat_into(&a, &c, &inside).unwrap_err().kind(),
+        ErrorKind::Overlap
+    );
+    let k = tensor(&ctx, GgmlType::I32, [64, 32, 1, 1]);
+    let q = tensor(&ctx, GgmlType::F32, [64, 1, 1, 1]);
+    let params = ggml_dawn::ops::flash_attn::FlashAttnParams::scaled(0.125);
+    assert_eq!(
+        ctx.flash_attn_ext(&q, &k, &k, None, None, params).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+    let max = ctx.capabilities().limits.max_buffer_size;
+    let huge = ctx.empty(GgmlType::F32, [usize::try_from(max / 4 + 1).unwrap(), 1, 1, 1]);
+    assert_eq!(huge.unwrap_err().kind(), ErrorKind::TooLarge);
+    let none = GpuContext::new(ContextOptions {
+        adapter: Some(ggml_dawn::AdapterChoice::Name("no such adapter".into())),
+        ..ContextOptions::default()
+    });
+    let err: ggml_dawn::Error = none.unwrap_err().into();
+    assert_eq!(err.kind(), ErrorKind::NoDevice);
+    // A lost device: every later op says so.
+    // SAFETY: the device is only destroyed; nothing of it is used in ways its toggles leave
+    // unchecked, and no buffer of it is mapped.
+    unsafe { ctx.device() }.destroy()?;
+    let lost = ctx.mul_mat(&a, &c).and_then(|_| ctx.synchronize());
+    assert_eq!(lost.unwrap_err().kind(), ErrorKind::DeviceLost);
+    Ok(())
+}
+
+/// Forgetting to permute Q (heads second, as a projection gives them, instead of third) gets an
+/// error that says what to do.
+#[test]
+fn an_unpermuted_query_gets_a_hint() {
+    use ggml_dawn::ops::flash_attn::FlashAttnParams;
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    // 4 heads of 16 for 1 token, as a projection lays them out: [16, 4, 1, 1].
+    let q = tensor(&ctx, GgmlType::F32, [16, 4, 1, 1]);
+    let k = tensor(&ctx, GgmlType::F16, [16, 8, 2, 1]);
+    let err = ctx
+        .flash_attn_ext(&q, &k, &k, None, None, FlashAttnParams::scaled(0.25))
+        .unwrap_err();
+    assert!(err.to_string().contains("permute([0, 2, 1, 3])"), "{err}");
 }

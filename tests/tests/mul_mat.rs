@@ -6,8 +6,9 @@
 //! workgroup memory), register tiles, and the simple fallback.
 
 use dawn_compute_tests::{full, gpu_planning};
-use ggml_dawn::ops::mul_mat::{self, DeviceFacts, MulMatPlan, Path, Tuning};
+use ggml_dawn::ops::mul_mat::{self, Choice, DeviceFacts, MatVecPlan, MulMatPlan, MulMatTuning};
 use ggml_dawn::reference::{self, metric};
+use ggml_dawn::tuning::profiles;
 use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, format};
 use ggml_dawn_bench::case_lists;
 use ggml_dawn_bench::cases::Case;
@@ -95,11 +96,11 @@ fn every_upstream_case_takes_a_fast_path() {
             let t = c.tensors().unwrap();
             let plan = mul_mat::plan_for(&ctx, &t.a.view, &t.b.view, &t.dst).unwrap();
             let n = t.dst.ne[1] as u64;
-            let ok = match plan.path {
-                Path::Vec { .. } | Path::VecMma { .. } => n <= u64::from(Tuning::default().vec_max_n),
-                Path::SubgroupMatrix { .. } => has_sg,
-                Path::Tiled { .. } => !has_sg,
-                Path::Simple { .. } => false,
+            let ok = match plan.choice {
+                Choice::MatVec(_) => n <= u64::from(ctx.tuning().mul_mat.vec_max_n),
+                Choice::SubgroupMatrix(_) => has_sg,
+                Choice::Tiled(_) => !has_sg,
+                Choice::Simple(_) => false,
             };
             assert!(ok, "{case}: {plan}");
             assert!(plan.workgroup_bytes <= ctx.capabilities().limits.max_compute_workgroup_storage_size);
@@ -267,7 +268,12 @@ fn random_problem(rng: &mut Rng, ty: GgmlType) -> Random {
 }
 
 /// Runs `p` planned for `facts` and `tuning`; the NMSE against the CPU, or why it failed.
-fn run_random(ctx: &GpuContext, p: &Random, facts: &DeviceFacts, tuning: &Tuning) -> Result<(f64, MulMatPlan), String> {
+fn run_random(
+    ctx: &GpuContext,
+    p: &Random,
+    facts: &DeviceFacts,
+    tuning: &MulMatTuning,
+) -> Result<(f64, MulMatPlan), String> {
     let up = ctx.upload_all(&[&p.a, &p.b]).map_err(|e| e.to_string())?;
     let dst = ctx.filled(p.dst, 0xff).map_err(|e| e.to_string())?;
     let mut stream = ctx.stream().map_err(|e| e.to_string())?;
@@ -288,7 +294,7 @@ fn run_case(
     rng: &mut Rng,
     text: String,
     facts: &DeviceFacts,
-    tuning: &Tuning,
+    tuning: &MulMatTuning,
 ) -> (String, MulMatPlan) {
     let p = random_case(rng, text);
     let (_, plan) = run_random(ctx, &p, facts, tuning).unwrap_or_else(|e| panic!("{} [{tuning}]: {e}", p.text));
@@ -317,9 +323,9 @@ fn shaped_case(a_ty: &str, (b_ty, m, n, k, k_v, bs, nr, per): Shape) -> String {
 }
 
 /// The modes the random problems run in: the device as it is, and as devices with less.
-fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
+fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, MulMatTuning)> {
     let facts = ctx.facts();
-    let defaults = Tuning::default();
+    let defaults = tuned(&facts, "");
     let mut modes = vec![("device", facts, defaults)];
     if facts.subgroup_matrix.is_some() {
         let cramped = DeviceFacts {
@@ -327,9 +333,11 @@ fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
             ..facts
         };
         // The GPUs' K step of 32 (CPU adapters default to 8).
-        let other_tiles = Tuning::parse("sg_stages=1,sg_tk=32,sg_small_count_m=2,sg_small_frag_m=2,sg_count_m=1,sg_count_n=2,vec_rows=1,vec_rows_wide=3,vec_wg=64,sg_min_workgroups=8").unwrap();
-        // Lavapipe-sized problems shrink the tiles to fill the grid; this keeps them whole.
-        let whole_tiles = Tuning::parse("sg_min_workgroups=0").unwrap();
+        let other_tiles = tuned(
+            &facts,
+            "sg_stages=1,sg_tk=32,sg_small=2/2,sg_counts=1/2,vec_rows=1/3,vec_wg=64",
+        );
+        let whole_tiles = defaults;
         modes.push(("whole tiles", facts, whole_tiles));
         modes.push(("cramped workgroup memory", cramped, whole_tiles));
         // As on adapters whose f16 configs only give f16 results.
@@ -346,8 +354,7 @@ fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, Tuning)> {
     };
     modes.push(("no subgroup matrices", no_matrices, defaults));
     let bare = without_subgroups(facts);
-    let small_tiles =
-        Tuning::parse("tiled_wg_m=8,tiled_wg_n=4,tiled_thread_m=3,tiled_thread_n=5,tiled_tk=8,vec_wg=32").unwrap();
+    let small_tiles = tuned(&facts, "tiled_wg=8/4,tiled_thread=3/5,tiled_tk=8,vec_wg=32");
     modes.push(("no subgroups", bare, small_tiles));
     modes
 }
@@ -440,9 +447,10 @@ fn staging_forms_of_the_subgroup_matrix_kernel_match_the_cpu() {
         facts.subgroup_matrix.is_some(),
         "the test adapter has subgroup matrices"
     );
-    let tuning =
-        Tuning::parse("sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2,sg_min_workgroups=0")
-            .unwrap();
+    let tuning = tuned(
+        &facts,
+        "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2",
+    );
     let mut rng = Rng::new(0x5eed_00a1);
     let mut failures = Vec::new();
     let mut runs = 0;
@@ -496,10 +504,10 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
     .expect("an adapter");
     let facts = ctx.facts();
     let bare = without_subgroups(facts);
-    let few_rows = Tuning::parse("vec_int_rows=3,vec_int_groups=2,vec_int_rows_k=2,vec_int_groups_k=1").unwrap();
+    let few_rows = tuned(&facts, "vec_int_rows=3/2,vec_int_groups=2/1");
     // As GPUs take some formats by default: the next unit's loads issued first, iq4_nl's levels
     // from the workgroup table, q8_0 at n=1 in one-row groups.
-    let prefetch = Tuning::parse("vec_int_prefetch=1,vec_int_lut=1,vec_int_q8_0_n1=1").unwrap();
+    let prefetch = tuned(&facts, "vec_int_prefetch=all,vec_int_lut=1,vec_int_q8_0_n1=1");
     let mut rng = Rng::new(0x5eed_0008);
     let mut failures = Vec::new();
     let mut runs = 0;
@@ -509,7 +517,7 @@ fn integer_mat_vec_matches_the_cpu_for_every_format() {
         .filter(|&t| mul_mat::plan::has_int_dot(t) || matches!(t, GgmlType::IQ4_NL | GgmlType::IQ4_XS));
     for ty in int_formats {
         let settings = [
-            ("device", facts, Tuning::default()),
+            ("device", facts, tuned(&facts, "")),
             ("no subgroups", bare, few_rows),
             ("prefetch", facts, prefetch),
         ];
@@ -568,10 +576,10 @@ fn misaligned_float_views_take_the_fast_paths() {
                 dst: Layout::contiguous(GgmlType::F32, [m, n, 1, 1]).unwrap(),
                 text: format!("f16 at +{a_skew} x f32 at +{b_skew}, m={m} n={n} k={k}"),
             };
-            let (nmse, plan) =
-                run_random(&ctx, &p, &ctx.facts(), &Tuning::default()).unwrap_or_else(|e| panic!("{}: {e}", p.text));
+            let (nmse, plan) = run_random(&ctx, &p, &ctx.facts(), &tuned(&ctx.facts(), ""))
+                .unwrap_or_else(|e| panic!("{}: {e}", p.text));
             eprintln!("{}: nmse {nmse:e}, {plan}", p.text);
-            assert!(!matches!(plan.path, Path::Simple { .. }), "{plan}");
+            assert!(!matches!(plan.choice, Choice::Simple(_)), "{plan}");
             let described = mul_mat::describe(&ctx, &p.a.layout, &p.b.layout, &p.dst);
             assert!(described.starts_with("MUL_MAT f16xf32: "), "{described}");
         }
@@ -585,10 +593,7 @@ fn misaligned_float_views_take_the_fast_paths() {
 fn two_dimensional_grids() {
     let ctx = context(false);
     let facts = ctx.facts();
-    let tiny = Tuning::parse(
-        "tiled_wg_m=2,tiled_wg_n=2,tiled_thread_m=1,tiled_thread_n=1,sg_small_count_m=1,sg_small_frag_m=1,sg_min_workgroups=0",
-    )
-    .unwrap();
+    let tiny = tuned(&facts, "tiled_wg=2/2,tiled_thread=1/1,sg_small=1/1");
     let no_matrices = DeviceFacts {
         subgroup_matrix: None,
         ..facts
@@ -615,12 +620,12 @@ fn mat_vec_with_more_outputs_than_threads() {
     let device = ctx.facts();
     let bare = without_subgroups(device);
     let mut rng = Rng::new(17);
-    for (kernel, facts) in [(0, device), (1, device), (1, bare)] {
+    for (words, facts) in [("none", device), ("all", device), ("all", bare)] {
         for knobs in [
-            "vec_wg=64,vec_rows=16,vec_rows_wide=16,vec_rows_k=16,vec_rows_wide_k=16,vec_groups=1,vec_groups_wide=1",
-            "vec_wg=32,vec_rows=3,vec_rows_wide=5,vec_rows_k=3,vec_rows_wide_k=5,vec_groups=4,vec_groups_wide=2",
+            "vec_wg=64,vec_rows=16/16,vec_rows_k=16/16,vec_groups=1/1",
+            "vec_wg=32,vec_rows=3/5,vec_rows_k=3/5,vec_groups=4/2",
         ] {
-            let tuning = Tuning::parse(&format!("{knobs},vec_kernel={kernel}")).unwrap();
+            let tuning = tuned(&facts, &format!("{knobs},vec_words={words}"));
             for (ty, k) in [
                 (GgmlType::Q4_0, 800),
                 (GgmlType::Q4_0, 1024),
@@ -632,7 +637,7 @@ fn mat_vec_with_more_outputs_than_threads() {
                 for n in [1, 7, 8] {
                     let text = format!("MUL_MAT(type_a={ty},type_b=f32,m=37,n={n},k={k})");
                     let (_, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
-                    assert!(matches!(plan.path, Path::Vec { .. }), "{plan}");
+                    assert!(matches!(plan.choice, Choice::MatVec(MatVecPlan { .. })), "{plan}");
                 }
             }
         }
@@ -649,9 +654,12 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
     let ctx = context(false);
     let device = ctx.facts();
     let bare = without_subgroups(device);
-    let tuning = Tuning::parse("vec_float_vec4=1,vec_int_a_vec4=1").unwrap();
+    let tuning = tuned(&device, "vec_float_vec4=1,vec_int_a_vec4=all");
     // The units kernel (not the K-quant slots) at every n tried.
-    let units = Tuning::parse("vec_float_vec4=1,vec_int_a_vec4=1,vec_int_slots_min_n=65,vec_wg=64").unwrap();
+    let units = tuned(
+        &device,
+        "vec_float_vec4=1,vec_int_a_vec4=all,vec_int_slots_min_n=65,vec_wg=64",
+    );
     let mut rng = Rng::new(31);
     for facts in [device, bare] {
         for (ty, b_ty, k, k_v, n) in [
@@ -664,7 +672,11 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
         ] {
             let text = shaped_case(ty.name(), (b_ty.name(), 37, n, k, k_v, [1, 1], [1, 1], [0, 1, 2, 3]));
             let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
-            assert!(matches!(plan.path, Path::Vec { .. }) && plan.a_vec4, "{}: {plan}", text);
+            assert!(
+                matches!(plan.choice, Choice::MatVec(MatVecPlan { .. })) && plan.a_vec4,
+                "{}: {plan}",
+                text
+            );
         }
         // q4_0 and q8_0 in units of 8 blocks, and with rows padded past k, so that one block is left
         // after the last whole unit.
@@ -683,12 +695,12 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
                 let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &units);
                 assert!(
                     matches!(
-                        plan.path,
-                        Path::Vec {
+                        plan.choice,
+                        Choice::MatVec(MatVecPlan {
                             int_dot: true,
                             int_slots: false,
                             ..
-                        }
+                        })
                     ) && plan.a_vec4,
                     "{}: {plan}",
                     text
@@ -698,87 +710,14 @@ fn mat_vec_reading_16_byte_words_matches_the_cpu() {
     }
 }
 
-/// The integer mat-vec reading q4_0 and q8_0 rows as a stream of 16-byte words
-/// ([`Tuning::vec_int_stream`]): k from one 256-element stretch to ten, rows padded past k,
-/// broadcast and permuted b in f32 and f16, n from 1 to 8, few and many rows per workgroup, with
-/// and without subgroups; every output against the CPU reference.
-#[test]
-fn mat_vec_reading_a_byte_stream_matches_the_cpu() {
-    let ctx = context(false);
-    let device = ctx.facts();
-    let bare = without_subgroups(device);
-    let tunings = [
-        Tuning::parse("vec_int_stream=1").unwrap(),
-        Tuning::parse("vec_int_stream=1,vec_int_rows=3,vec_int_groups=2").unwrap(),
-    ];
-    let mut rng = Rng::new(0x5eed_0016);
-    let mut runs = 0;
-    for (facts, tuning) in [(device, tunings[0]), (bare, tunings[1]), (device, tunings[1])] {
-        for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
-            for shape in [
-                ("f32", 37, 1, 256, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
-                ("f32", 64, 2, 512, 768, [1, 1], [1, 1], [0, 1, 2, 3]),
-                ("f16", 19, 3, 1024, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
-                ("f32", 33, 5, 2560, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
-                ("f32", 8, 8, 768, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
-            ] {
-                let text = shaped_case(&ty.to_string(), shape);
-                let (text, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
-                runs += 1;
-                assert!(
-                    matches!(plan.path, Path::Vec { int_stream: true, .. }) && plan.to_string().contains("stream of"),
-                    "{}: {plan}",
-                    text
-                );
-            }
-        }
-    }
-    assert_eq!(runs, 30);
-}
-
-/// The mat-vec on subgroup matrices (`vec_mma=1`): rows that leave the last workgroup part
-/// empty, k from one K step to rounds that do not divide it, padded rows of a, broadcast and
-/// permuted b in f32 and f16, n from 1 to 8, and an odd split with two results per subgroup;
-/// every output against the CPU reference.
-#[test]
-fn mat_vec_on_subgroup_matrices_matches_the_cpu() {
-    let ctx = context(false);
-    if ctx.facts().subgroup_matrix.is_none_or(|c| !c.f32_result) {
-        eprintln!("skipped: no f16 subgroup-matrix config with f32 results");
-        return;
-    }
-    let mut rng = Rng::new(0x5eed_0017);
-    let mut runs = 0;
-    for knobs in [
-        "vec_mma=1",
-        "vec_mma=1,vec_mma_split=3,vec_mma_unroll=2,vec_mma_frag_m=2,vec_mma_depth=1",
-    ] {
-        let tuning = Tuning::parse(knobs).unwrap();
-        for shape in [
-            ("f32", 37, 1, 8, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
-            ("f32", 64, 2, 512, 768, [1, 1], [1, 1], [0, 1, 2, 3]),
-            ("f16", 19, 3, 1000, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
-            ("f32", 33, 5, 2560, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
-            ("f32", 8, 8, 776, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
-        ] {
-            let (text, plan) = run_case(&ctx, &mut rng, shaped_case("f16", shape), &ctx.facts(), &tuning);
-            runs += 1;
-            assert!(matches!(plan.path, Path::VecMma { .. }), "{} [{knobs}]: {plan}", text);
-        }
-    }
-    assert_eq!(runs, 10);
-}
-
-/// The float mat-vec over 16-byte words of f16 and bf16 a with b read as 8 halves a word: an f32
-/// b through its f16 copy (`vec_b_f16_min_n`), an f16 b as it is; k with a tail past the last
-/// word, padded rows of a, broadcast and permuted b, n from 1 to 8; every output against the
-/// CPU reference.
+/// The float mat-vec over 16-byte words of f16 and bf16 a, an f16 b read as 8 halves a word
+/// and an f32 b as floats; k with a tail past the last word, padded rows of a, broadcast and
+/// permuted b, n from 1 to 8; every output against the CPU reference.
 #[test]
 fn float_mat_vec_reading_b_as_halves_matches_the_cpu() {
     let ctx = context(false);
-    let tuning = Tuning::parse("vec_float_vec4=1,vec_b_f16_min_n=1").unwrap();
+    let tuning = tuned(&ctx.facts(), "vec_float_vec4=1");
     let mut rng = Rng::new(0x5eed_0018);
-    let mut copies = 0;
     for ty in ["f16", "bf16"] {
         for shape in [
             ("f32", 37, 1, 256, 0, [1, 1], [1, 1], [0, 1, 2, 3]),
@@ -787,18 +726,15 @@ fn float_mat_vec_reading_b_as_halves_matches_the_cpu() {
             ("f32", 33, 5, 2568, 0, [2, 1], [1, 2], [0, 2, 1, 3]),
             ("f32", 8, 8, 776, 1024, [2, 3], [2, 1], [0, 1, 2, 3]),
         ] {
-            let b_ty = shape.0;
             let (text, plan) = run_case(&ctx, &mut rng, shaped_case(ty, shape), &ctx.facts(), &tuning);
             assert!(
-                matches!(plan.path, Path::Vec { int_dot: false, .. }) && plan.a_vec4,
+                matches!(plan.choice, Choice::MatVec(MatVecPlan { int_dot: false, .. })) && plan.a_vec4,
                 "{}: {plan}",
                 text
             );
-            assert_eq!(plan.convert_b.is_some(), b_ty == "f32", "{}: {plan}", text);
-            copies += usize::from(plan.convert_b.is_some());
+            assert!(plan.convert_b.is_none(), "{}: {plan}", text);
         }
     }
-    assert_eq!(copies, 8);
 }
 
 /// mxfp4 and nvfp4 in the integer mat-vec (`vec_int_fp4=1`): mxfp4's 17-byte blocks read at
@@ -811,14 +747,17 @@ fn integer_mat_vec_reads_the_fp4_formats() {
     let device = ctx.facts();
     let bare = without_subgroups(device);
     let settings = [
-        (device, Tuning::parse("vec_int_fp4=1").unwrap()),
+        (device, tuned(&device, "vec_int_fp4=1")),
         (
             bare,
-            Tuning::parse("vec_int_fp4=1,vec_int_rows=3,vec_int_groups=2,vec_int_lut=1").unwrap(),
+            tuned(
+                &device,
+                "vec_int_fp4=1,vec_int_rows=3/3,vec_int_groups=2/2,vec_int_lut=1",
+            ),
         ),
         (
             device,
-            Tuning::parse("vec_int_fp4=1,vec_int_prefetch=1,vec_int_lut=1").unwrap(),
+            tuned(&device, "vec_int_fp4=1,vec_int_prefetch=all,vec_int_lut=1"),
         ),
     ];
     let mut rng = Rng::new(0x5eed_0019);
@@ -843,9 +782,9 @@ fn integer_mat_vec_reads_the_fp4_formats() {
                 runs += 1;
                 // The levels from the workgroup table where the knob asks for it (its default:
                 // on GPUs, not on CPU adapters).
-                let table = mul_mat::plan::knob_on(tuning.vec_int_lut, &facts);
+                let table = tuning.vec_int_lut;
                 assert!(
-                    matches!(plan.path, Path::Vec { int_dot: true, level_table, .. } if level_table == table),
+                    matches!(plan.choice, Choice::MatVec(MatVecPlan { int_dot: true, level_table, .. }) if level_table == table),
                     "{}: {plan}",
                     text
                 );
@@ -855,31 +794,9 @@ fn integer_mat_vec_reads_the_fp4_formats() {
     assert_eq!(runs, 30);
 }
 
-/// The float mat-vec with b staged in workgroup memory: chunks that do not divide k nor the
-/// group's lanes, an odd k (its last element read from b directly), f32 and f16 b, with and
-/// without subgroups; every output against the CPU reference.
-#[test]
-fn float_mat_vec_with_b_staged_in_workgroup_memory() {
-    let ctx = context(false);
-    let device = ctx.facts();
-    let bare = without_subgroups(device);
-    let mut rng = Rng::new(29);
-    for facts in [device, bare] {
-        for chunk in [7, 64] {
-            let tuning = Tuning::parse(&format!("vec_b_shared={chunk},vec_wg=64,vec_groups_wide=2")).unwrap();
-            for (ty, b_ty, k, n) in [
-                (GgmlType::F16, GgmlType::F32, 300, 8),
-                (GgmlType::F32, GgmlType::F32, 301, 2),
-                (GgmlType::BF16, GgmlType::F32, 1000, 5),
-                (GgmlType::F16, GgmlType::F16, 258, 3),
-            ] {
-                let text = format!("MUL_MAT(type_a={ty},type_b={b_ty},m=37,n={n},k={k})");
-                let (_, plan) = run_case(&ctx, &mut rng, text, &facts, &tuning);
-                assert!(
-                    matches!(plan.path, Path::Vec { b_shared, .. } if b_shared == chunk),
-                    "{plan}"
-                );
-            }
-        }
-    }
+/// `facts`' profile with `overrides` (`name=value,…`) on top, as a context makes its tuning.
+fn tuned(facts: &DeviceFacts, overrides: &str) -> MulMatTuning {
+    let mut t = profiles::mul_mat(facts.class);
+    t.apply(overrides).unwrap_or_else(|e| panic!("{overrides}: {e}"));
+    t
 }

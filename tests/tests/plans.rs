@@ -4,10 +4,11 @@
 //! encoder behind the plan's back fails here.
 
 use ggml_dawn::exec::{Stream, grid_2d};
-use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams, Kernel};
-use ggml_dawn::ops::mul_mat::{self, MulMatPlan, Path};
+use ggml_dawn::ops::flash_attn::{self, FlashAttnOperands, FlashAttnParams};
+use ggml_dawn::ops::mul_mat::{self, Choice, MatVecPlan, MulMatPlan, SubgroupMatrixPlan, TiledPlan};
 use ggml_dawn::shader_lib::ShaderVariant;
-use ggml_dawn::{ContextOptions, DeviceTensor, GgmlType, GpuContext, Tuning};
+use ggml_dawn::tuning::Overrides;
+use ggml_dawn::{ContextOptions, DeviceTensor, GgmlType, GpuContext};
 
 fn contexts() -> Vec<GpuContext> {
     [false, true]
@@ -74,33 +75,34 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
         "{what}: {v}"
     );
     assert_eq!(*grid, plan.grid, "{what}: {v}");
-    let file = match &plan.path {
-        Path::Vec { .. } => "mul_mat_vec.wgsl",
-        Path::VecMma { .. } => "mul_mat_vec_mma.wgsl",
-        Path::Tiled { .. } => "mul_mat_tiled.wgsl",
-        Path::SubgroupMatrix { .. } => "mul_mat_subgroup_matrix.wgsl",
-        Path::Simple { .. } => "mul_mat_simple.wgsl",
+    let file = match &plan.choice {
+        Choice::MatVec(_) => "mul_mat_vec.wgsl",
+        Choice::Tiled(_) => "mul_mat_tiled.wgsl",
+        Choice::SubgroupMatrix(_) => "mul_mat_subgroup_matrix.wgsl",
+        Choice::Simple(_) => "mul_mat_simple.wgsl",
     };
     assert_eq!(v.file, file, "{what}");
-    if !matches!(plan.path, Path::Simple { .. }) {
+    if !matches!(plan.choice, Choice::Simple(_)) {
         assert_eq!(flag(v, "B_VEC4"), plan.b_vec4, "{what}: {v}");
         assert_eq!(flag(v, "A_ALIGN4"), kp.a_align >= 4, "{what}: {v}");
         assert_eq!(flag(v, "B_CONTIG"), plan.problem.b_contiguous, "{what}: {v}");
     }
-    match &plan.path {
-        Path::Vec {
-            wg_size,
-            rows,
-            groups,
-            cols,
-            subgroups,
-            int_dot,
-            int_slots,
-            prefetch,
-            level_table,
-            probe,
-            ..
-        } => {
+    match &plan.choice {
+        Choice::MatVec(
+            mv @ MatVecPlan {
+                wg_size,
+                rows,
+                groups,
+                cols,
+                subgroups,
+                int_dot,
+                int_slots,
+                prefetch,
+                level_table,
+                ..
+            },
+        ) => {
+            let probe = &mv.probe();
             assert_eq!(define(v, "WG_SIZE"), Some(u(*wg_size).as_str()), "{what}: {v}");
             assert_eq!(define(v, "ROWS"), Some(u(*rows).as_str()), "{what}: {v}");
             assert_eq!(define(v, "GROUPS"), Some(u(*groups).as_str()), "{what}: {v}");
@@ -114,24 +116,26 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             assert_eq!(flag(v, "PROBE_ALU"), *probe == 2 && !*int_dot, "{what}: {v}");
             assert_eq!(plan.quantize_b.is_some(), *int_dot, "{what}");
         }
-        Path::Tiled { wg_m, wg_n, tk, .. } => {
+        Choice::Tiled(TiledPlan { wg_m, wg_n, tk, .. }) => {
             assert_eq!(define(v, "WG_M"), Some(u(*wg_m).as_str()), "{what}: {v}");
             assert_eq!(define(v, "WG_N"), Some(u(*wg_n).as_str()), "{what}: {v}");
             assert_eq!(define(v, "TK"), Some(u(*tk).as_str()), "{what}: {v}");
         }
-        Path::SubgroupMatrix {
-            config,
-            count_m,
-            count_n,
-            tk,
-            stages,
-            prefetch,
-            deep_prefetch,
-            probe,
-            raw_units,
-            wg_size,
-            ..
-        } => {
+        Choice::SubgroupMatrix(
+            sg @ SubgroupMatrixPlan {
+                config,
+                count_m,
+                count_n,
+                tk,
+                stages,
+                prefetch,
+                deep_prefetch,
+                raw_units,
+                wg_size,
+                ..
+            },
+        ) => {
+            let probe = &sg.probe();
             assert_eq!(define(v, "SG_M"), Some(u(config.m).as_str()), "{what}: {v}");
             assert_eq!(flag(v, "RAW_UNITS"), *raw_units, "{what}: {v}");
             assert_eq!(define(v, "STAGES"), Some(stages.to_string().as_str()), "{what}: {v}");
@@ -147,26 +151,7 @@ fn check_mul_mat(plan: &MulMatPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
             assert_eq!(flag(v, "ACC_F32"), config.f32_result, "{what}: {v}");
             assert_eq!(flag(v, "DIRECT_STORE"), plan.direct_store, "{what}: {v}");
         }
-        Path::VecMma {
-            config,
-            split,
-            frag_m,
-            unroll,
-            depth,
-            wg_size,
-        } => {
-            assert_eq!(define(v, "DEPTH"), Some(u(*depth).as_str()), "{what}: {v}");
-            assert_eq!(define(v, "SG_M"), Some(u(config.m).as_str()), "{what}: {v}");
-            assert_eq!(define(v, "SG_N"), Some(u(config.n).as_str()), "{what}: {v}");
-            assert_eq!(define(v, "SG_K"), Some(u(config.k).as_str()), "{what}: {v}");
-            assert_eq!(define(v, "SPLIT"), Some(u(*split).as_str()), "{what}: {v}");
-            assert_eq!(define(v, "FRAG_M"), Some(u(*frag_m).as_str()), "{what}: {v}");
-            assert_eq!(define(v, "UNROLL"), Some(u(*unroll).as_str()), "{what}: {v}");
-            assert_eq!(define(v, "WG_SIZE"), Some(u(*wg_size).as_str()), "{what}: {v}");
-            assert!(flag(v, "A_VEC4") && plan.a_vec4, "{what}: {v}");
-            assert!(plan.convert_b.is_none() && plan.quantize_b.is_none(), "{what}");
-        }
-        Path::Simple { .. } => {
+        Choice::Simple(_) => {
             assert!(!plan.a_vec4 && !plan.b_vec4 && !plan.direct_store && plan.quantize_b.is_none());
             assert!(plan.dequantize_a.is_none() && plan.convert_b.is_none());
         }
@@ -179,12 +164,11 @@ fn mul_mat_encoders_follow_their_plans() {
     for base in contexts() {
         // The defaults, and knobs that move problems onto the other kernels.
         let tunings = [
-            Tuning::default(),
-            Tuning::parse("vec_int_max_n=0,vec_kernel=1", "").unwrap(),
-            Tuning::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
-            Tuning::parse("vec_mma=1,vec_mma_split=2,vec_mma_unroll=3,vec_mma_depth=1", "").unwrap(),
-            Tuning::parse("vec_float_vec4=1,vec_b_f16_min_n=2", "").unwrap(),
-            Tuning::parse(
+            Overrides::none(),
+            Overrides::parse("vec_int_max_n=0,vec_words=all", "").unwrap(),
+            Overrides::parse("vec_int_probe=2,sg_acc_f16=1", "").unwrap(),
+            Overrides::parse("vec_float_vec4=1", "").unwrap(),
+            Overrides::parse(
                 "sg_raw_units=1,sg_a_f16_min_n=9,sg_b_f16_min_n=9,sg_stages=1,sg_prefetch=2",
                 "",
             )
@@ -222,10 +206,10 @@ fn mul_mat_encoders_follow_their_plans() {
 }
 
 /// The recorded dispatches of one FLASH_ATTN_EXT against its plan.
-fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(ShaderVariant, [u32; 3])]) {
+fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::FlashAttnPlan, dispatches: &[(ShaderVariant, [u32; 3])]) {
     let what = plan.to_string();
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-    if let Kernel::Simple(_) = plan.kernel {
+    if let flash_attn::Choice::Simple(_) = plan.choice {
         // K and V to f32, then the simple kernel.
         let files: Vec<&str> = dispatches.iter().map(|(v, _)| v.file).collect();
         assert_eq!(
@@ -241,7 +225,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
         "{what}: {dispatches:?}"
     );
     let (v, grid) = &dispatches[0];
-    assert_eq!(*grid, grid_2d(plan.workgroups(&plan.shape) as u32, max), "{what}");
+    assert_eq!(*grid, grid_2d(plan.workgroups(&plan.problem) as u32, max), "{what}");
     assert_eq!(
         define(v, "K_VEC"),
         Some(if plan.k_vec { "1" } else { "0" }),
@@ -257,8 +241,8 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
         Some(if plan.mask_skip { "1" } else { "0" }),
         "{what}: {v}"
     );
-    let threads = match &plan.kernel {
-        Kernel::Tile(t) => {
+    let threads = match &plan.choice {
+        flash_attn::Choice::Tile(t) => {
             assert_eq!(v.file, "flash_attn_tile.wgsl", "{what}");
             assert_eq!(
                 define(v, "KV_TILE"),
@@ -267,7 +251,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
             );
             t.threads
         }
-        Kernel::Vec(t) => {
+        flash_attn::Choice::Vec(t) => {
             assert_eq!(v.file, "flash_attn_vec.wgsl", "{what}");
             assert_eq!(define(v, "VEC_LK"), Some(t.lanes.to_string().as_str()), "{what}: {v}");
             assert_eq!(
@@ -279,7 +263,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
             assert_eq!(flag(v, "VEC_QINT"), t.qint && !matches!(t.probe, 1 | 2), "{what}: {v}");
             t.threads
         }
-        Kernel::Mma(m) => {
+        flash_attn::Choice::Mma(m) => {
             assert_eq!(v.file, "flash_attn_mma.wgsl", "{what}");
             assert_eq!(
                 define(v, "KV_TILE"),
@@ -289,7 +273,7 @@ fn check_flash_attn(ctx: &GpuContext, plan: &flash_attn::Plan, dispatches: &[(Sh
             assert_eq!(define(v, "PROBE"), Some(m.probe.to_string().as_str()), "{what}: {v}");
             m.threads
         }
-        Kernel::Simple(_) => unreachable!(),
+        flash_attn::Choice::Simple(_) => unreachable!(),
     };
     assert_eq!(define(v, "NT"), Some(threads.to_string().as_str()), "{what}: {v}");
     assert_eq!(define(v, "ROWS"), Some(plan.rows.to_string().as_str()), "{what}: {v}");
@@ -307,7 +291,7 @@ fn record_flash_attn(
     v: &DeviceTensor,
     mask: &DeviceTensor,
     dst: &DeviceTensor,
-) -> flash_attn::Plan {
+) -> flash_attn::FlashAttnPlan {
     let ops = FlashAttnOperands {
         q,
         k,
@@ -324,8 +308,14 @@ fn record_flash_attn(
 fn flash_attn_encoders_follow_their_plans() {
     let mut kernels = std::collections::BTreeSet::new();
     for base in contexts() {
-        for knobs in ["", "path=tile,split=3", "path=vec,split=2", "path=mma", "path=simple"] {
-            let ctx = base.with_tuning(Tuning::parse("", knobs).unwrap()).unwrap();
+        for knobs in [
+            "",
+            "kernel=tile,split=3",
+            "kernel=vec,split=2",
+            "kernel=mma",
+            "kernel=simple",
+        ] {
+            let ctx = base.with_tuning(Overrides::parse("", knobs).unwrap()).unwrap();
             for (hsk, hsv, n_q, kv, ty) in [
                 (64, 64, 1, 300, GgmlType::F16),
                 (128, 128, 7, 256, GgmlType::Q8_0),
@@ -361,7 +351,7 @@ fn flash_attn_probes_run_and_name_themselves() {
     let ctx = GpuContext::new(ContextOptions::default()).expect("an adapter");
     for (probe, words) in [(1, "K/V staging only"), (2, "math only")] {
         let ctx = ctx
-            .with_tuning(Tuning::parse("", &format!("path=mma,mma_probe={probe},split=2")).unwrap())
+            .with_tuning(Overrides::parse("", &format!("kernel=mma,mma_probe={probe},split=2")).unwrap())
             .unwrap();
         let (hs, n_q, kv, heads) = (64, 20, 200, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, n_q, heads, 1]).unwrap();
@@ -371,7 +361,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         let dst = ctx.empty(GgmlType::F32, [hs, heads, n_q, 1]).unwrap();
         let mut stream = ctx.stream().unwrap();
         let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
-        let Kernel::Mma(m) = &plan.kernel else {
+        let flash_attn::Choice::Mma(m) = &plan.choice else {
             panic!("no mma kernel: {plan}")
         };
         assert_eq!(m.probe, probe);
@@ -389,7 +379,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         (3, GgmlType::Q8_0, "no reduce pass"),
     ] {
         let ctx = ctx
-            .with_tuning(Tuning::parse("", &format!("path=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
+            .with_tuning(Overrides::parse("", &format!("kernel=vec,vec_probe={probe},split=2,vec_qint=1")).unwrap())
             .unwrap();
         let (hs, kv, heads) = (128, 256, 2);
         let q = ctx.zeros(GgmlType::F32, [hs, 1, heads, 1]).unwrap();
@@ -399,7 +389,7 @@ fn flash_attn_probes_run_and_name_themselves() {
         let dst = ctx.empty(GgmlType::F32, [hs, heads, 1, 1]).unwrap();
         let mut stream = ctx.stream().unwrap();
         let plan = record_flash_attn(&ctx, &mut stream, &q, &k, &v, &mask, &dst);
-        let Kernel::Vec(t) = &plan.kernel else {
+        let flash_attn::Choice::Vec(t) = &plan.choice else {
             panic!("no vec kernel: {plan}")
         };
         assert_eq!(t.probe, probe, "{plan}");

@@ -130,7 +130,6 @@ const MATRIX_DEFINES: &[&str] = &[
     "Q_REGS",
     "K_VEC",
     "V_VEC",
-    "RH",
     "HAS_MASK",
 ];
 

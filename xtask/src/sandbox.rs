@@ -160,7 +160,19 @@ fn build_extra(root: &Path, command: &[OsString], extra: &Extra) -> Result<Comma
         let inside = sh_quote(&format!("{}{}", root.display(), dir.display()));
         script += &format!("mkdir -p {inside}; mount --rbind {outside} {inside}\n");
     }
-    script += &extra_mounts(root, &extra.mounts);
+    // The model cache (`cargo xtask model`), read-only at the same path, when there is one: the
+    // real-model tests look for it there.
+    let models = crate::model::models_dir();
+    let mut mounts: Vec<Mount> = Vec::new();
+    if models.is_dir() {
+        mounts.push(Mount {
+            source: models.clone(),
+            inside: models,
+            read_only: true,
+        });
+    }
+    mounts.extend(extra.mounts.iter().cloned());
+    script += &extra_mounts(root, &mounts);
     script += &hide(root, &extra.hide);
     // `$1` is the working directory; the rest is the command.
     script += &format!("exec chroot {r} /bin/sh -c 'cd \"$1\" && shift && exec \"$@\"' sh \"$@\"\n");

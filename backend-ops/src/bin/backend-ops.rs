@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ggml_dawn::tuning::{self, Tuning};
+use ggml_dawn::tuning::{self, Overrides};
 use ggml_dawn::{ContextOptions, GpuContext};
 use ggml_dawn_bench::cases::Case;
 use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
@@ -66,6 +66,10 @@ struct DeviceArgs {
     /// backend, computes nothing: it is used only when named here, never as a GPU found.
     #[arg(long, global = true, value_enum)]
     dawn_backend: Option<DawnBackend>,
+    /// The adapter to run on: its number in `info`'s list of adapters, or a part of its device
+    /// name (default: Dawn's choice).
+    #[arg(long, global = true)]
+    adapter: Option<ggml_dawn::AdapterChoice>,
 }
 
 /// The Dawn backends `--dawn-backend` names.
@@ -292,14 +296,14 @@ fn parse_config(text: &str) -> Result<(u32, u32, u32), String> {
 }
 
 /// The knobs of `GGML_DAWN_MUL_MAT` and `GGML_DAWN_FA` (unset: the defaults). The tool is the
-/// one place that reads them; the library takes a [`Tuning`] per context.
-fn env_tuning() -> Result<Tuning, String> {
+/// one place that reads them; the library takes [`Overrides`] of its profiles per context.
+fn env_tuning() -> Result<Overrides, String> {
     let var = |name: &str| match std::env::var(name) {
         Ok(text) => Ok(text),
         Err(std::env::VarError::NotPresent) => Ok(String::new()),
         Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name}: the value is not UTF-8")),
     };
-    Tuning::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
+    Overrides::parse(&var(tuning::MUL_MAT_ENV)?, &var(tuning::FLASH_ATTN_ENV)?).map_err(|e| e.to_string())
 }
 
 /// Log lines of the library (a kernel's first compilation, with its time) on standard error:
@@ -334,7 +338,7 @@ fn main() -> ExitCode {
                 Command::Info | Command::Shaders { .. } | Command::Suites { .. }
             ) =>
         {
-            Tuning::default()
+            Overrides::none()
         }
         Err(e) => {
             eprintln!("backend-ops: {e}");
@@ -349,6 +353,7 @@ fn main() -> ExitCode {
         disable_toggles: cli.device.disable_toggles,
         tuning,
         backend: cli.device.dawn_backend.map(DawnBackend::backend_type),
+        adapter: cli.device.adapter.clone(),
         ..ContextOptions::default()
     };
     if let Err(e) = options.check_toggles() {
@@ -1046,10 +1051,23 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
                 "limits": limits,
                 "subgroup_matrix_configs": configs,
                 "subgroup_matrix_used": caps.subgroup_matrix.map(|c| c.to_string()),
+                "device_class": format!("{:?}", ctx.facts().class),
+                "mul_mat_tuning": ctx.tuning().mul_mat.to_string(),
                 "compute_check": match &check { Ok(n) => json!({ "ok": true, "elements": n }), Err(e) => json!({ "ok": false, "error": e }) },
             })
         );
         return check.map(|_| true);
+    }
+    if let Ok(all) = ggml_dawn::adapters() {
+        println!("adapters (--adapter N or a part of the name):");
+        for (i, a) in all.iter().enumerate() {
+            let mark = if a.device == info.device && a.backend == info.backend {
+                "  <- used"
+            } else {
+                ""
+            };
+            println!("  #{i} {} ({:?}, {:?}){mark}", a.device, a.backend, a.adapter_type);
+        }
     }
     println!("adapter:        {} ({})", info.device, info.description);
     println!(
@@ -1083,6 +1101,8 @@ fn info(options: ContextOptions, output: Output) -> Result<bool, String> {
         };
         println!("  {config}{mark}");
     }
+    println!("device class:   {:?} (its tuning profile)", ctx.facts().class);
+    println!("MUL_MAT tuning: {}", ctx.tuning().mul_mat);
     let n = 1 << 20;
     let checked = selfcheck::on_context(&ctx, n).map_err(|e| format!("the compute check failed: {e}"))?;
     println!("compute check:  y = 3x + y over {checked} elements, every element matches the CPU: OK");

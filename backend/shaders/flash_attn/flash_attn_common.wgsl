@@ -64,9 +64,6 @@
 #ifndef CG
 #define CG 1u
 #endif
-#ifndef RH
-#define RH 1u
-#endif
 #ifndef SB
 #define SB 1u
 #endif

@@ -1,13 +1,13 @@
-// FLASH_ATTN_EXT with subgroup matrices. A workgroup owns ROWS = RH·RB·SG_M query rows (see
+// FLASH_ATTN_EXT with subgroup matrices. A workgroup owns ROWS = RB·SG_M query rows (see
 // flash_attn_common.wgsl) and walks the keys of one split in tiles of KV_TILE keys, staged as
-// f16 (dequantized) in workgroup memory. NSG = RB·CG subgroups: subgroup s owns the row blocks
-// s % RB + h·RB (h < RH: each K/V matrix it loads serves RH products) and, of those, every
-// CG-th block of SG_N keys in S = Q·Kᵀ and every CG-th block of SG_N output columns of O. Scores go through workgroup memory for the online softmax
+// f16 (dequantized) in workgroup memory. NSG = RB·CG subgroups: subgroup s owns row block
+// s % RB and, of it, every CG-th block of SG_N keys in S = Q·Kᵀ and every CG-th block of SG_N
+// output columns of O. Scores go through workgroup memory for the online softmax
 // (f32); P is stored as f16 for P·V; O accumulates in f32 result matrices. O is rescaled only
 // when some row's maximum grows by more than params.tau (then P ≤ e^tau fits f16).
 //
 // All buffers are 16-byte chunks (8 f16) addressed by the new subgroupMatrixLoad/Store forms,
-// whose offsets and strides count array elements. Layout (plan.rs, MmaPlan): Q (QSTR chunks a
+// whose offsets and strides count array elements. Layout (plan/mma.rs, MmaPlan): Q (QSTR chunks a
 // row; overlapping the rest when it lives in registers), K (KSTR), V (VSTR; K's buffer when
 // KV_ALIAS), P (PSTR; K's buffer when P_ALIAS); scores SSTR vec4<f32> a row.
 //
@@ -44,13 +44,11 @@ alias ResM = subgroup_matrix_result<f32, SG_N, SG_M>;
 #define NBT (KV_TILE / SG_N)
 // output column blocks
 #define OBT (HSVP / SG_N)
-// ... per subgroup and row block
+// ... per subgroup
 #define OBS ((OBT + CG - 1u) / CG)
-// O blocks per subgroup (row block h: [h·OBS, (h + 1)·OBS))
-#define OBH (OBS * RH)
 // vec4<f32> of a result block
 #define BLK4 (SG_M * SG_N / 4u)
-#define ROUNDS ((OBH + SB - 1u) / SB)
+#define ROUNDS ((OBS + SB - 1u) / SB)
 // 8-key chunks of a tile
 #define TC (KV_TILE / 8)
 // ... per softmax lane
@@ -139,22 +137,16 @@ fn main(
     let rb = sg_id % RB;
     let cg = sg_id / RB;
 #if Q_REGS
-    var qf: array<LeftM, KQ * RH>;
+    var qf: array<LeftM, KQ>;
     if (math) {
-#for H_ in 0..RH
-        {
-            let h = H_##u;
-            for (var kk = 0u; kk < KQ; kk += 1u) {
-                qf[h * KQ + kk] = subgroupMatrixLoad<LeftM, row_major>(&smem,
-                    Q_OFF + (rb + h * RB) * SG_M * QSTR + kk * (SG_K / 8u), QSTR);
-            }
+        for (var kk = 0u; kk < KQ; kk += 1u) {
+            qf[kk] = subgroupMatrixLoad<LeftM, row_major>(&smem, Q_OFF + rb * SG_M * QSTR + kk * (SG_K / 8u), QSTR);
         }
-#endfor
     }
     workgroupBarrier();
 #endif
-    var o: array<ResM, OBH>;
-#for B_ in 0..OBH
+    var o: array<ResM, OBS>;
+#for B_ in 0..OBS
     {
         let b = B_##u;
         o[b] = ResM();
@@ -203,43 +195,28 @@ fn main(
             // S = Q·Kᵀ, block by block.
             if (math) {
                 for (var nb = cg; nb < NBT; nb += CG) {
-                    var s: array<ResM, RH>;
-#for H_ in 0..RH
-                    {
-                        let h = H_##u;
-                        s[h] = ResM();
-                    }
-#endfor
+                    var s = ResM();
 #for KK_ in 0..KQ
                     {
                         let kk = KK_##u;
                         let r = subgroupMatrixLoad<RightM, col_major>(&smem, K_OFF + nb * SG_N * KSTR + kk * (SG_K / 8u),
                             KSTR);
-#for H_ in 0..RH
-                        {
-                            let h = H_##u;
 #if Q_REGS
-                            let l = qf[h * KQ + kk];
+                        let l = qf[kk];
 #else
-                            let l = subgroupMatrixLoad<LeftM, row_major>(&smem,
-                                Q_OFF + (rb + h * RB) * SG_M * QSTR + kk * (SG_K / 8u), QSTR);
+                        let l = subgroupMatrixLoad<LeftM, row_major>(&smem, Q_OFF + rb * SG_M * QSTR + kk * (SG_K / 8u),
+                            QSTR);
 #endif
-                            s[h] = subgroupMatrixMultiplyAccumulate(l, r, s[h]);
-                        }
-#endfor
+                        s = subgroupMatrixMultiplyAccumulate(l, r, s);
                     }
 #endfor
-#for H_ in 0..RH
-                    {
-                        let h = H_##u;
-                        subgroupMatrixStore<row_major>(&sf, (rb + h * RB) * SG_M * SSTR + nb * (SG_N / 4u), s[h], SSTR);
-                    }
-#endfor
+                    subgroupMatrixStore<row_major>(&sf, rb * SG_M * SSTR + nb * (SG_N / 4u), s, SSTR);
                 }
             }
 #endif
             workgroupBarrier();
-#if KV_ALIAS && PROBE != 2
+#if KV_ALIAS
+#if PROBE != 2
 #if !PREFETCH
             load_v(&vreg, w, tid, j0, nk);
 #endif
@@ -248,6 +225,7 @@ fn main(
             if (has_next) {
                 load_v(&vreg, w, tid, n0, nk_next);
             }
+#endif
 #endif
 #endif
 
@@ -346,11 +324,8 @@ fn main(
 #for KK_ in 0..KP
                 {
                     let kk = KK_##u;
-                    var l: array<LeftM, RH>;
-                    for (var h = 0u; h < RH; h += 1u) {
-                        l[h] = subgroupMatrixLoad<LeftM, row_major>(&smem,
-                            P_OFF + (rb + h * RB) * SG_M * PSTR + kk * (SG_K / 8u), PSTR);
-                    }
+                    let l = subgroupMatrixLoad<LeftM, row_major>(&smem, P_OFF + rb * SG_M * PSTR + kk * (SG_K / 8u),
+                        PSTR);
 #for B_ in 0..OBS
                     {
                         let b = B_##u;
@@ -358,12 +333,7 @@ fn main(
                         if (ob < OBT) {
                             let r = subgroupMatrixLoad<RightM, row_major>(&smem, V_OFF + kk * SG_K * VSTR + ob * (SG_N / 8u),
                                 VSTR);
-#for H_ in 0..RH
-                            {
-                                let h = H_##u;
-                                o[h * OBS + b] = subgroupMatrixMultiplyAccumulate(l[h], r, o[h * OBS + b]);
-                            }
-#endfor
+                            o[b] = subgroupMatrixMultiplyAccumulate(l, r, o[b]);
                         }
                     }
 #endfor
@@ -382,7 +352,7 @@ fn main(
         let r0 = R0_##u;
         if (math) {
             for (var b = 0u; b < SB; b += 1u) {
-                if (r0 * SB + b < OBH) {
+                if (r0 * SB + b < OBS) {
                     subgroupMatrixStore<row_major>(&sf, (sg_id * SB + b) * BLK4, o[r0 * SB + b], SG_N / 4u);
                 }
             }
@@ -393,10 +363,10 @@ fn main(
             let b = (e / BLK4) % SB;
             let el = e % BLK4;
             let bi = r0 * SB + b;
-            let ob = s / RB + (bi % OBS) * CG;
-            let g = (s % RB + (bi / OBS) * RB) * SG_M + el / (SG_N / 4u);
+            let ob = s / RB + bi * CG;
+            let g = (s % RB) * SG_M + el / (SG_N / 4u);
             let d = ob * SG_N + (el % (SG_N / 4u)) * 4u;
-            if (bi < OBH && ob < OBT && g < w.n_rows && d < HSV) {
+            if (bi < OBS && ob < OBT && g < w.n_rows && d < HSV) {
                 fa_store(w, g, d, sf[e], m_sh[g] * LN2, l_sh[g]);
             }
         }
@@ -409,13 +379,13 @@ fn main(
 }
 
 // O rows times their rescale factors, through workgroup memory.
-fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBH>>) {
+fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBS>>) {
 #for R0_ in 0..ROUNDS
     {
         let r0 = R0_##u;
         if (math) {
             for (var b = 0u; b < SB; b += 1u) {
-                if (r0 * SB + b < OBH) {
+                if (r0 * SB + b < OBS) {
                     subgroupMatrixStore<row_major>(&sf, (sg_id * SB + b) * BLK4, (*o)[r0 * SB + b], SG_N / 4u);
                 }
             }
@@ -423,8 +393,7 @@ fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBH>>)
         workgroupBarrier();
         for (var e = tid; e < NSG * SB * BLK4; e += NT) {
             let s = e / (SB * BLK4);
-            let h = min((r0 * SB + (e / BLK4) % SB) / OBS, RH - 1u);
-            let g = (s % RB + h * RB) * SG_M + (e % BLK4) / (SG_N / 4u);
+            let g = (s % RB) * SG_M + (e % BLK4) / (SG_N / 4u);
             sf[e] *= a_sh[g];
         }
         workgroupBarrier();
@@ -432,7 +401,7 @@ fn rescale(sg_id: u32, tid: u32, math: bool, o: ptr<function, array<ResM, OBH>>)
 #for B_ in 0..SB
             {
                 let b = B_##u;
-                if (r0 * SB + b < OBH) {
+                if (r0 * SB + b < OBS) {
                     (*o)[r0 * SB + b] = subgroupMatrixLoad<ResM, row_major>(&sf, (sg_id * SB + b) * BLK4, SG_N / 4u);
                 }
             }

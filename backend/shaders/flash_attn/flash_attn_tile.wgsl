@@ -4,7 +4,7 @@
 // are register-tiled over workgroup memory in f32, with an online softmax per row. For decode
 // this is the split-KV kernel: flash_attn_reduce.wgsl combines the splits.
 //
-// Host defines (see plan.rs, TilePlan): NT, ROWS, KV_TILE, HSK, HSV, DS, GQ, RQ, LV, CH, RO, RGN,
+// Host defines (see plan/tile.rs, TilePlan): NT, ROWS, KV_TILE, HSK, HSV, DS, GQ, RQ, LV, CH, RO, RGN,
 // KS, TPR, KV_ALIAS, KSTR, VSTR, QW, plus those of flash_attn_common.wgsl.
 enable subgroups;
 diagnostic(off, subgroup_uniformity);

@@ -8,11 +8,10 @@
 // one), then workgroup memory across the teams. Scores are in the log2 domain (exp2, log2(e)
 // folded into the Q scale, or applied after the softcap).
 //
-// Host defines (see plan.rs, VecPlan): NT, ROWS, KV_TILE (= NG·B), VEC_LK, VEC_SGT, VEC_B,
+// Host defines (see plan/vec.rs, VecPlan): NT, ROWS, KV_TILE (= NG·B), VEC_LK, VEC_SGT, VEC_B,
 // VEC_CK, VEC_CV (chunks of 8 K/V dimensions per lane), VEC_ONE_Q (all rows share one query, so
-// one mask row), VEC_PREFETCH (the next step's loads in flight during this step's math), VEC_PROBE
-// (measuring only: 1 K/V decoded as f16 whatever their type, 2 the loads alone, 3 the kernel
-// itself, its reduce pass left out by the host), VEC_QINT (q8_0 / q4_0 K: Q rounded to 8 bits
+// one mask row), VEC_PROBE (measuring only: 1 K/V decoded as f16 whatever their type, 2 the
+// loads alone, 3 the kernel itself, its reduce pass left out by the host), VEC_QINT (q8_0 / q4_0 K: Q rounded to 8 bits
 // per chunk, scale apart, and each chunk's score two packed 4x8-bit dot products instead of
 // eight byte-to-float conversions), plus those of flash_attn_common.wgsl.
 enable subgroups;
@@ -186,27 +185,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var kn: array<vec4<u32>, NB * CK>;
     var vn: array<vec4<u32>, NB * CV>;
     var mn: array<f32, NB * MR>;
-#if VEC_PREFETCH
-    load_keys(&kn, &vn, &mn, w.kv0 + kg, w.kv1, ln, kbase, vbase, &mrow);
-#endif
     for (var t = 0u; t < n_iter; t += 1u) {
         let j0 = w.kv0 + t * KV_TILE + kg;
         // Every load of the NB keys first (keys past the split read its last key, then count
         // as masked).
-#if VEC_PREFETCH
-        // This step's loads arrived during the previous step; the next step's go out now.
-        let kr = kn;
-        let vr = vn;
-        let mk = mn;
-        if (t + 1u < n_iter) {
-            load_keys(&kn, &vn, &mn, j0 + KV_TILE, w.kv1, ln, kbase, vbase, &mrow);
-        }
-#else
         load_keys(&kn, &vn, &mn, j0, w.kv1, ln, kbase, vbase, &mrow);
         let kr = kn;
         let vr = vn;
         let mk = mn;
-#endif
 #if VEC_PROBE == 2
         // Measuring only: the step's K, V and mask words folded into the output; no scores,
         // softmax or products.

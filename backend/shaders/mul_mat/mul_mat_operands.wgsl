@@ -15,9 +15,6 @@
 //                 16 bytes: bound as array<vec4<u32>>, read 16 bytes at a time
 //   A_ALIGN2      a's start and strides are even (f16 fields are read with one load)
 //   B_Q8          b is the 8-bit blocks of mul_mat_quantize_b.wgsl, bound as array<vec4<u32>>
-//   FUSED_B       with B_Q8: b is bound as itself after all (the mat-vec quantizes it, b_q8_block)
-//   B_STREAM      with B_Q8 (q4_0 / q8_0 a): b's 8-bit values laid out for a read as a stream of
-//                 16-byte words (below)
 //   DST_U32       dst is bound as array<u32> (the quantize pass writes b's blocks there)
 //   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //
@@ -29,41 +26,9 @@
 #define FMT_BUF a
 #define FMT_TYPE A_TYPE
 
-#if defined(B_Q8) && !defined(FUSED_B)
+#ifdef B_Q8
 // b's binding holds 8-bit blocks.
 #define B_BLOCKS 1
-#endif
-
-#ifdef B_STREAM
-// The byte stream (q4_0 / q8_0 rows at 16-byte offsets, k a multiple of 256): the integer
-// mat-vec's lanes read consecutive 16-byte words of a row whatever its block size, and b's
-// 8-bit values come laid out to match them. Block i of a row starts at byte STREAM_BB·i with
-// its 2-byte scale, so its quants start 2 bytes into a word when i is even and at a word when
-// i is odd. Each 4-byte word w of a row (position w) therefore starts at most one run of 4
-// quants: at byte 4w (i odd: the word as it is), at 4w + 2 (i even: the word 2 bytes on), or
-// none (an even block's last word, which holds the next block's scale). Per column, b's stream
-// holds the values that multiply position w's run, zero where it has none: for q8_0 one word
-// per position; for q4_0 two, for its low nibbles' elements and its high nibbles' (16 further),
-// as 16-byte words lo(positions 4j..4j+3), hi(the same). After every column's stream come b's
-// scales, one f32 per block, column after column.
-#if A_TYPE == TYPE_Q8_0
-const STREAM_BB: u32 = 34u;
-#else
-const STREAM_BB: u32 = 18u;
-#endif
-// a's 16-byte words in a row of k elements.
-fn stream_words(k: u32) -> u32 {
-    return (k / 32u) * STREAM_BB / 16u;
-}
-
-// b's 16-byte words in one column's stream.
-fn stream_column(k: u32) -> u32 {
-#if A_TYPE == TYPE_Q8_0
-    return stream_words(k);
-#else
-    return 2u * stream_words(k);
-#endif
-}
 #endif
 
 @group(0) @binding(0) var<storage, read> a: array<u32>;
@@ -609,8 +574,7 @@ fn b_vec4(row: u32, e: u32) -> vec4<f32> {
 
 // b's elements [e0, e0 + 32) of the row at byte `row` as one 8-bit block: the values as signed
 // bytes round(x / d), d = max|x| / 127, four to a word; d; and d times the sum of the bytes of
-// each half. mul_mat_quantize_b.wgsl stores these for the integer mat-vec, which with FUSED_B
-// makes them itself.
+// each half. mul_mat_quantize_b.wgsl stores these for the integer mat-vec.
 struct Q8Block {
     q: array<vec4<i32>, 8>,
     d: f32,

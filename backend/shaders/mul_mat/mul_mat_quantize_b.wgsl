@@ -4,8 +4,7 @@
 // (round(x / d), d = max|x| / 127), then d, d·Σq over the first 16 and over the last 16 (f32
 // bits) and a zero. With B_Q8K (the K-quant mat-vec), the blocks of each 128 elements are
 // interleaved instead (see below) and only d is kept; k is then a multiple of 128. One thread
-// per block; k is a multiple of 32. With B_STREAM, the byte stream's layout instead
-// (mul_mat_operands.wgsl): a's format decides where each block's words go.
+// per block; k is a multiple of 32.
 //
 // Defines: the operand defines of mul_mat_operands.wgsl (b's), WG_SIZE.
 #define WG_SIZE 64u
@@ -27,40 +26,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let e0 = (id % blocks) * 32u;
     let row = p.b_start + (batch % p.b_ne2) * p.b_nb2 + (batch / p.b_ne2) * p.b_nb3 + col * p.b_nb1;
     let blk = b_q8_block(row, e0);
-#ifdef B_STREAM
-    // The positions of a's block i: from word (STREAM_BB·i + 2) / 4 of the row, eight (q8_0)
-    // or four (q4_0) runs, then, for even i, the one that starts none.
-    let column = id / blocks;
-    let i = id % blocks;
-    let words = p.dst_start + 4u * column * stream_column(p.k);
-    let first = (i * STREAM_BB + 2u) / 4u;
-    let even = (i & 1u) == 0u;
-#if A_TYPE == TYPE_Q8_0
-#for C in 0..8
-    dst[words + first + C##u] = pack4xI8(blk.q[C##u]);
-#endfor
-    if (even) {
-        dst[words + first + 8u] = 0u;
-    }
-#else
-#for C in 0..5
-    {
-        let w = first + C##u;
-        let o = words + 8u * (w / 4u) + w % 4u;
-#if C < 4
-        dst[o] = pack4xI8(blk.q[C##u]);
-        dst[o + 4u] = pack4xI8(blk.q[C##u + 4u]);
-#else
-        if (even) {
-            dst[o] = 0u;
-            dst[o + 4u] = 0u;
-        }
-#endif
-    }
-#endfor
-#endif
-    dst[p.dst_start + 4u * p.batches * p.n * stream_column(p.k) + id] = bitcast<u32>(blk.d);
-#elif defined(B_Q8K)
+#if defined(B_Q8K)
     // Interleaved for the K-quant mat-vec: per 128 elements of a column, nine 16-byte words;
     // word c holds bytes [4c, 4c + 4) of its four blocks, word 8 their scales.
     let o = p.dst_start + ((id / blocks) * (blocks / 4u) + (id % blocks) / 4u) * 36u + (id % 4u);

@@ -19,8 +19,8 @@
 // lane reads 16 elements of a block from one or two words of a row (mul_mat_vec_kq.wgsl).
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
-// VEC_KERNEL; B_Q8, B_Q8K, B_STREAM (with B_Q8 and A_VEC4), VEC_PREFETCH and W_LUT (with B_Q8; W_LUT the 4-bit levels from a workgroup table), FUSED_B and FUSED_BLOCKS (with B_Q8, n = 1),
-// B_SHARED (float a: pairs of each column of b staged in workgroup memory per chunk),
+// VEC_KERNEL; B_Q8, B_Q8K, VEC_PREFETCH and W_LUT (with B_Q8; W_LUT the 4-bit levels from a
+// workgroup table),
 // PROBE_LOADS (measuring only: the loads without the arithmetic) and PROBE_ALU (measuring only:
 // the float kernel's arithmetic without a's loads); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
@@ -60,27 +60,7 @@ var<workgroup> partial: array<f32, MAX_SUBGROUPS * RN>;
 var<workgroup> partial: array<f32, WG_SIZE>;
 #endif
 
-#ifdef B_SHARED
-// The float kernel's chunk of b: B_SHARED pairs of each column, column after column.
-var<workgroup> b_staged: array<vec2<f32>, N_COLS * B_SHARED>;
-#endif
-
-#ifdef B_STREAM
-// b's scale at word i of its binding.
-fn x_scale(i: u32) -> f32 {
-    return bitcast<f32>(b[i / 4u][i % 4u]);
-}
-#endif
-
-#ifdef FUSED_B
-// n = 1 with FUSED_B: b's column as the 8-bit blocks the quantize pass would write (three words
-// per block), made by this workgroup so that the op is one dispatch. FUSED_BLOCKS = k / 32.
-var<workgroup> xb: array<vec4<u32>, 3u * FUSED_BLOCKS>;
-
-fn xq_word(i: u32) -> vec4<u32> {
-    return xb[i];
-}
-#elif defined(B_Q8)
+#if defined(B_Q8)
 fn xq_word(i: u32) -> vec4<u32> {
     return b[i];
 }
@@ -128,39 +108,48 @@ fn vu_words4(byte: u32) -> vec4<u32> {
     return vu_fun4(w, a[i + 4u], (byte & 2u) != 0u);
 }
 
-#if A_TYPE == TYPE_Q4_0
-// A unit is two blocks, 36 bytes: d0, qs0[16], d1, qs1[16]; nine words, aligned when the row is.
+#if A_TYPE == TYPE_Q4_0 || A_TYPE == TYPE_Q8_0
+// A unit is two blocks: d0, qs0, d1, qs1, with VU_QW words of quants a block (q4_0: 36 bytes,
+// nine words; q8_0: 68 bytes, 17 words), aligned when the row is.
 #define VU_SCALE 1
+#if A_TYPE == TYPE_Q4_0
+#define VU_QW 4
+#else
+#define VU_QW 8
+#endif
 
 struct VuRaw {
-    q: array<u32, 8>,
+    q: array<u32, 2 * VU_QW>,
     d: vec2<f32>,
 }
 
 fn vu_load(row: u32, u: u32) -> VuRaw {
-    let byte = row + u * 36u;
+    let byte = row + u * (8u * VU_QW + 4u);
     let i = byte >> 2u;
-    var w: array<u32, 9>;
-#for C in 0..9
+    var w: array<u32, 2 * VU_QW + 1>;
+#for C in 0..2 * VU_QW + 1
     w[C##u] = a[i + C##u];
 #endfor
 #ifndef A_ALIGN4
     let odd = (byte & 2u) != 0u;
-    let next = a[min(i + 9u, a_last())];
-#for C in 0..8
+    let next = a[min(i + 2u * VU_QW + 1u, a_last())];
+#for C in 0..2 * VU_QW
     w[C##u] = vu_fun(w[C##u], w[C##u + 1u], odd);
 #endfor
-    w[8] = vu_fun(w[8], next, odd);
+    w[2 * VU_QW] = vu_fun(w[2 * VU_QW], next, odd);
 #endif
     var r: VuRaw;
-    r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[4]).y);
-#for C in 0..4
+    r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[VU_QW]).y);
+    // Block 0's quants start 2 bytes into word 0; block 1's are whole words from VU_QW + 1.
+#for C in 0..VU_QW
     r.q[C##u] = (w[C##u] >> 16u) | (w[C##u + 1u] << 16u);
-    r.q[C##u + 4u] = w[C##u + 5u];
+    r.q[C##u + VU_QW] = w[C##u + VU_QW + 1u];
 #endfor
     return r;
 }
+#endif
 
+#if A_TYPE == TYPE_Q4_0
 // Word s % 4 of block s / 4: low nibbles are elements 4(s % 4).., high ones 16 further.
 fn vu_pos(u: u32, s: u32) -> vec2<u32> {
     let e = u * 64u + (s / 4u) * 32u + (s % 4u) * 4u;
@@ -173,38 +162,6 @@ fn vu_sub(r: VuRaw, s: u32) -> VuSub {
     return VuSub(u8x4_f32(q & 0x0f0f0f0fu, 8.0), u8x4_f32((q >> 4u) & 0x0f0f0f0fu, 8.0), d, d);
 }
 #elif A_TYPE == TYPE_Q8_0
-// A unit is two blocks, 68 bytes: d0, qs0[32], d1, qs1[32]; 17 words, aligned when the row is.
-#define VU_SCALE 1
-
-struct VuRaw {
-    q: array<u32, 16>,
-    d: vec2<f32>,
-}
-
-fn vu_load(row: u32, u: u32) -> VuRaw {
-    let byte = row + u * 68u;
-    let i = byte >> 2u;
-    var w: array<u32, 17>;
-#for C in 0..17
-    w[C##u] = a[i + C##u];
-#endfor
-#ifndef A_ALIGN4
-    let odd = (byte & 2u) != 0u;
-    let next = a[min(i + 17u, a_last())];
-#for C in 0..16
-    w[C##u] = vu_fun(w[C##u], w[C##u + 1u], odd);
-#endfor
-    w[16] = vu_fun(w[16], next, odd);
-#endif
-    var r: VuRaw;
-    r.d = vec2<f32>(unpack2x16float(w[0]).x, unpack2x16float(w[8]).y);
-#for C in 0..8
-    r.q[C##u] = (w[C##u] >> 16u) | (w[C##u + 1u] << 16u);
-    r.q[C##u + 8u] = w[C##u + 9u];
-#endfor
-    return r;
-}
-
 fn vu_pos(u: u32, s: u32) -> vec2<u32> {
     let e = u * 64u + s * 8u;
     return vec2<u32>(e, e + 4u);
@@ -396,71 +353,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
 #endfor
 
-#ifdef B_STREAM
-    // The byte stream (mul_mat_operands.wgsl): each step a lane takes the next 16-byte word of
-    // every row, so a warp's loads are whole cache lines whatever the block size, and the
-    // matching word (q8_0) or two (q4_0) of each column's stream. The word's 4 positions lie in
-    // at most two blocks: blk0, and blk0 + 1 from byte o1 on (o1 >= 16: none). Each position's
-    // run is the word as it is (odd block) or 2 bytes on (even block); its dot products go to
-    // its block's integer sum, scaled once per block.
-    let a_words = stream_words(p.k);
-    let blocks = p.k / 32u;
-    let scales = 4u * p.batches * p.n * stream_column(p.k);
-#for J in 0..N_COLS
-    let x_col_##J = tile.batch * p.n + min(J##u, p.n - 1u);
-    let x_words_##J = x_col_##J * stream_column(p.k);
-    let x_scales_##J = scales + x_col_##J * blocks;
-#endfor
-    for (var s = lane; s < a_words; s += GROUP_SIZE) {
-        let byte0 = 16u * s;
-        let blk0 = byte0 / STREAM_BB;
-        let o1 = (blk0 + 1u) * STREAM_BB - byte0;
-        let blk1 = min(blk0 + 1u, blocks - 1u);
-        // Per position: in blk0 + 1, and the run 2 bytes on (its block even).
-        let in1 = vec4<u32>(0u, 4u, 8u, 12u) >= vec4<u32>(o1);
-        let shifted = in1 == vec4<bool>((blk0 & 1u) != 0u);
-#for J in 0..N_COLS
-#if A_TYPE == TYPE_Q8_0
-        let xq_##J = b[x_words_##J + s];
-#else
-        let xlo_##J = b[x_words_##J + 2u * s];
-        let xhi_##J = b[x_words_##J + 2u * s + 1u];
-#endif
-        let xd_##J = vec2<f32>(x_scale(x_scales_##J + blk0), x_scale(x_scales_##J + blk1));
-#endfor
-#for R in 0..ROWS
-        {
-            let w = a4[(row_##R >> 4u) + s];
-            let next = a[min((row_##R >> 2u) + 4u * s + 4u, a_last())];
-            let v = select(w, half_word_down(w, next), shifted);
-            let d0 = a_f16(row_##R + blk0 * STREAM_BB);
-            // blk0 + 1's scale, where it starts in this word (a zero weight otherwise, so that
-            // whatever the bytes hold never meets a zero sum as inf or NaN).
-            let d1 = select(0.0, unpack2x16float(w[min(o1, 12u) >> 2u] >> ((o1 & 2u) * 8u)).x, o1 < 16u);
-#if A_TYPE == TYPE_Q4_0
-            let lo = signed_bytes(v & vec4<u32>(0x0f0f0f0fu), 8u);
-            let hi = signed_bytes((v >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu), 8u);
-#endif
-#for J in 0..N_COLS
-            {
-#if A_TYPE == TYPE_Q8_0
-                let dots = vec4<i32>(dot4I8Packed(v.x, xq_##J.x), dot4I8Packed(v.y, xq_##J.y),
-                                     dot4I8Packed(v.z, xq_##J.z), dot4I8Packed(v.w, xq_##J.w));
-#else
-                let dots = vec4<i32>(dot4I8Packed(lo.x, xlo_##J.x) + dot4I8Packed(hi.x, xhi_##J.x),
-                                     dot4I8Packed(lo.y, xlo_##J.y) + dot4I8Packed(hi.y, xhi_##J.y),
-                                     dot4I8Packed(lo.z, xlo_##J.z) + dot4I8Packed(hi.z, xhi_##J.z),
-                                     dot4I8Packed(lo.w, xlo_##J.w) + dot4I8Packed(hi.w, xhi_##J.w));
-#endif
-                let sum1 = dot(select(vec4<i32>(0), dots, in1), vec4<i32>(1));
-                let sum0 = dot(dots, vec4<i32>(1)) - sum1;
-                acc_##R##_##J += fma(d0 * xd_##J.x, f32(sum0), d1 * xd_##J.y * f32(sum1));
-            }
-#endfor
-        }
-#endfor
-    }
-#elif defined(B_Q8K)
+#if defined(B_Q8K)
     // K-quant slots (mul_mat_vec_kq.wgsl): 16 elements of a row each, eight to a 128-element
     // half; b holds nine 16-byte words per half of each column (eight of bytes, one of scales).
     let slots = p.k / 16u;
@@ -504,10 +397,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             // Measurement only: the loaded words folded, no dot products.
             let fold_##J = w.v ^ xq_##J ^ bitcast<vec4<u32>>(w.f * xd_##J);
             acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y ^ fold_##J.z ^ fold_##J.w) & 0x3fffffffu);
-#elif defined(KQ_MINS)
+#else
+#ifdef KQ_MINS
             acc_##R##_##J += kq_dot(w, xq_##J, xd_##J, xs_##J);
 #else
             acc_##R##_##J += kq_dot(w, xq_##J, xd_##J);
+#endif
 #endif
 #endfor
         }
@@ -524,20 +419,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     w_lut_fill(lid);
     workgroupBarrier();
 #endif
-#ifdef FUSED_B
-    for (var blk = lid; blk < FUSED_BLOCKS; blk += WG_SIZE) {
-        let x = b_q8_block(tile.b_base, 32u * blk);
-        xb[3u * blk] = vec4<u32>(pack4xI8(x.q[0]), pack4xI8(x.q[1]), pack4xI8(x.q[2]), pack4xI8(x.q[3]));
-        xb[3u * blk + 1u] = vec4<u32>(pack4xI8(x.q[4]), pack4xI8(x.q[5]), pack4xI8(x.q[6]), pack4xI8(x.q[7]));
-        xb[3u * blk + 2u] = bitcast<vec4<u32>>(vec4<f32>(x.d, x.lo, x.hi, 0.0));
-    }
-    workgroupBarrier();
-    let x_base_0 = 0u;
-#else
 #for J in 0..N_COLS
     let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * (p.k / 32u);
 #endfor
-#endif
 #ifdef VEC_PREFETCH
     // Each step issues the next unit's loads of a before its own arithmetic. A lane past the
     // end reloads the last unit (in bounds: the planner takes this path only for k > 0).
@@ -641,10 +525,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let fold_##J = w ^ bitcast<vec4<u32>>(b0_##J);
 #endif
             acc_##R##_##J += bitcast<f32>((fold_##J.x ^ fold_##J.y ^ fold_##J.z ^ fold_##J.w) & 0x3fffffffu);
-#elif A_TYPE != TYPE_F32
+#else
+#if A_TYPE != TYPE_F32
             acc_##R##_##J += dot(a0, b0_##J) + dot(a1, b1_##J);
 #else
             acc_##R##_##J += dot(a0, b0_##J);
+#endif
 #endif
 #endfor
         }
@@ -663,28 +549,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 #elif defined(A_FLOAT)
     let pairs = p.k / 2u;
-#ifdef B_SHARED
-    // B_SHARED pairs of every column at a time, staged by the whole workgroup: each pair of b
-    // leaves the cache once per workgroup, not once per group of rows.
-    for (var c0 = 0u; c0 < pairs; c0 += B_SHARED) {
-        workgroupBarrier();
-        for (var i = lid; i < N_COLS * B_SHARED; i += WG_SIZE) {
-            let q = c0 + i % B_SHARED;
-            let col = tile.b_base + min(i / B_SHARED, p.n - 1u) * p.b_nb1;
-            b_staged[i] = select(vec2<f32>(0.0), b_pair(col, 2u * min(q, pairs - 1u)), q < pairs);
-        }
-        workgroupBarrier();
-        let q_end = min(pairs, c0 + B_SHARED);
-        for (var q = c0 + lane; q < q_end; q += GROUP_SIZE) {
-#for J in 0..N_COLS
-        let b_##J = b_staged[J##u * B_SHARED + q - c0];
-#endfor
-#else
     for (var q = lane; q < pairs; q += GROUP_SIZE) {
 #for J in 0..N_COLS
         let b_##J = b_pair(col_##J, 2u * q);
 #endfor
-#endif
         let e = 2u * q;
 #for R in 0..ROWS
         {
@@ -709,9 +577,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
         }
 #endfor
-#ifdef B_SHARED
-        }
-#endif
     }
     // An odd k leaves one element.
     if (lane == 0u && (p.k & 1u) != 0u) {

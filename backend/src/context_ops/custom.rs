@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::BufferRange;
-use crate::kernel::{Access, Kernel, PARAMS_BYTES};
+use crate::kernel::{Access, PARAMS_BYTES, Pipeline};
 use crate::memory::{Binding, DeviceTensor};
 use crate::params::KernelParams;
 
@@ -21,7 +21,7 @@ use crate::params::KernelParams;
 #[derive(Debug, Clone)]
 pub struct CustomKernel {
     name: String,
-    kernel: Arc<Kernel>,
+    kernel: Arc<Pipeline>,
 }
 
 impl CustomKernel {

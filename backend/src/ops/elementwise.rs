@@ -82,6 +82,6 @@ pub(crate) fn test_facts(shader_f16: bool, max_groups: u32) -> crate::facts::Dev
         max_workgroup_size_x: 1024,
         max_workgroups_per_dim: max_groups,
         max_storage_binding: 1 << 30,
-        cpu: false,
+        class: crate::facts::DeviceClass::Other,
     }
 }

@@ -10,7 +10,7 @@ use dawn::{Buffer, Device, Limits};
 use crate::error::{BackendError, Result};
 use crate::exec::Stream;
 use crate::facts::DeviceFacts;
-use crate::kernel::{Access, Kernel, KernelCache, PlanMemo};
+use crate::kernel::{Access, Pipeline, PipelineCache, PlanMemo};
 use crate::memory::DeviceTensor;
 use crate::scratch::Scratch;
 use crate::shader_lib::ShaderVariant;
@@ -22,7 +22,7 @@ use super::{flash_attn, mul_mat};
 #[derive(Debug, Default)]
 pub(crate) struct PlanKernelMemos {
     pub mul_mat: PlanMemo<mul_mat::MulMatPlan, Arc<mul_mat::encode::PlanKernels>>,
-    pub flash_attn: PlanMemo<flash_attn::Plan, Arc<flash_attn::PlanKernels>>,
+    pub flash_attn: PlanMemo<flash_attn::FlashAttnPlan, Arc<flash_attn::PlanKernels>>,
 }
 
 /// The device and what runs on it, as the ops see it (borrowed from a context).
@@ -32,7 +32,7 @@ pub struct Env<'a> {
     limits: &'a Limits,
     facts: DeviceFacts,
     tuning: &'a Tuning,
-    kernels: &'a KernelCache,
+    kernels: &'a PipelineCache,
     scratch: &'a Scratch,
     plan_kernels: &'a PlanKernelMemos,
 }
@@ -43,7 +43,7 @@ impl<'a> Env<'a> {
         limits: &'a Limits,
         facts: DeviceFacts,
         tuning: &'a Tuning,
-        kernels: &'a KernelCache,
+        kernels: &'a PipelineCache,
         scratch: &'a Scratch,
         plan_kernels: &'a PlanKernelMemos,
     ) -> Env<'a> {
@@ -74,7 +74,7 @@ impl<'a> Env<'a> {
     }
 
     /// The kernel of `variant`, compiled on first use.
-    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Kernel>> {
+    pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Pipeline>> {
         self.kernels.get(self.device, variant, storage)
     }
 

@@ -5,6 +5,7 @@
 //! [`GpuContext`]'s methods run them on the context's own stream, batched until
 //! [`GpuContext::synchronize`] (or a read).
 
+pub mod arith;
 pub mod binary;
 pub mod dequantize;
 pub(crate) mod elementwise;
@@ -85,7 +86,7 @@ impl GpuContext {
         &self,
         ops: &FlashAttnOperands<'_>,
         params: FlashAttnParams,
-    ) -> Result<flash_attn::Plan> {
+    ) -> Result<flash_attn::FlashAttnPlan> {
         flash_attn::flash_attn_ext(self, &mut self.stream.lock(), ops, params)
     }
 }

@@ -1,15 +1,15 @@
-//! Recording a [`Plan`]: shader variants, bindings, parameter blocks and dispatches, as the
-//! plan says.
+//! Recording a [`FlashAttnPlan`]: shader variants, bindings, parameter blocks and dispatches,
+//! as the plan says.
 
 use std::sync::Arc;
 
-use super::plan::{Kernel, Placement, Plan};
+use super::plan::{Choice, FlashAttnPlan, Placement};
 use super::{FlashAttnOperands, FlashAttnParams};
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::ggml_type::GgmlType;
-use crate::kernel::{Access, Kernel as Compiled};
+use crate::kernel::{Access, Pipeline};
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::dequantize;
 use crate::params::{FlashAttnReduceUniforms, FlashAttnSimpleUniforms, FlashAttnUniforms, alibi_slopes};
@@ -18,13 +18,13 @@ use crate::tensor::Layout;
 /// The compiled kernels of a fast plan (see `variants::flash_attn`).
 #[derive(Debug)]
 pub struct PlanKernels {
-    pub kernel: Arc<Compiled>,
+    pub kernel: Arc<Pipeline>,
     /// The pass that combines the KV splits.
-    pub reduce: Option<Arc<Compiled>>,
+    pub reduce: Option<Arc<Pipeline>>,
 }
 
 /// `plan`'s kernels, from the context's memo of recent plans or compiled now.
-fn plan_kernels(ctx: &GpuContext, plan: &Plan) -> Result<Arc<PlanKernels>> {
+fn plan_kernels(ctx: &GpuContext, plan: &FlashAttnPlan) -> Result<Arc<PlanKernels>> {
     ctx.plan_kernels().flash_attn.get_or_try_insert(plan, || {
         let variants = crate::variants::flash_attn(plan);
         let reduce = [Access::Read, Access::Read, Access::Read, Access::ReadWrite];
@@ -87,11 +87,11 @@ pub(super) fn record(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     bound: &Bound,
-    plan: &Plan,
+    plan: &FlashAttnPlan,
 ) -> Result<()> {
-    match &plan.kernel {
-        Kernel::Simple(_) => simple(ctx, stream, ops, p, bound, plan),
-        Kernel::Tile(_) | Kernel::Mma(_) | Kernel::Vec(_) => fast(ctx, stream, ops, p, bound, plan),
+    match &plan.choice {
+        Choice::Simple(_) => simple(ctx, stream, ops, p, bound, plan),
+        Choice::Tile(_) | Choice::Mma(_) | Choice::Vec(_) => fast(ctx, stream, ops, p, bound, plan),
     }
 }
 
@@ -125,9 +125,9 @@ fn fast(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     bound: &Bound,
-    plan: &Plan,
+    plan: &FlashAttnPlan,
 ) -> Result<()> {
-    let shape = &plan.shape;
+    let shape = &plan.problem;
     let limits = &ctx.capabilities().limits;
     let (q, k, v) = (ops.q.layout(), ops.k.layout(), ops.v.layout());
     let vector = |on: bool, plain: Binding, vec: Option<Binding>| match (on, vec) {
@@ -295,7 +295,7 @@ fn simple(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     bound: &Bound,
-    plan: &Plan,
+    plan: &FlashAttnPlan,
 ) -> Result<()> {
     let limits = &ctx.capabilities().limits;
     let align = u64::from(limits.min_storage_buffer_offset_alignment);

@@ -9,12 +9,14 @@
 //!   results), or the tile kernel without them;
 //! - `flash_attn_simple.wgsl` over f32 copies of K and V, the last resort.
 //!
-//! The plan decides everything, the fallback included; its knobs ([`Knobs`], text form in
-//! [`knobs`]) are held by the context.
+//! The plan decides everything, the fallback included; its knobs ([`FlashAttnTuning`], from
+//! the device's profile with any overrides) are held by the context.
 
 mod encode;
-pub mod knobs;
 pub mod plan;
+#[cfg(test)]
+mod plan_grid;
+pub mod tuning;
 
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
@@ -26,8 +28,8 @@ use crate::ops::dequantize;
 use crate::tensor::Layout;
 
 pub(crate) use encode::PlanKernels;
-pub use knobs::{parse_knobs, validate_knobs};
-pub use plan::{Force, Kernel, Knobs, Placement, Plan};
+pub use plan::{Choice, FlashAttnPlan, Placement};
+pub use tuning::{FlashAttnTuning, Force};
 
 /// The scalar parameters of FLASH_ATTN_EXT.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,6 +67,10 @@ pub struct FlashAttnOperands<'a> {
 /// Workgroup size of the simple kernel and the value dimensions each thread holds.
 pub(crate) const SIMPLE_WG: usize = 64;
 pub(crate) const SIMPLE_DV_PER_THREAD: usize = 16;
+
+/// Most KV splits (partials beyond this cost more to write and reduce than they gain): the
+/// planner's limit and the `split` knob's range.
+pub const MAX_SPLIT: u32 = 512;
 
 /// The layouts of FLASH_ATTN_EXT's operands, for checking them without device memory.
 #[derive(Debug, Clone, Copy)]
@@ -122,8 +128,14 @@ pub fn check(ops: &FlashAttnLayouts) -> Result<()> {
         return bad(format!("shapes do not fit: q {:?}, k {:?}, v {:?}", q.ne, k.ne, v.ne));
     }
     if k.ne[2] == 0 || q.ne[2] % k.ne[2] != 0 {
+        let hint = if q.ne[1] % k.ne[2] == 0 {
+            " (Q's heads must be its third dimension: a projection's [head_dim, heads, tokens] \
+             needs permute([0, 2, 1, 3]) first, see the `shapes` page)"
+        } else {
+            ""
+        };
         return bad(format!(
-            "{} query heads are not a multiple of {} KV heads",
+            "{} query heads are not a multiple of {} KV heads{hint}",
             q.ne[2], k.ne[2]
         ));
     }
@@ -196,12 +208,12 @@ pub fn flash_attn_ext(
     stream: &mut Stream,
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
-) -> Result<Plan> {
+) -> Result<FlashAttnPlan> {
     // The context checked its knobs when it was made, and its facts are the device's own.
     record(ctx, stream, ops, p, &ctx.facts(), &ctx.tuning().flash_attn)
 }
 
-/// [`flash_attn_ext`] planned for other device facts or knobs than `ctx`'s own. Facts that claim
+/// [`flash_attn_ext`] planned for other device facts or tuning than `ctx`'s own. Facts that claim
 /// more than the device has are refused ([`DeviceFacts::check_within`]); the knobs are checked.
 pub fn flash_attn_ext_with(
     ctx: &GpuContext,
@@ -209,9 +221,9 @@ pub fn flash_attn_ext_with(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     facts: &DeviceFacts,
-    knobs: &Knobs,
-) -> Result<Plan> {
-    validate_knobs(knobs).map_err(|message| BackendError::Config {
+    tuning: &FlashAttnTuning,
+) -> Result<FlashAttnPlan> {
+    tuning.validate().map_err(|message| BackendError::Config {
         name: "FLASH_ATTN_EXT knobs",
         message,
     })?;
@@ -221,7 +233,7 @@ pub fn flash_attn_ext_with(
             name: "FLASH_ATTN_EXT device facts",
             message,
         })?;
-    record(ctx, stream, ops, p, facts, knobs)
+    record(ctx, stream, ops, p, facts, tuning)
 }
 
 /// Checks the operands, plans and records, with knobs and facts already checked.
@@ -231,8 +243,8 @@ fn record(
     ops: &FlashAttnOperands<'_>,
     p: FlashAttnParams,
     facts: &DeviceFacts,
-    knobs: &Knobs,
-) -> Result<Plan> {
+    tuning: &FlashAttnTuning,
+) -> Result<FlashAttnPlan> {
     let layouts = ops.layouts();
     check(&layouts)?;
     check_params(&p)?;
@@ -246,14 +258,14 @@ fn record(
     crate::memory::check_output_disjoint("FLASH_ATTN_EXT", ops.dst, &inputs)?;
     ctx.check_stream(stream)?;
     let bound = encode::Bound::new(ctx, ops)?;
-    let plan = plan::plan_placed(&shape(&layouts), facts, knobs, bound.placement());
+    let plan = plan::plan_placed(&problem(&layouts), facts, tuning, bound.placement());
     encode::record(ctx, stream, ops, p, &bound, &plan)?;
     Ok(plan)
 }
 
 /// The plan FLASH_ATTN_EXT follows for operands of these layouts on `ctx`'s device (views
 /// placed at their layout's offset from a binding-aligned base, as the context places tensors).
-pub fn plan_for(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> Plan {
+pub fn plan_for(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> FlashAttnPlan {
     let align = ctx.capabilities().limits.min_storage_buffer_offset_alignment.max(1) as usize;
     let start = |l: &Layout| l.offset % align;
     let vec = |l: &Layout| encode::vec_layout(l) && start(l).is_multiple_of(16);
@@ -265,7 +277,7 @@ pub fn plan_for(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> Plan {
         k_vec: vec(&layouts.k),
         v_vec: vec(&layouts.v),
     };
-    plan::plan_placed(&shape(layouts), &ctx.facts(), &ctx.tuning().flash_attn, placement)
+    plan::plan_placed(&problem(layouts), &ctx.facts(), &ctx.tuning().flash_attn, placement)
 }
 
 /// The plan FLASH_ATTN_EXT follows for these operands, in words (`backend-ops -v` prints the
@@ -277,9 +289,9 @@ pub fn describe(ctx: &GpuContext, layouts: &FlashAttnLayouts) -> String {
     }
 }
 
-/// The shapes the plan needs, from the (checked) layouts.
-pub fn shape(l: &FlashAttnLayouts) -> plan::Shape {
-    plan::Shape {
+/// The problem the plan is made for, from the (checked) layouts.
+pub fn problem(l: &FlashAttnLayouts) -> plan::Problem {
+    plan::Problem {
         hsk: l.q.ne[0],
         hsv: l.v.ne[0],
         n_q: l.q.ne[1],

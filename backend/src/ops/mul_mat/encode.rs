@@ -5,11 +5,11 @@ use std::sync::Arc;
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream};
-use crate::kernel::{Access, Kernel};
+use crate::kernel::{Access, Pipeline};
 use crate::memory::{Binding, DeviceTensor};
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 
-use super::plan::{MulMatPlan, Path, SIMPLE_WG};
+use super::plan::{Choice, MulMatPlan, SIMPLE_WG};
 
 /// The three storage bindings (a, b, dst).
 #[derive(Debug, Clone, Copy)]
@@ -33,16 +33,16 @@ impl Bindings {
 }
 
 fn word(v: u64) -> Result<u32> {
-    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("MUL_MAT: a size or stride of {v}")))
+    crate::ops::arith::word("MUL_MAT", v)
 }
 
 /// The compiled kernels of one plan (see `variants::mul_mat`).
 #[derive(Debug)]
 pub struct PlanKernels {
-    pub kernel: Arc<Kernel>,
-    pub quantize_b: Option<Arc<Kernel>>,
-    pub dequantize_a: Option<Arc<Kernel>>,
-    pub convert_b: Option<Arc<Kernel>>,
+    pub kernel: Arc<Pipeline>,
+    pub quantize_b: Option<Arc<Pipeline>>,
+    pub dequantize_a: Option<Arc<Pipeline>>,
+    pub convert_b: Option<Arc<Pipeline>>,
 }
 
 /// `plan`'s kernels, from the context's memo of recent plans or compiled now.
@@ -76,7 +76,7 @@ pub fn encode(
     bound: &Bindings,
     plan: &MulMatPlan,
 ) -> Result<()> {
-    if matches!(plan.path, Path::Simple { .. }) {
+    if matches!(plan.choice, Choice::Simple(_)) {
         return simple(ctx, stream, a, b, dst, bound, plan);
     }
     let kernels = plan_kernels(ctx, plan)?;
@@ -140,7 +140,7 @@ pub fn encode(
     }
     if let Some(q) = &plan.quantize_b {
         // The quantize pass and the kernel share the context's scratch: one submit.
-        stream.reserve(if q.twice { 3 } else { 2 })?;
+        stream.reserve(if q.twice() { 3 } else { 2 })?;
         // b's 8-bit blocks go to scratch first; the mat-vec reads them in b's place.
         let scratch = ctx.scratch_buffer("MUL_MAT 8-bit b", q.scratch_bytes)?;
         let quantize = kernels.quantize_b.as_ref().ok_or_else(|| {
@@ -154,7 +154,7 @@ pub fn encode(
         let quantize_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
         let quantize_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
         stream.dispatch(quantize, &quantize_buffers, &quantize_params, q.grid)?;
-        if q.twice {
+        if q.twice() {
             stream.dispatch(quantize, &quantize_buffers, &quantize_params, q.grid)?;
         }
         buffers[1] = scratch;
@@ -169,7 +169,7 @@ fn copy_pass(
     ctx: &GpuContext,
     stream: &mut Stream,
     originals: &[BufferRange; 2],
-    kernel: Option<&Arc<Kernel>>,
+    kernel: Option<&Arc<Pipeline>>,
     label: &'static str,
     bytes: u64,
     params: &MulMatUniforms,

@@ -3,12 +3,15 @@
 //! (any strides), and a contiguous f32 `dst`.
 //!
 //! [`plan`] decides everything from the shapes, the device ([`DeviceFacts`]) and the knobs
-//! ([`Tuning`], held by the context): the kernel (mat-vec for a few columns, subgroup matrices
+//! ([`MulMatTuning`], the device's profile with the context's overrides): the kernel (mat-vec for a few columns, subgroup matrices
 //! or register tiles for the rest, the simple kernel for what those cannot address), its tiles,
 //! vector widths, stores and the quantize pass; [`encode`] binds and dispatches exactly that.
 
 pub mod encode;
 pub mod plan;
+#[cfg(test)]
+mod plan_grid;
+mod tuning;
 
 use crate::context::GpuContext;
 use crate::error::{BackendError, Result};
@@ -18,7 +21,11 @@ use crate::memory::DeviceTensor;
 use crate::ops::dequantize;
 use crate::tensor::Layout;
 
-pub use plan::{DeviceFacts, F16Copy, MatrixConfig, MulMatPlan, Path, Problem, QuantizeB, Tuning};
+pub use plan::{
+    Choice, DeviceFacts, F16Copy, MatVecPlan, MatrixConfig, MulMatPlan, Problem, QuantizeB, SubgroupMatrixPlan,
+    TiledPlan,
+};
+pub use tuning::{BVec4, MulMatTuning};
 
 /// Why `a × b` cannot run here, if it cannot (from the layouts alone).
 pub fn check(la: &Layout, lb: &Layout, ld: &Layout) -> Result<()> {
@@ -84,7 +91,7 @@ pub fn mul_mat_with(
     b: &DeviceTensor,
     dst: &DeviceTensor,
     facts: &DeviceFacts,
-    tuning: &Tuning,
+    tuning: &MulMatTuning,
 ) -> Result<MulMatPlan> {
     tuning.validate().map_err(|message| BackendError::Config {
         name: "MUL_MAT tuning",
@@ -107,7 +114,7 @@ fn record(
     b: &DeviceTensor,
     dst: &DeviceTensor,
     facts: &DeviceFacts,
-    tuning: &Tuning,
+    tuning: &MulMatTuning,
 ) -> Result<MulMatPlan> {
     check(a.layout(), b.layout(), dst.layout())?;
     if dst.layout().elements() == 0 {

@@ -1,0 +1,310 @@
+//! Which MUL_MAT kernel runs, with which tiles: a pure function of the problem (types, shape,
+//! alignment), the device ([`DeviceFacts`]) and the tuning ([`MulMatTuning`]), so every choice
+//! is testable without a GPU.
+//!
+//! Kernels, in order of preference, each with its plan type and planner in its own module:
+//! 1. [`Choice::MatVec`] for `n <= vec_max_n`: memory-bound matrix × few vectors ([`mat_vec`]).
+//! 2. [`Choice::SubgroupMatrix`] where the adapter has an f16 subgroup-matrix config: tiles from
+//!    the config, the subgroup size and the workgroup-memory limit; a narrow tile for small `n`
+//!    ([`subgroup_matrix`]).
+//! 3. [`Choice::Tiled`]: register tiles in f32, for every device ([`tiled`]).
+//! 4. [`Choice::Simple`]: one thread per output, for what the others cannot address (sizes past
+//!    32-bit indexing; [`simple`]). Views at any byte offset and with any strides take the fast
+//!    kernels.
+//!
+//! The passes some kernels run first (b quantized to 8 bits, f16 copies of a and b) are in
+//! [`passes`].
+
+mod mat_vec;
+mod passes;
+mod simple;
+mod subgroup_matrix;
+#[cfg(test)]
+mod tests;
+mod tiled;
+
+use std::fmt;
+
+use crate::exec::grid_2d;
+use crate::ggml_type::GgmlType;
+
+pub use super::tuning::{BVec4, MulMatTuning};
+pub use crate::facts::{DeviceFacts, MatrixConfig};
+pub use mat_vec::{MatVecPlan, float_rows_vec4, has_int_dot, int_a_vec4, int_scratch_bytes};
+pub use passes::{COPY_WG, F16Copy, QUANTIZE_WG, QuantizeB};
+pub use simple::SIMPLE_WG;
+pub use subgroup_matrix::SubgroupMatrixPlan;
+pub use tiled::TiledPlan;
+
+/// One MUL_MAT as the planner sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Problem {
+    pub a_type: GgmlType,
+    /// F32 or F16.
+    pub b_type: GgmlType,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    /// dst matrices (`b.ne2 · b.ne3`).
+    pub batches: u64,
+    /// a's matrices (`a.ne2 · a.ne3`; b's batches broadcast over them).
+    pub a_batches: u64,
+    /// The largest of 16, 4, 2, 1 dividing a's start byte (in its binding) and its row strides.
+    pub a_align: u32,
+    /// Likewise for b (its element stride included).
+    pub b_align: u32,
+    /// b's elements are adjacent (`nb0` is the element size).
+    pub b_contiguous: bool,
+    /// Bytes of dst's binding.
+    pub dst_bytes: u64,
+}
+
+/// The kernel chosen, with its own plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// `mul_mat_vec.wgsl` (and its integer forms).
+    MatVec(MatVecPlan),
+    /// `mul_mat_subgroup_matrix.wgsl`.
+    SubgroupMatrix(SubgroupMatrixPlan),
+    /// `mul_mat_tiled.wgsl`.
+    Tiled(TiledPlan),
+    /// `mul_mat_simple.wgsl`, and why.
+    Simple(String),
+}
+
+impl Choice {
+    /// The kernel's name (`vec`, `vec_int`, `subgroup_matrix`, `tiled`, `simple`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Choice::MatVec(v) if v.int_dot => "vec_int",
+            Choice::MatVec(_) => "vec",
+            Choice::SubgroupMatrix(_) => "subgroup_matrix",
+            Choice::Tiled(_) => "tiled",
+            Choice::Simple(_) => "simple",
+        }
+    }
+}
+
+/// The plan of one MUL_MAT: every decision the encoder follows (kernel, tiles, grid, vector
+/// widths, stores, the passes first), and the problem it was made for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MulMatPlan {
+    pub problem: Problem,
+    pub choice: Choice,
+    /// Workgroups per dst matrix along m and n.
+    pub tiles_m: u32,
+    pub tiles_n: u32,
+    pub batches: u32,
+    /// Workgroups dispatched (x, y, 1): `tiles_m · tiles_n · batches` split in 2-D.
+    pub grid: [u32; 3],
+    /// Bytes of workgroup memory the kernel declares.
+    pub workgroup_bytes: u32,
+    /// The kernel reads b as 16-byte words ([`b_vec4`], [`MulMatTuning::b_vec4`]).
+    pub b_vec4: bool,
+    /// The kernel also reads a as 16-byte words ([`a_vec4`], [`float_rows_vec4`],
+    /// [`int_a_vec4`]).
+    pub a_vec4: bool,
+    /// The subgroup-matrix kernel stores whole result matrices straight into dst (its binding
+    /// holds at least one), not through the edge scratch.
+    pub direct_store: bool,
+    /// The integer mat-vec's pass that quantizes b into scratch first.
+    pub quantize_b: Option<QuantizeB>,
+    /// The subgroup-matrix kernel's pass that converts a quantized a to f16 in scratch first
+    /// (`mul_mat_dequantize_a.wgsl`, [`MulMatTuning::sg_a_f16_min_n`]: row r of a's matrix i at
+    /// halves `(i·m + r)·k`); the kernel then reads that copy ([`MulMatPlan::kernel_problem`]).
+    pub dequantize_a: Option<F16Copy>,
+    /// Likewise for an f32 b (`mul_mat_convert_b.wgsl`, [`MulMatTuning::sg_b_f16_min_n`]:
+    /// column c of b's matrix i at halves `(i·n + c)·k`).
+    pub convert_b: Option<F16Copy>,
+}
+
+/// A kernel's plan with its workgroups along m and n and its workgroup memory in bytes.
+type Placed<T> = (T, u32, u32, u32);
+
+/// Whether b can be bound as 16-byte words: contiguous, every row 16-byte aligned and a multiple
+/// of 16 bytes long (so every read lies inside a whole word of the binding).
+pub fn b_vec4(p: &Problem) -> bool {
+    let row_bytes = p.k * if p.b_type == GgmlType::F16 { 2 } else { 4 };
+    p.b_contiguous && p.b_align >= 16 && row_bytes.is_multiple_of(16)
+}
+
+/// Whether a can be read as 16-byte words: float rows in whole 16-byte units at 16-byte offsets.
+pub fn a_vec4(p: &Problem) -> bool {
+    let elem = match p.a_type {
+        GgmlType::F32 => 4,
+        GgmlType::F16 | GgmlType::BF16 => 2,
+        _ => return false,
+    };
+    p.a_align >= 16 && (p.k * elem).is_multiple_of(16)
+}
+
+impl MulMatPlan {
+    /// The problem the main kernel reads: the plan's own, or with a and b replaced by their f16
+    /// copies ([`MulMatPlan::dequantize_a`], [`MulMatPlan::convert_b`]).
+    pub fn kernel_problem(&self) -> Problem {
+        passes::with_copies(&self.problem, self.dequantize_a.is_some(), self.convert_b.is_some())
+    }
+
+    /// The dst tile one workgroup computes (rows along m, columns along n).
+    pub fn tile(&self) -> (u32, u32) {
+        match &self.choice {
+            Choice::MatVec(v) => (v.rows * v.groups, v.cols),
+            Choice::Tiled(t) => (t.wg_m * t.thread_m, t.wg_n * t.thread_n),
+            Choice::SubgroupMatrix(s) => (s.count_m * s.frag_m * s.config.m, s.count_n * s.frag_n * s.config.n),
+            Choice::Simple(_) => (1, 1),
+        }
+    }
+}
+
+impl fmt::Display for MulMatPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tile = self.tile();
+        match &self.choice {
+            Choice::MatVec(v) => v.describe(f, &self.problem)?,
+            Choice::Tiled(t) => t.describe(f, tile)?,
+            Choice::SubgroupMatrix(s) => s.describe(f, tile)?,
+            Choice::Simple(reason) => return write!(f, "simple (fallback: {reason})"),
+        }
+        write!(
+            f,
+            "; {}x{} tiles x {} batches, grid {:?}, {} B workgroup memory",
+            self.tiles_m, self.tiles_n, self.batches, self.grid, self.workgroup_bytes
+        )?;
+        if self.a_vec4 {
+            f.write_str("; a as vec4")?;
+        }
+        if self.b_vec4 {
+            f.write_str("; b as vec4")?;
+        }
+        if self.direct_store {
+            f.write_str("; direct stores")?;
+        }
+        for (operand, copy) in [("a", &self.dequantize_a), ("b", &self.convert_b)] {
+            if let Some(q) = copy {
+                write!(
+                    f,
+                    "; {operand} converted to f16 first: {} units into {} B of scratch, grid {:?}",
+                    q.units, q.scratch_bytes, q.grid
+                )?;
+            }
+        }
+        if let Some(q) = &self.quantize_b {
+            write!(
+                f,
+                "; b quantized first: {} blocks into {} B of scratch, grid {:?}{}",
+                q.blocks,
+                q.scratch_bytes,
+                q.grid,
+                if q.twice() { " (twice)" } else { "" }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Chooses the kernel and tiles for `problem` on `device`.
+pub fn plan(problem: &Problem, device: &DeviceFacts, tuning: &MulMatTuning) -> MulMatPlan {
+    match fast_path(problem, device, tuning) {
+        Ok(plan) => plan,
+        Err(reason) => simple::plan(problem, device, reason),
+    }
+}
+
+fn fast_path(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Result<MulMatPlan, String> {
+    // Element indices of dst (and the batch · tile products) must fit 32 bits.
+    let outputs = p.m * p.n * p.batches;
+    if outputs >= 1 << 32 || p.k >= 1 << 31 {
+        return Err(format!("{outputs} outputs or k={} exceed 32-bit indexing", p.k));
+    }
+    let batches = p.batches as u32;
+
+    // The subgroup-matrix kernel may read f16 copies of a and b made first (by the knobs).
+    let (mut dequantize_a, mut convert_b) = (passes::dequantize_a(p, d, t), passes::convert_b(p, d, t));
+    let copied = passes::with_copies(p, dequantize_a.is_some(), convert_b.is_some());
+    let sg = |p: &Problem| {
+        subgroup_matrix::plan(p, d, t).map(|(s, tm, tn, bytes)| (Choice::SubgroupMatrix(s), tm, tn, bytes))
+    };
+    let (choice, tiles_m, tiles_n, workgroup_bytes) = if p.n <= u64::from(t.vec_max_n) {
+        (dequantize_a, convert_b) = (None, None);
+        let (v, tm, tn, bytes) = mat_vec::plan(p, d, t);
+        (Choice::MatVec(v), tm, tn, bytes)
+    } else if let Some(chosen) = (dequantize_a.is_some() || convert_b.is_some())
+        .then(|| sg(&copied))
+        .flatten()
+    {
+        chosen
+    } else {
+        (dequantize_a, convert_b) = (None, None);
+        match sg(p) {
+            Some(chosen) => chosen,
+            None => {
+                let (tp, tm, tn, bytes) = tiled::plan(p, d, t)?;
+                (Choice::Tiled(tp), tm, tn, bytes)
+            }
+        }
+    };
+    let kp = passes::with_copies(p, dequantize_a.is_some(), convert_b.is_some());
+    if workgroup_bytes > d.max_workgroup_storage {
+        return Err(format!(
+            "{workgroup_bytes} B of workgroup memory exceed the limit {}",
+            d.max_workgroup_storage
+        ));
+    }
+    let groups = u64::from(tiles_m) * u64::from(tiles_n) * p.batches;
+    let max = u64::from(d.max_workgroups_per_dim);
+    if groups > max * max || groups >= 1 << 32 {
+        return Err(format!("{groups} workgroups exceed a 2-D grid"));
+    }
+    let (a_vec4, direct_store) = match &choice {
+        Choice::SubgroupMatrix(s) => (a_vec4(&kp), p.dst_bytes >= u64::from(s.config.m * s.config.n * 4)),
+        Choice::MatVec(v) if !v.int_dot => (t.vec_float_vec4 && float_rows_vec4(p), false),
+        Choice::MatVec(v) if !v.int_slots => (t.vec_int_a_vec4.contains(p.a_type) && int_a_vec4(p), false),
+        _ => (false, false),
+    };
+    let quantize_b = match &choice {
+        Choice::MatVec(v) if v.int_dot => Some(passes::quantize_b(p, d, v)),
+        _ => None,
+    };
+    let b_vec4 = b_vec4(&kp)
+        && match t.b_vec4 {
+            BVec4::Never => false,
+            BVec4::Measured => match &choice {
+                Choice::SubgroupMatrix(_) => true,
+                // The float mat-vec's 16-byte steps read b 16 bytes at a time too.
+                Choice::MatVec(v) if !v.int_dot && a_vec4 => true,
+                // Measured faster for the lookup-table formats' mat-vec only (the float one was
+                // slower; the integer one reads b's 8-bit blocks, not b).
+                Choice::MatVec(_) => matches!(
+                    p.a_type,
+                    GgmlType::IQ2_XXS
+                        | GgmlType::IQ2_XS
+                        | GgmlType::IQ2_S
+                        | GgmlType::IQ3_XXS
+                        | GgmlType::IQ3_S
+                        | GgmlType::IQ1_S
+                        | GgmlType::IQ1_M
+                        | GgmlType::IQ4_NL
+                        | GgmlType::IQ4_XS
+                        | GgmlType::MXFP4
+                        | GgmlType::NVFP4
+                ),
+                Choice::Tiled(_) | Choice::Simple(_) => false,
+            },
+            BVec4::Always => true,
+        };
+    Ok(MulMatPlan {
+        problem: *p,
+        choice,
+        tiles_m,
+        tiles_n,
+        batches,
+        grid: grid_2d(groups as u32, d.max_workgroups_per_dim),
+        workgroup_bytes,
+        b_vec4,
+        a_vec4,
+        direct_store,
+        quantize_b,
+        dequantize_a,
+        convert_b,
+    })
+}
