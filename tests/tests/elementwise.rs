@@ -128,9 +128,16 @@ fn both_widths_and_in_place_agree_with_the_reference() {
     }
 }
 
+/// `result` is an operand error (not a device failure) whose message holds each of `words`.
 fn invalid(result: Result<impl std::fmt::Debug, BackendError>, words: &[&str]) {
     match result {
-        Err(BackendError::InvalidOperands(m)) | Err(BackendError::Unsupported(m)) => {
+        Err(
+            e @ (BackendError::InvalidOperands(_)
+            | BackendError::Unsupported(_)
+            | BackendError::Overlap(_)
+            | BackendError::WrongType(_)),
+        ) => {
+            let m = e.to_string();
             for w in words {
                 assert!(m.contains(w), "`{m}` does not say `{w}`");
             }

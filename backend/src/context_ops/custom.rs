@@ -118,7 +118,7 @@ impl GpuContext {
                 let same_buffer = t.buffer().as_raw() == u.buffer().as_raw();
                 let overlap = b.offset < c.offset + c.size && c.offset < b.offset + b.size;
                 if i != j && same_buffer && overlap {
-                    return Err(BackendError::InvalidOperands(format!(
+                    return Err(BackendError::Overlap(format!(
                         "kernel `{name}`: read-write binding {i} shares bytes with binding {j}"
                     )));
                 }
