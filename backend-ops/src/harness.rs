@@ -330,7 +330,7 @@ fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Re
             // the op to run), `gpu_operands` and `gpu_record`.
             let op = decoder::gpu_plan(c).map_err(BackendError::Unsupported)?;
             let run = decoder::host_run(c, seed)?;
-            let tensors = decoder::gpu_operands(ctx, c, &run)?;
+            let tensors = decoder::gpu_operands(ctx, &run)?;
             Ok(Prepared {
                 op: Op::Decoder(op),
                 tensors,
@@ -450,6 +450,7 @@ fn prepare_flash_attn(
 enum OpPlan {
     MulMat(GgmlType, GgmlType, mul_mat::MulMatPlan),
     FlashAttn(flash_attn::FlashAttnPlan),
+    /// A decoder op's plans, in words.
     Decoder(String),
 }
 

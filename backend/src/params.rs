@@ -310,6 +310,80 @@ kernel_params! {
     }
 }
 
+kernel_params! {
+    /// `binary.wgsl`: ADD, SUB, MUL, DIV (starts, extents and strides in units of the plan's
+    /// vector width).
+    BinaryUniforms in "binary.wgsl" {
+        a_start: u32,
+        b_start: u32,
+        dst_start: u32,
+        count: u32,
+        row_stride: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        ne3: u32,
+        a_nb0: u32,
+        a_nb1: u32,
+        a_nb2: u32,
+        a_nb3: u32,
+        b_ne0: u32,
+        b_ne1: u32,
+        b_ne2: u32,
+        b_ne3: u32,
+        b_nb0: u32,
+        b_nb1: u32,
+        b_nb2: u32,
+        b_nb3: u32,
+        dst_nb0: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+    }
+}
+
+kernel_params! {
+    /// `glu.wgsl`: the GLU family (starts and strides in elements).
+    GluUniforms in "glu.wgsl" {
+        x_start: u32,
+        g_start: u32,
+        dst_start: u32,
+        count: u32,
+        row_stride: u32,
+        n: u32,
+        ne1: u32,
+        ne2: u32,
+        x_nb1: u32,
+        x_nb2: u32,
+        x_nb3: u32,
+        g_nb1: u32,
+        g_nb2: u32,
+        g_nb3: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+        alpha: f32,
+        limit: f32,
+    }
+}
+
+kernel_params! {
+    /// `write.wgsl`: host bytes staged in an upload buffer, copied into a strided view.
+    WriteUniforms in "write.wgsl" {
+        dst_start: u32,
+        count: u32,
+        row_stride: u32,
+        unit_bytes: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        nb0: u32,
+        nb1: u32,
+        nb2: u32,
+        nb3: u32,
+    }
+}
+
 /// ALiBi's two slope bases for `n_heads` heads and `max_bias` (ggml's formula): heads below the
 /// largest power of two use m0, the rest m1. Returns (n_head_log2, m0, m1).
 pub fn alibi_slopes(n_heads: u32, max_bias: f32) -> (u32, f32, f32) {
@@ -434,6 +508,9 @@ mod tests {
         agrees::<SoftMaxUniforms>();
         agrees::<ArgmaxUniforms>();
         agrees::<ScaleUniforms>();
+        agrees::<BinaryUniforms>();
+        agrees::<GluUniforms>();
+        agrees::<WriteUniforms>();
     }
 
     #[test]

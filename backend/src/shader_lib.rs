@@ -33,6 +33,9 @@ const SOURCES: &[(&str, &str)] = sources!(
     "soft_max": ["soft_max.wgsl"],
     "argmax": ["argmax.wgsl"],
     "scale": ["scale.wgsl"],
+    "binary": ["binary.wgsl"],
+    "glu": ["glu.wgsl"],
+    "write": ["write.wgsl"],
     "mul_mat": [
         "mul_mat_operands.wgsl",
         "mul_mat_stage.wgsl",

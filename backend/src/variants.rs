@@ -400,6 +400,44 @@ pub fn scale(plan: &ScalePlan) -> ShaderVariant {
     v.define("PARAMS_BINDING", b.len())
 }
 
+/// The binary kernel's variant for a plan.
+pub fn binary_variant(plan: &crate::ops::binary::BinaryPlan) -> ShaderVariant {
+    let p = &plan.problem;
+    let f16 = |t: GgmlType| u32::from(t == GgmlType::F16);
+    ShaderVariant::new("binary.wgsl")
+        .define("OP", p.op as u32)
+        .define("A_F16", f16(p.a_type))
+        .define("B_F16", f16(p.b_type))
+        .define("DST_F16", f16(p.dst_type))
+        .define("VEC", plan.width)
+        .define("IN_PLACE", u32::from(p.in_place))
+        .define("WG_SIZE", format!("{}u", crate::ops::binary::plan::WG_SIZE))
+}
+
+/// The GLU kernel's variant for a plan (its op's number is ggml's `enum ggml_glu_op` order).
+pub fn glu_variant(plan: &crate::ops::glu::GluPlan) -> ShaderVariant {
+    let p = &plan.problem;
+    let op = crate::reference::GluOp::ALL
+        .iter()
+        .position(|&o| o == p.op)
+        .unwrap_or_default();
+    ShaderVariant::new("glu.wgsl")
+        .define("OP", op)
+        .define("F16", u32::from(p.ty == GgmlType::F16))
+        .define("WG_SIZE", format!("{}u", crate::ops::glu::plan::WG_SIZE))
+}
+
+/// The kernel that copies staged host bytes into a view ([`crate::GpuContext::write`]).
+pub fn write_variant() -> ShaderVariant {
+    ShaderVariant::new("write.wgsl").define("WG_SIZE", format!("{}u", crate::exec::WRITE_WG_SIZE))
+}
+
+/// The key of a kernel of one's own ([`crate::GpuContext::compile_kernel`]): it names the
+/// kernel in caches and errors; its WGSL is the caller's, never rendered from an embedded file.
+pub fn custom_kernel_key(name: &str) -> ShaderVariant {
+    ShaderVariant::new("custom").define("NAME", name)
+}
+
 /// The op a variant serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
@@ -413,6 +451,9 @@ pub enum Op {
     SoftMax,
     Argmax,
     Scale,
+    Binary,
+    Glu,
+    Write,
 }
 
 impl fmt::Display for Op {
@@ -427,6 +468,9 @@ impl fmt::Display for Op {
             Op::SoftMax => "SOFT_MAX",
             Op::Argmax => "ARGMAX",
             Op::Scale => "SCALE",
+            Op::Binary => "ADD/SUB/MUL/DIV",
+            Op::Glu => "GLU",
+            Op::Write => "WRITE",
         })
     }
 }
@@ -487,6 +531,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
 
     add_rows_and_rope(&mut add, device);
     add_row_ops(&mut add, device);
+    add_elementwise(device, &mut add);
 
     for knobs in MUL_MAT_KNOBS {
         let mut tuning = crate::tuning::profiles::mul_mat(device.class);
@@ -721,6 +766,52 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
     }
 }
 
+/// The variants of the element-wise ops and the write kernel: every op, type combination, form
+/// and vector width.
+fn add_elementwise(device: &DeviceFacts, add: &mut Add<'_>) {
+    use crate::ops::{binary, glu};
+    use crate::reference::{BinaryOp, GluOp};
+    let floats = [GgmlType::F32, GgmlType::F16];
+    for op in BinaryOp::ALL {
+        for a_type in floats {
+            for b_type in floats {
+                for in_place in [false, true] {
+                    for vec4_layout in [false, true] {
+                        let problem = binary::Problem {
+                            op,
+                            a_type,
+                            b_type,
+                            dst_type: a_type,
+                            ne: [4096, 512, 1, 1],
+                            b_ne: [4096, 1, 1, 1],
+                            in_place,
+                            vec4_layout,
+                        };
+                        if let Ok(plan) = binary::plan::plan(&problem, device) {
+                            add(binary_variant(&plan), Op::Binary, "binary", &|| plan.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for op in GluOp::ALL {
+        for ty in floats {
+            let problem = glu::Problem {
+                op,
+                ty,
+                dst_ne: [64, 4, 1, 1],
+                split: false,
+                swapped: false,
+            };
+            if let Ok(plan) = glu::plan::plan(&problem, device) {
+                add(glu_variant(&plan), Op::Glu, "glu", &|| plan.to_string());
+            }
+        }
+    }
+    add(write_variant(), Op::Write, "write", &|| "a strided view".into());
+}
+
 type Add<'a> = dyn FnMut(ShaderVariant, Op, &'static str, &dyn Fn() -> String) + 'a;
 
 /// The RMS_NORM, SOFT_MAX, ARGMAX and SCALE variants: row lengths from 1 to 200000 over few and
@@ -943,6 +1034,9 @@ mod tests {
             (Op::Scale, "vec4"),
             (Op::Scale, "flat"),
             (Op::Scale, "strided"),
+            (Op::Binary, "binary"),
+            (Op::Glu, "glu"),
+            (Op::Write, "write"),
         ] {
             assert!(paths.contains(&want), "{want:?} missing from {paths:?}");
         }

@@ -10,7 +10,7 @@ use ggml_dawn::exec::Stream;
 use ggml_dawn::format;
 use ggml_dawn::ggml_type::GgmlType;
 use ggml_dawn::memory::DeviceTensor;
-use ggml_dawn::ops::{argmax, norm, rope, rows, scale, soft_max};
+use ggml_dawn::ops::{argmax, binary, glu, norm, rope, rows, scale, soft_max};
 use ggml_dawn::reference::{
     self, BinaryOp, GluParams, ReferenceError, RmsNormParams, RopeParams, ScaleParams, SoftMaxParams, metric,
 };
@@ -66,8 +66,18 @@ pub fn gpu_plan(case: &DecoderCase) -> Result<GpuOp, String> {
             GpuOp::RmsNorm { eps: c.eps }
         }
         DecoderCase::RmsNormMulAdd(c) => {
-            norm::check(&v("a")?, Some(&v("b")?), Some(&v("c")?), &t.dst, c.eps).map_err(e)?;
-            GpuOp::RmsNormMulAdd { eps: c.eps }
+            // The leading ADDs: `dst = a + b`, then `dst += c` (and `+= b`, `+= c` again with
+            // multi_add) in place; then the fused op in place over dst.
+            let (a, b, cc) = (v("a")?, v("b")?, v("c")?);
+            binary::check(BinaryOp::Add, &a, &b, &t.dst).map_err(e)?;
+            for w in [&b, &cc] {
+                binary::check(BinaryOp::Add, &t.dst, w, &t.dst).map_err(e)?;
+            }
+            norm::check(&t.dst, Some(&b), Some(&cc), &t.dst, c.eps).map_err(e)?;
+            GpuOp::RmsNormMulAdd {
+                eps: c.eps,
+                multi_add: c.multi_add,
+            }
         }
         DecoderCase::SoftMax(c) => {
             let (mask, sinks) = (v("mask").ok(), v("sinks").ok());
@@ -93,8 +103,26 @@ pub fn gpu_plan(case: &DecoderCase) -> Result<GpuOp, String> {
                 bias: c.bias,
             }
         }
-        DecoderCase::Binary(_) | DecoderCase::Glu(_) => {
-            return Err(format!("{}: no GPU kernel yet (issue #38)", case.op_name()));
+        DecoderCase::Binary(c) => {
+            let (a, bs) = t.operands.split_first().ok_or("no operands")?;
+            for b in bs {
+                binary::check(c.op, &a.view, &b.view, &t.dst).map_err(e)?;
+            }
+            GpuOp::Binary { op: c.op }
+        }
+        DecoderCase::Glu(c) => {
+            let params = GluParams {
+                op: c.op,
+                swapped: c.swapped,
+                alpha: c.alpha,
+                limit: c.limit,
+            };
+            let b = v("b").ok();
+            glu::check(&v("a")?, b.as_ref(), &t.dst, &params).map_err(e)?;
+            GpuOp::Glu {
+                params,
+                split: b.is_some(),
+            }
         }
     })
 }
@@ -112,10 +140,11 @@ pub enum GpuOp {
     RmsNorm {
         eps: f32,
     },
-    /// The fused op of RMS_NORM_MUL_ADD's graph (`a`, weight `b`, bias `c`); the graph's leading
-    /// ADDs are made on the host by [`gpu_operands`].
+    /// RMS_NORM_MUL_ADD's graph (`a`, weight `b`, bias `c`): its leading ADDs into dst, then the
+    /// fused op in place over dst.
     RmsNormMulAdd {
         eps: f32,
+        multi_add: bool,
     },
     SoftMax {
         params: soft_max::SoftMaxParams,
@@ -127,45 +156,24 @@ pub enum GpuOp {
         scale: f32,
         bias: f32,
     },
+    /// ADD, SUB, MUL or DIV over `a, b_0 … b_{n-1}`, chained as upstream's graph:
+    /// `dst = a op b_0`, then `dst op= b_i` in place.
+    Binary {
+        op: BinaryOp,
+    },
+    /// A GLU, fused (`a` alone) or split (`a`, `b`).
+    Glu {
+        params: GluParams,
+        split: bool,
+    },
 }
 
-/// The operands' values the GPU op reads, in the case's order. RMS_NORM_MUL_ADD's graph adds `b`
-/// and `c` to `a` before the fused op: those f32 additions are made here on the host (bit for bit
-/// what a GPU ADD gives), and the fused op runs on the GPU.
-fn gpu_inputs(case: &DecoderCase, run: &HostRun) -> Result<Vec<HostTensor>, HostError> {
-    let mut ops = run.operands.clone();
-    if let DecoderCase::RmsNormMulAdd(c) = case {
-        let get = |name: &str| {
-            run.operand(name).ok_or_else(|| {
-                HostError::Case(CaseError::Invalid {
-                    op: case.op_name(),
-                    reason: format!("no operand {name}"),
-                })
-            })
-        };
-        let (a, b, cc) = (get("a")?, get("b")?, get("c")?);
-        let ne = a.layout.ne;
-        let mut x = a.clone();
-        for _ in 0..if c.multi_add { 2 } else { 1 } {
-            let ab = wrap(GgmlType::F32, ne, &reference::binary(BinaryOp::Add, &x, b)?)?;
-            x = wrap(GgmlType::F32, ne, &reference::binary(BinaryOp::Add, &ab, cc)?)?;
-        }
-        let i = run.tensors.operands.iter().position(|o| o.name == "a").unwrap_or(0);
-        ops[i] = x;
-    }
-    Ok(ops)
-}
-
-/// The case's storages uploaded (with [`gpu_inputs`]' values) and its operands viewed over them
-/// (in the case's order), then dst: the operand named `dst` where the op writes in place
-/// (SET_ROWS, CPY), else a new tensor filled with 0xff.
-pub fn gpu_operands(
-    ctx: &GpuContext,
-    case: &DecoderCase,
-    run: &HostRun,
-) -> ggml_dawn::error::Result<Vec<DeviceTensor>> {
+/// The case's storages uploaded and its operands viewed over them (in the case's order), then
+/// dst: the operand named `dst` where the op writes in place (SET_ROWS, CPY), else a new tensor
+/// filled with 0xff.
+pub fn gpu_operands(ctx: &GpuContext, run: &HostRun) -> ggml_dawn::error::Result<Vec<DeviceTensor>> {
     let t = &run.tensors;
-    let values = gpu_inputs(case, run)?;
+    let values = &run.operands;
     let storages: Vec<HostTensor> = t
         .storages
         .iter()
@@ -224,8 +232,16 @@ pub fn gpu_record(
         (GpuOp::RmsNorm { eps }, [x, dst]) => {
             norm::rms_norm_mul_add(&env, stream, x, None, None, dst, *eps)?.to_string()
         }
-        (GpuOp::RmsNormMulAdd { eps }, [a, b, c, dst]) => {
-            norm::rms_norm_mul_add(&env, stream, a, Some(b), Some(c), dst, *eps)?.to_string()
+        (GpuOp::RmsNormMulAdd { eps, multi_add }, [a, b, c, dst]) => {
+            let rounds = if *multi_add { 2 } else { 1 };
+            let mut plans = Vec::with_capacity(2 * rounds + 1);
+            for round in 0..rounds {
+                let x = if round == 0 { a } else { dst };
+                plans.push(binary::binary(&env, stream, BinaryOp::Add, x, b, dst)?.to_string());
+                plans.push(binary::binary(&env, stream, BinaryOp::Add, dst, c, dst)?.to_string());
+            }
+            plans.push(norm::rms_norm_mul_add(&env, stream, dst, Some(b), Some(c), dst, *eps)?.to_string());
+            plans.join("; ")
         }
         (GpuOp::SoftMax { params, mask, sinks }, [x, rest @ .., dst]) => {
             let (m, s) = match (mask, sinks, rest) {
@@ -239,6 +255,18 @@ pub fn gpu_record(
         }
         (GpuOp::Argmax, [x, dst]) => argmax::argmax(&env, stream, x, dst)?.to_string(),
         (GpuOp::Scale { scale: s, bias }, [x, dst]) => scale::scale(&env, stream, x, dst, *s, *bias)?.to_string(),
+        (GpuOp::Binary { op }, [a, bs @ .., dst]) if !bs.is_empty() => {
+            let mut plans = Vec::with_capacity(bs.len());
+            for (i, b) in bs.iter().enumerate() {
+                let x = if i == 0 { a } else { dst };
+                plans.push(binary::binary(&env, stream, *op, x, b, dst)?.to_string());
+            }
+            plans.join("; ")
+        }
+        (GpuOp::Glu { params, split: false }, [a, dst]) => glu::glu(&env, stream, a, None, dst, params)?.to_string(),
+        (GpuOp::Glu { params, split: true }, [a, b, dst]) => {
+            glu::glu(&env, stream, a, Some(b), dst, params)?.to_string()
+        }
         _ => return Err(missing()),
     })
 }
@@ -529,9 +557,8 @@ mod tests {
                 *v = -*v + 1.0;
             }
             assert!(matches!(run.check(&wrong), Status::Fail { .. }), "{spec}");
-            // The GPU runs the ops of issue #38 whose kernels exist.
-            let on_gpu = !matches!(case, DecoderCase::Binary(_) | DecoderCase::Glu(_));
-            assert_eq!(gpu_support(&case).is_ok(), on_gpu, "{spec}");
+            // Every op of issue #38 has its kernel.
+            assert_eq!(gpu_support(&case), Ok(()), "{spec}");
         }
     }
 

@@ -3,8 +3,12 @@
 //! family of ops.
 
 mod argmax;
+mod binary;
+pub(crate) mod custom;
+mod glu;
 mod norm;
 mod rope;
 mod rows;
 mod scale;
 mod soft_max;
+mod write;

@@ -7,9 +7,12 @@
 
 pub mod argmax;
 pub mod arith;
+pub mod binary;
 pub mod dequantize;
+pub(crate) mod elementwise;
 mod env;
 pub mod flash_attn;
+pub mod glu;
 pub mod mul_mat;
 pub mod norm;
 pub mod rope;
@@ -17,6 +20,7 @@ pub mod row_plan;
 pub mod rows;
 pub mod scale;
 pub mod soft_max;
+pub mod write;
 
 use crate::context::GpuContext;
 use crate::error::Result;
