@@ -149,6 +149,8 @@ enum Op {
         has_sinks: bool,
         params: FlashAttnParams,
     },
+    /// A decoder op (issue #38), checked when prepared: its operands as [`decoder::gpu_operands`]
+    /// lays them out.
     Decoder(decoder::GpuOp),
 }
 
@@ -324,15 +326,15 @@ fn prepare(ctx: &GpuContext, case: &Case, seed: u64, with_reference: bool) -> Re
         Case::MulMat(c) => prepare_mul_mat(ctx, c, &mut rng, with_reference, case_error),
         Case::FlashAttnExt(c) => prepare_flash_attn(ctx, c, &mut rng, with_reference, case_error),
         Case::Decoder(c) => {
-            // The GPU kernels of issue #38 plug in at `decoder::gpu_support` and `gpu_plan`.
-            decoder::gpu_support(c).map_err(BackendError::Unsupported)?;
+            // The GPU kernels of issue #38 plug in at `decoder::gpu_plan` (the op's checks, and
+            // the op to run), `gpu_operands` and `gpu_record`.
             let op = decoder::gpu_plan(c).map_err(BackendError::Unsupported)?;
             let run = decoder::host_run(c, seed)?;
             let tensors = decoder::gpu_operands(ctx, &run)?;
             Ok(Prepared {
                 op: Op::Decoder(op),
                 tensors,
-                reference: run.reference,
+                reference: if with_reference { run.reference } else { Vec::new() },
             })
         }
     }
@@ -448,6 +450,7 @@ fn prepare_flash_attn(
 enum OpPlan {
     MulMat(GgmlType, GgmlType, mul_mat::MulMatPlan),
     FlashAttn(flash_attn::FlashAttnPlan),
+    /// A decoder op's plans, in words.
     Decoder(String),
 }
 
@@ -521,7 +524,8 @@ pub struct Timing {
     /// Close to `us_per_run`, the host is the limit, not the GPU.
     pub host_us_per_run: f64,
     pub flops_per_run: u64,
-    /// Bytes read and written per run, for the memory-bound decoder ops (0 for the others).
+    /// Bytes the op reads and writes once (its operands and dst; 0 where not counted): memory-bound
+    /// ops are judged by bytes per second.
     pub bytes_per_run: u64,
     /// The plan the op followed, in words.
     pub plan: String,
@@ -531,6 +535,11 @@ impl Timing {
     pub fn tflops(&self) -> f64 {
         self.flops_per_run as f64 / self.us_per_run / 1e6
     }
+
+    /// Bytes read and written per second, in GB/s (0 where bytes are not counted).
+    pub fn gbps(&self) -> f64 {
+        self.bytes_per_run as f64 / self.us_per_run / 1e3
+    }
 }
 
 /// Times a case as upstream does: a graph repeating the op `min(8192, 100 GFLOP / flops) + 1`
@@ -539,7 +548,14 @@ impl Timing {
 pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats: u64) -> Result<Timing> {
     let prepared = prepare(ctx, case, 1, false)?;
     let flops = case.flops().max(1);
-    let repeats = ((100_000_000_000 / flops).min(8191) + 1).min(max_repeats.max(1));
+    // Upstream's count: by FLOPs, or for ops without any by bytes (32 GiB a graph on a GPU).
+    let bytes = case_bytes(case);
+    let per_graph = if case.flops() == 0 && bytes > 0 {
+        (32u64 << 30) / bytes
+    } else {
+        100_000_000_000 / flops
+    };
+    let repeats = (per_graph.min(8191) + 1).min(max_repeats.max(1));
     let mut stream = ctx.stream()?;
     // One graph: the host's time until the last submit, then the wait for the GPU.
     let graph = |stream: &mut Stream| -> Result<(OpPlan, Duration)> {
@@ -566,12 +582,18 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
         us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
         host_us_per_run: host.as_secs_f64() * 1e6 / runs as f64,
         flops_per_run: flops,
-        bytes_per_run: match case {
-            Case::Decoder(c) => c.bytes(),
-            _ => 0,
-        },
+        bytes_per_run: bytes,
         plan: plan.to_string(),
     })
+}
+
+/// The bytes a case's op reads and writes once, as upstream's `op_size` counts them (the decoder
+/// ops; 0 for the others, judged by their FLOPs).
+fn case_bytes(case: &Case) -> u64 {
+    match case {
+        Case::Decoder(c) => c.bytes(),
+        _ => 0,
+    }
 }
 
 /// Whether this backend runs `case` on `ctx`'s device, judged from layouts and limits alone

@@ -194,6 +194,68 @@ pub const SUITES: &[Suite] = &[
             C("FLASH_ATTN_EXT(hsk=256,hsv=256,nh=2,nr23=[16,1],kv=20000,nb=512)"),
         ],
     },
+    Suite {
+        name: "rows",
+        description: "the memory-bound decoder ops in GB/s: RMS_NORM (and fused) over 4096x512 and 4096x4096 f32 and one decode row, SOFT_MAX, ARGMAX over a vocabulary, SCALE, CPY of 4096x4096 (converting, transposed, quantizing), GET_ROWS of 4096 rows of a 32000-row table, SET_ROWS into a cache, ROPE of a 4096-token prefill and one decode token",
+        min_time: 0.5,
+        sources: &[
+            C("RMS_NORM(type=f32,ne=[4096,512,1,1],v=0,eps=0.000001,inplace=0)"),
+            C("RMS_NORM(type=f32,ne=[4096,4096,1,1],v=0,eps=0.000001,inplace=0)"),
+            C("RMS_NORM(type=f32,ne=[4096,1,1,1],v=0,eps=0.000001,inplace=0)"),
+            C("RMS_NORM_MUL_ADD(type=f32,ne=[4096,512,1,1],eps=0.000001,broadcast=0,multi_add=0)"),
+            C(
+                "SOFT_MAX(type=f32,ne=[4096,512,1,1],mask=0,sinks=0,m_prec=f32,nr23=[1,1],scale=1.000000,max_bias=0.000000,inplace=0)",
+            ),
+            C(
+                "SOFT_MAX(type=f32,ne=[4096,512,8,1],mask=1,sinks=1,m_prec=f16,nr23=[1,1],scale=0.100000,max_bias=0.000000,inplace=0)",
+            ),
+            C("ARGMAX(type=f32,ne=[32000,512,1,1])"),
+            C("ARGMAX(type=f32,ne=[151936,1,1,1])"),
+            C("SCALE(type=f32,ne=[4096,512,1,1],scale=2.000000,bias=1.000000,inplace=0)"),
+            C("SCALE(type=f32,ne=[4096,4096,4,1],scale=2.000000,bias=1.000000,inplace=0)"),
+            C(
+                "CPY(type_src=f32,type_dst=f32,ne_src=[4096,4096,1,1],permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0)",
+            ),
+            C(
+                "CPY(type_src=f32,type_dst=f16,ne_src=[4096,4096,1,1],permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0)",
+            ),
+            C(
+                "CPY(type_src=f16,type_dst=f32,ne_src=[4096,4096,1,1],permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0)",
+            ),
+            C(
+                "CPY(type_src=f16,type_dst=f16,ne_src=[4096,4096,1,1],permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0)",
+            ),
+            C(
+                "CPY(type_src=f32,type_dst=f32,ne_src=[4096,4096,1,1],permute_src=[1,0,2,3],permute_dst=[0,0,0,0],_src_transpose=0)",
+            ),
+            C(
+                "CPY(type_src=f32,type_dst=q8_0,ne_src=[4096,4096,1,1],permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0)",
+            ),
+            C(
+                "CPY(type_src=f32,type_dst=q4_0,ne_src=[4096,4096,1,1],permute_src=[0,0,0,0],permute_dst=[0,0,0,0],_src_transpose=0)",
+            ),
+            C("GET_ROWS(type=f32,n=4096,m=32000,r=4096,be1=1,be2=1,v=0)"),
+            C("GET_ROWS(type=f16,n=4096,m=32000,r=4096,be1=1,be2=1,v=0)"),
+            C("GET_ROWS(type=q8_0,n=4096,m=32000,r=4096,be1=1,be2=1,v=0)"),
+            C("GET_ROWS(type=q4_K,n=4096,m=32000,r=4096,be1=1,be2=1,v=0)"),
+            C("SET_ROWS(type_src=f32,type_dst=f16,type_idx=i64,ne=[1024,8192,1,1],nr23=[1,1],r=4096,v=0)"),
+            C("SET_ROWS(type_src=f32,type_dst=f32,type_idx=i64,ne=[1024,8192,1,1],nr23=[1,1],r=4096,v=0)"),
+            C("SET_ROWS(type_src=f32,type_dst=q8_0,type_idx=i64,ne=[1024,8192,1,1],nr23=[1,1],r=4096,v=0)"),
+            C(
+                "ROPE(type=f32,ne_a=[128,32,4096,1],n_dims=128,mode=2,n_ctx=4096,fs=1.000000,ef=0.000000,af=1.000000,ff=0,v=0,inplace=0,n_offs=0)",
+            ),
+            C(
+                "ROPE(type=f32,ne_a=[128,32,4096,1],n_dims=128,mode=0,n_ctx=4096,fs=1.000000,ef=0.000000,af=1.000000,ff=0,v=0,inplace=0,n_offs=0)",
+            ),
+            C(
+                "ROPE(type=f16,ne_a=[128,32,4096,1],n_dims=128,mode=2,n_ctx=4096,fs=1.000000,ef=0.000000,af=1.000000,ff=0,v=0,inplace=0,n_offs=0)",
+            ),
+            C(
+                "ROPE(type=f32,ne_a=[128,32,1,1],n_dims=128,mode=2,n_ctx=4096,fs=1.000000,ef=0.000000,af=1.000000,ff=0,v=0,inplace=0,n_offs=0)",
+            ),
+            C("SET_ROWS(type_src=f32,type_dst=f16,type_idx=i64,ne=[1024,4096,1,1],nr23=[1,1],r=1,v=0)"),
+        ],
+    },
 ];
 
 /// The suites' names, in table order.

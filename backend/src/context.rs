@@ -99,6 +99,9 @@ pub struct GpuContext {
     scratch: Arc<Scratch>,
     /// The stream of the context's own ops (`GpuContext::mul_mat` and the like).
     pub(crate) stream: Arc<Mutex<Stream>>,
+    /// Whether the context made its device with Dawn's validation and robustness on (safe mode,
+    /// no toggle forced on); unknown, so false, for a device the caller made.
+    pub(crate) robust: bool,
 }
 
 impl ContextOptions {
@@ -394,7 +397,8 @@ impl GpuContext {
         }
         .with_adapter_limits();
         let device = wait_request(adapter.request_device(&desc), "the device request", options.timeout)?;
-        GpuContext::assemble(adapter.clone(), device, info, subgroup_matrix, options)
+        let robust = options.safe_mode && options.enable_toggles.is_empty();
+        GpuContext::assemble(adapter.clone(), device, info, subgroup_matrix, options, robust)
     }
 
     /// Runs the backend on a device the caller made, with the features and limits it has
@@ -405,7 +409,7 @@ impl GpuContext {
         let adapter = device.adapter().clone();
         let info = adapter.info();
         let subgroup_matrix = pick_config(&info, device.has_feature(Feature::SUBGROUP_MATRIX), &options)?;
-        GpuContext::assemble(adapter, device, info, subgroup_matrix, options)
+        GpuContext::assemble(adapter, device, info, subgroup_matrix, options, false)
     }
 
     fn assemble(
@@ -414,6 +418,7 @@ impl GpuContext {
         info: AdapterInfo,
         subgroup_matrix: Option<SubgroupMatrixConfig>,
         options: ContextOptions,
+        robust: bool,
     ) -> Result<GpuContext, ContextError> {
         let capabilities = Capabilities {
             limits: *device.limits(),
@@ -440,6 +445,7 @@ impl GpuContext {
             plan_kernels: Arc::default(),
             scratch,
             stream: Arc::new(Mutex::new(stream)),
+            robust,
         })
     }
 

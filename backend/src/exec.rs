@@ -25,6 +25,8 @@ pub const MAX_DISPATCHES: usize = 512;
 pub const FIRST_SUBMIT_DISPATCHES: usize = 8;
 /// Submits that may be in flight before the next one waits for the oldest.
 pub const MAX_IN_FLIGHT: usize = 8;
+/// Threads per workgroup of the kernel that copies staged host bytes into a view.
+pub const WRITE_WG_SIZE: u32 = 256;
 /// How long a stream waits for an earlier submit at most, unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -204,6 +206,37 @@ impl Stream {
                 self.submit_at = (self.submit_at * 2).min(MAX_DISPATCHES);
             }
         }
+        Ok(())
+    }
+
+    /// Writes `bytes` into `buffer` at `offset` after everything recorded so far: what is
+    /// recorded is submitted first, and the queue orders the write after it (a queue write is
+    /// ordered against submits, not against dispatches still being recorded); dispatches recorded
+    /// later see the new bytes. `offset` and the length must be multiples of 4 bytes.
+    pub(crate) fn write_after_recorded(&mut self, buffer: &Buffer, offset: u64, bytes: &[u8]) -> Result<()> {
+        if !offset.is_multiple_of(4) || !bytes.len().is_multiple_of(4) {
+            return Err(BackendError::InvalidOperands(format!(
+                "a queue write of {} bytes at {offset} is not whole 4-byte words",
+                bytes.len()
+            )));
+        }
+        if offset
+            .checked_add(bytes.len() as u64)
+            .is_none_or(|end| end > buffer.size())
+        {
+            return Err(BackendError::InvalidOperands(format!(
+                "a write of {} bytes at {offset} passes the end of a {}-byte buffer",
+                bytes.len(),
+                buffer.size()
+            )));
+        }
+        if !self.is_on(buffer.device()) {
+            return Err(BackendError::InvalidOperands(
+                "a write into a buffer of another device than the stream's".into(),
+            ));
+        }
+        self.flush()?;
+        self.device.write_buffer(buffer, offset, bytes)?;
         Ok(())
     }
 

@@ -137,14 +137,28 @@ impl PipelineCache {
 }
 
 fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Result<Pipeline> {
+    let wgsl = variant.render().map_err(|e| BackendError::Shader {
+        variant: variant.to_string(),
+        message: e.to_string(),
+    })?;
+    compile_wgsl(device, variant, &wgsl, storage)
+}
+
+/// Compiles `wgsl` (entry point `main`) with the explicit layout of the module's doc: `storage`
+/// in binding order, then the dynamic-offset parameter block. Errors name `variant`.
+pub(crate) fn compile_wgsl(
+    device: &Device,
+    variant: &ShaderVariant,
+    wgsl: &str,
+    storage: &[Access],
+) -> Result<Pipeline> {
     let key = variant.to_string();
     let shader_error = |message: String| BackendError::Shader {
         variant: key.clone(),
         message,
     };
-    let wgsl = variant.render().map_err(|e| shader_error(e.to_string()))?;
     let module = device
-        .create_shader_module(Some(&key), &wgsl)
+        .create_shader_module(Some(&key), wgsl)
         .map_err(|e| shader_error(e.to_string()))?;
     let mut entries: Vec<BindGroupLayoutEntry> = storage
         .iter()
@@ -163,7 +177,7 @@ fn compile(device: &Device, variant: &ShaderVariant, storage: &[Access]) -> Resu
         has_dynamic_offset: true,
         min_binding_size: 0,
     });
-    let reads_tables = wgsl_tables::reads_tables(&wgsl);
+    let reads_tables = wgsl_tables::reads_tables(wgsl);
     if reads_tables {
         entries.push(BindGroupLayoutEntry::buffer(
             wgsl_tables::TABLES_BINDING,

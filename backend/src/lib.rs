@@ -111,6 +111,7 @@ pub mod weights;
 
 pub use context::{AdapterChoice, Capabilities, ContextError, ContextOptions, GpuContext, adapters};
 pub use context_ops::WarmUp;
+pub use context_ops::custom::CustomKernel;
 /// The safe Dawn API this crate is built on (`webgpu-dawn`), for what the backend does not wrap.
 pub use dawn;
 pub use error::{Error, ErrorKind, Result};

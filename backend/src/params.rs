@@ -200,6 +200,190 @@ kernel_params! {
     }
 }
 
+kernel_params! {
+    /// `rms_norm.wgsl`: RMS_NORM with the fused weight and bias. Starts and strides in units
+    /// (elements, or 16-byte vectors on the vector path).
+    RmsNormUniforms in "rms_norm.wgsl" {
+        x_start: u32,
+        x_nb0: u32,
+        x_nb1: u32,
+        x_nb2: u32,
+        x_nb3: u32,
+        dst_start: u32,
+        dst_nb0: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+        w_start: u32,
+        w_ne0: u32,
+        w_ne1: u32,
+        w_ne2: u32,
+        w_ne3: u32,
+        w_nb1: u32,
+        w_nb2: u32,
+        w_nb3: u32,
+        b_start: u32,
+        b_ne0: u32,
+        b_ne1: u32,
+        b_ne2: u32,
+        b_ne3: u32,
+        b_nb1: u32,
+        b_nb2: u32,
+        b_nb3: u32,
+        ne0: u32,
+        n_elements: u32,
+        ne1: u32,
+        ne2: u32,
+        n_rows: u32,
+        groups_x: u32,
+        eps: f32,
+    }
+}
+
+kernel_params! {
+    /// `soft_max.wgsl`: SOFT_MAX with mask, sinks and ALiBi. Starts and strides in units.
+    SoftMaxUniforms in "soft_max.wgsl" {
+        x_start: u32,
+        x_nb0: u32,
+        x_nb1: u32,
+        x_nb2: u32,
+        x_nb3: u32,
+        dst_start: u32,
+        dst_nb0: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+        mask_start: u32,
+        mask_nb1: u32,
+        mask_nb2: u32,
+        mask_nb3: u32,
+        mask_ne2: u32,
+        mask_ne3: u32,
+        sinks_start: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        n_rows: u32,
+        groups_x: u32,
+        scale: f32,
+        max_bias: f32,
+        n_head_log2: u32,
+        m0: f32,
+        m1: f32,
+    }
+}
+
+kernel_params! {
+    /// `argmax.wgsl`: ARGMAX of f32 rows into i32.
+    ArgmaxUniforms in "argmax.wgsl" {
+        x_start: u32,
+        x_nb0: u32,
+        x_nb1: u32,
+        dst_start: u32,
+        ne0: u32,
+        n: u32,
+        n_rows: u32,
+        groups_x: u32,
+    }
+}
+
+kernel_params! {
+    /// `scale.wgsl`: SCALE (x·scale + bias).
+    ScaleUniforms in "scale.wgsl" {
+        x_start: u32,
+        x_nb0: u32,
+        x_nb1: u32,
+        x_nb2: u32,
+        x_nb3: u32,
+        dst_start: u32,
+        dst_nb0: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        n: u32,
+        row_stride: u32,
+        scale: f32,
+        bias: f32,
+    }
+}
+
+kernel_params! {
+    /// `binary.wgsl`: ADD, SUB, MUL, DIV (starts, extents and strides in units of the plan's
+    /// vector width).
+    BinaryUniforms in "binary.wgsl" {
+        a_start: u32,
+        b_start: u32,
+        dst_start: u32,
+        count: u32,
+        row_stride: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        ne3: u32,
+        a_nb0: u32,
+        a_nb1: u32,
+        a_nb2: u32,
+        a_nb3: u32,
+        b_ne0: u32,
+        b_ne1: u32,
+        b_ne2: u32,
+        b_ne3: u32,
+        b_nb0: u32,
+        b_nb1: u32,
+        b_nb2: u32,
+        b_nb3: u32,
+        dst_nb0: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+    }
+}
+
+kernel_params! {
+    /// `glu.wgsl`: the GLU family (starts and strides in elements).
+    GluUniforms in "glu.wgsl" {
+        x_start: u32,
+        g_start: u32,
+        dst_start: u32,
+        count: u32,
+        row_stride: u32,
+        n: u32,
+        ne1: u32,
+        ne2: u32,
+        x_nb1: u32,
+        x_nb2: u32,
+        x_nb3: u32,
+        g_nb1: u32,
+        g_nb2: u32,
+        g_nb3: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+        alpha: f32,
+        limit: f32,
+    }
+}
+
+kernel_params! {
+    /// `write.wgsl`: host bytes staged in an upload buffer, copied into a strided view.
+    WriteUniforms in "write.wgsl" {
+        dst_start: u32,
+        count: u32,
+        row_stride: u32,
+        unit_bytes: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        nb0: u32,
+        nb1: u32,
+        nb2: u32,
+        nb3: u32,
+    }
+}
+
 /// ALiBi's two slope bases for `n_heads` heads and `max_bias` (ggml's formula): heads below the
 /// largest power of two use m0, the rest m1. Returns (n_head_log2, m0, m1).
 pub fn alibi_slopes(n_heads: u32, max_bias: f32) -> (u32, f32, f32) {
@@ -320,6 +504,13 @@ mod tests {
         agrees::<FlashAttnSimpleUniforms>();
         agrees::<RowsUniforms>();
         agrees::<RopeUniforms>();
+        agrees::<RmsNormUniforms>();
+        agrees::<SoftMaxUniforms>();
+        agrees::<ArgmaxUniforms>();
+        agrees::<ScaleUniforms>();
+        agrees::<BinaryUniforms>();
+        agrees::<GluUniforms>();
+        agrees::<WriteUniforms>();
     }
 
     #[test]

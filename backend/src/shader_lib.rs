@@ -25,10 +25,17 @@ macro_rules! sources {
 
 /// Every embedded source, by file name: the shared parts, then one group per op.
 const SOURCES: &[(&str, &str)] = sources!(
-    "common": ["common.wgsl", "formats.wgsl", "format_tables.wgsl"],
+    "common": ["common.wgsl", "formats.wgsl", "format_tables.wgsl", "row_reduce.wgsl"],
     "dequantize": ["dequantize.wgsl"],
     "rows": ["rows.wgsl", "encode.wgsl"],
     "rope": ["rope.wgsl"],
+    "norm": ["rms_norm.wgsl"],
+    "soft_max": ["soft_max.wgsl"],
+    "argmax": ["argmax.wgsl"],
+    "scale": ["scale.wgsl"],
+    "binary": ["binary.wgsl"],
+    "glu": ["glu.wgsl"],
+    "write": ["write.wgsl"],
     "mul_mat": [
         "mul_mat_operands.wgsl",
         "mul_mat_stage.wgsl",

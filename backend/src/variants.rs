@@ -25,7 +25,9 @@ use crate::ops::mul_mat::plan::{
     SubgroupMatrixPlan, TiledPlan,
 };
 use crate::ops::rope::plan::{self as rope_plan, RopePlan};
+use crate::ops::row_plan::{self, RowPlan};
 use crate::ops::rows::plan::{self as rows_plan, RowsOp, RowsPlan};
+use crate::ops::{argmax::ArgmaxPlan, norm::NormPlan, scale::ScalePlan, soft_max::SoftMaxPlan};
 use crate::reference::RopeMode;
 use crate::shader_lib::ShaderVariant;
 
@@ -332,6 +334,111 @@ pub fn rope(plan: &RopePlan) -> ShaderVariant {
         .define("WG_SIZE", format!("{}u", plan.wg_size))
 }
 
+/// A row-reducing kernel's variant of `file` for `rows`, its storage bindings numbered in order
+/// (`bindings` names them; the parameter block follows).
+fn row_variant(file: &'static str, rows: &RowPlan, bindings: &[&str]) -> ShaderVariant {
+    let mut v = ShaderVariant::new(file)
+        .define("WG_SIZE", format!("{}u", rows.wg_size))
+        .define("GROUP_SIZE", format!("{}u", rows.group))
+        .flag("VEC4", rows.vec4)
+        .flag("USE_SUBGROUPS", rows.subgroups);
+    for (i, name) in bindings.iter().enumerate() {
+        v = v.define(name, i);
+    }
+    v.define("PARAMS_BINDING", bindings.len())
+}
+
+/// The storage bindings of a kernel that may run in place (x left out) and take optional
+/// inputs: x, the present inputs, then dst.
+fn bindings<'a>(in_place: bool, inputs: &[(&'a str, bool)]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    if !in_place {
+        out.push("X_BINDING");
+    }
+    out.extend(inputs.iter().filter(|(_, on)| *on).map(|(name, _)| *name));
+    out.push("DST_BINDING");
+    out
+}
+
+/// The kernel of an RMS_NORM plan (with its fused weight and bias).
+pub fn rms_norm(plan: &NormPlan) -> ShaderVariant {
+    let b = bindings(plan.in_place, &[("W_BINDING", plan.weight), ("B_BINDING", plan.bias)]);
+    row_variant("rms_norm.wgsl", &plan.rows, &b)
+        .flag("INPLACE", plan.in_place)
+        .flag("HAS_W", plan.weight)
+        .flag("HAS_B", plan.bias)
+}
+
+/// The kernel of a SOFT_MAX plan.
+pub fn soft_max(plan: &SoftMaxPlan) -> ShaderVariant {
+    let b = bindings(
+        plan.in_place,
+        &[("MASK_BINDING", plan.mask.is_some()), ("SINKS_BINDING", plan.sinks)],
+    );
+    row_variant("soft_max.wgsl", &plan.rows, &b)
+        .flag("INPLACE", plan.in_place)
+        .flag("HAS_MASK", plan.mask.is_some())
+        .flag("MASK_F16", plan.mask == Some(GgmlType::F16))
+        .flag("HAS_SINKS", plan.sinks)
+}
+
+/// The kernel of an ARGMAX plan.
+pub fn argmax(plan: &ArgmaxPlan) -> ShaderVariant {
+    row_variant("argmax.wgsl", &plan.rows, &[])
+}
+
+/// The kernel of a SCALE plan.
+pub fn scale(plan: &ScalePlan) -> ShaderVariant {
+    let b = bindings(plan.in_place, &[]);
+    let mut v = ShaderVariant::new("scale.wgsl")
+        .define("WG_SIZE", format!("{}u", plan.wg_size))
+        .flag("FLAT", plan.flat)
+        .flag("VEC4", plan.vec4)
+        .flag("INPLACE", plan.in_place);
+    for (i, name) in b.iter().enumerate() {
+        v = v.define(name, i);
+    }
+    v.define("PARAMS_BINDING", b.len())
+}
+
+/// The binary kernel's variant for a plan.
+pub fn binary_variant(plan: &crate::ops::binary::BinaryPlan) -> ShaderVariant {
+    let p = &plan.problem;
+    let f16 = |t: GgmlType| u32::from(t == GgmlType::F16);
+    ShaderVariant::new("binary.wgsl")
+        .define("OP", p.op as u32)
+        .define("A_F16", f16(p.a_type))
+        .define("B_F16", f16(p.b_type))
+        .define("DST_F16", f16(p.dst_type))
+        .define("VEC", plan.width)
+        .define("IN_PLACE", u32::from(p.in_place))
+        .define("WG_SIZE", format!("{}u", crate::ops::binary::plan::WG_SIZE))
+}
+
+/// The GLU kernel's variant for a plan (its op's number is ggml's `enum ggml_glu_op` order).
+pub fn glu_variant(plan: &crate::ops::glu::GluPlan) -> ShaderVariant {
+    let p = &plan.problem;
+    let op = crate::reference::GluOp::ALL
+        .iter()
+        .position(|&o| o == p.op)
+        .unwrap_or_default();
+    ShaderVariant::new("glu.wgsl")
+        .define("OP", op)
+        .define("F16", u32::from(p.ty == GgmlType::F16))
+        .define("WG_SIZE", format!("{}u", crate::ops::glu::plan::WG_SIZE))
+}
+
+/// The kernel that copies staged host bytes into a view ([`crate::GpuContext::write`]).
+pub fn write_variant() -> ShaderVariant {
+    ShaderVariant::new("write.wgsl").define("WG_SIZE", format!("{}u", crate::exec::WRITE_WG_SIZE))
+}
+
+/// The key of a kernel of one's own ([`crate::GpuContext::compile_kernel`]): it names the
+/// kernel in caches and errors; its WGSL is the caller's, never rendered from an embedded file.
+pub fn custom_kernel_key(name: &str) -> ShaderVariant {
+    ShaderVariant::new("custom").define("NAME", name)
+}
+
 /// The op a variant serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
@@ -341,6 +448,13 @@ pub enum Op {
     /// GET_ROWS, SET_ROWS and CPY (one kernel).
     Rows,
     Rope,
+    RmsNorm,
+    SoftMax,
+    Argmax,
+    Scale,
+    Binary,
+    Glu,
+    Write,
 }
 
 impl fmt::Display for Op {
@@ -351,6 +465,13 @@ impl fmt::Display for Op {
             Op::Dequantize => "DEQUANTIZE",
             Op::Rows => "GET_ROWS/SET_ROWS/CPY",
             Op::Rope => "ROPE",
+            Op::RmsNorm => "RMS_NORM",
+            Op::SoftMax => "SOFT_MAX",
+            Op::Argmax => "ARGMAX",
+            Op::Scale => "SCALE",
+            Op::Binary => "ADD/SUB/MUL/DIV",
+            Op::Glu => "GLU",
+            Op::Write => "WRITE",
         })
     }
 }
@@ -410,6 +531,8 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
     }
 
     add_rows_and_rope(&mut add, device);
+    add_row_ops(&mut add, device);
+    add_elementwise(device, &mut add);
 
     for knobs in MUL_MAT_KNOBS {
         let mut tuning = crate::tuning::profiles::mul_mat(device.class);
@@ -644,7 +767,103 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
     }
 }
 
+/// The variants of the element-wise ops and the write kernel: every op, type combination, form
+/// and vector width.
+fn add_elementwise(device: &DeviceFacts, add: &mut Add<'_>) {
+    use crate::ops::{binary, glu};
+    use crate::reference::{BinaryOp, GluOp};
+    let floats = [GgmlType::F32, GgmlType::F16];
+    for op in BinaryOp::ALL {
+        for a_type in floats {
+            for b_type in floats {
+                for in_place in [false, true] {
+                    for vec4_layout in [false, true] {
+                        let problem = binary::Problem {
+                            op,
+                            a_type,
+                            b_type,
+                            dst_type: a_type,
+                            ne: [4096, 512, 1, 1],
+                            b_ne: [4096, 1, 1, 1],
+                            in_place,
+                            vec4_layout,
+                        };
+                        if let Ok(plan) = binary::plan::plan(&problem, device) {
+                            add(binary_variant(&plan), Op::Binary, "binary", &|| plan.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for op in GluOp::ALL {
+        for ty in floats {
+            let problem = glu::Problem {
+                op,
+                ty,
+                dst_ne: [64, 4, 1, 1],
+                split: false,
+                swapped: false,
+            };
+            if let Ok(plan) = glu::plan::plan(&problem, device) {
+                add(glu_variant(&plan), Op::Glu, "glu", &|| plan.to_string());
+            }
+        }
+    }
+    add(write_variant(), Op::Write, "write", &|| "a strided view".into());
+}
+
 type Add<'a> = dyn FnMut(ShaderVariant, Op, &'static str, &dyn Fn() -> String) + 'a;
+
+/// The RMS_NORM, SOFT_MAX, ARGMAX and SCALE variants: row lengths from 1 to 200000 over few and
+/// many rows, vectors or not, every optional operand and in place or not.
+fn add_row_ops(add: &mut Add<'_>, device: &DeviceFacts) {
+    for len in [1usize, 4, 16, 64, 130, 1024, 4096, 16384, 200_000] {
+        for rows in [1usize, 8, 1024] {
+            for vec4 in [false, true] {
+                let r = row_plan::plan(len, rows, vec4, device);
+                let path = if r.subgroups { "subgroup" } else { "workgroup" };
+                let example = || format!("{r}");
+                for in_place in [false, true] {
+                    for (weight, bias) in [(false, false), (true, false), (true, true), (false, true)] {
+                        let plan = NormPlan {
+                            rows: r,
+                            weight,
+                            bias,
+                            in_place,
+                        };
+                        add(rms_norm(&plan), Op::RmsNorm, path, &example);
+                    }
+                    for mask in [None, Some(GgmlType::F32), Some(GgmlType::F16)] {
+                        for sinks in [false, true] {
+                            let plan = SoftMaxPlan {
+                                rows: r,
+                                mask,
+                                sinks,
+                                in_place,
+                            };
+                            add(soft_max(&plan), Op::SoftMax, path, &example);
+                        }
+                    }
+                }
+                add(argmax(&ArgmaxPlan { rows: r }), Op::Argmax, path, &example);
+            }
+        }
+    }
+    for (flat, vec4) in [(false, false), (true, false), (true, true)] {
+        for in_place in [false, true] {
+            let plan = crate::ops::scale::plan::plan(4096, flat, vec4, in_place);
+            let path = if plan.vec4 {
+                "vec4"
+            } else if flat {
+                "flat"
+            } else {
+                "strided"
+            };
+            add(scale(&plan), Op::Scale, path, &|| plan.to_string());
+        }
+    }
+}
 
 fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tuning: &MulMatTuning, knobs: &str) {
     let plan = mm::plan(problem, device, tuning);
@@ -807,6 +1026,18 @@ mod tests {
             (Op::Rows, "rows_words"),
             (Op::Rows, "rows_merged"),
             (Op::Rope, "rope"),
+            (Op::RmsNorm, "subgroup"),
+            (Op::RmsNorm, "workgroup"),
+            (Op::SoftMax, "subgroup"),
+            (Op::SoftMax, "workgroup"),
+            (Op::Argmax, "subgroup"),
+            (Op::Argmax, "workgroup"),
+            (Op::Scale, "vec4"),
+            (Op::Scale, "flat"),
+            (Op::Scale, "strided"),
+            (Op::Binary, "binary"),
+            (Op::Glu, "glu"),
+            (Op::Write, "write"),
         ] {
             assert!(paths.contains(&want), "{want:?} missing from {paths:?}");
         }

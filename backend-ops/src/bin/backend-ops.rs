@@ -792,23 +792,9 @@ fn perf_line(case: &str, t: &harness::Timing) -> String {
     if width - (case.len() + 2) < 5 {
         width += 8;
     }
-    if t.flops_per_run <= 1 && t.bytes_per_run > 0 {
-        // Memory-bound ops, as upstream prints them: bytes a run and the rate.
-        let kb = t.bytes_per_run as f64 / 1024.0;
-        let gbs = t.bytes_per_run as f64 / (t.us_per_run * 1e-6) / 1e9;
-        return format!(
-            "  {:<width$}    {:>8} runs - {:>8.2} us/run - {:>8.0} kB/run - {:>8.2} GB/s",
-            format!("{case}:"),
-            t.runs,
-            t.us_per_run,
-            kb,
-            gbs,
-            width = width - 2
-        );
-    }
     let (flop, unit) = scaled(t.flops_per_run as f64);
     let (rate, rate_unit) = scaled(t.flops_per_run as f64 / (t.us_per_run * 1e-6));
-    format!(
+    let line = format!(
         "  {:<width$}    {:>8} runs - {:>8.2} us/run - {:>6.2} {unit}FLOP/run - {:>6.2} {rate_unit}FLOPS",
         format!("{case}:"),
         t.runs,
@@ -816,7 +802,21 @@ fn perf_line(case: &str, t: &harness::Timing) -> String {
         flop,
         rate,
         width = width - 2
-    )
+    );
+    if t.bytes_per_run > 0 && t.flops_per_run <= 1 {
+        // Upstream's line of an op without FLOPs: bytes per run and their rate.
+        format!(
+            "  {:<width$}    {:>8} runs - {:>8.2} us/run - {:>8.2} kB/run - {:>8.2} GB/s",
+            format!("{case}:"),
+            t.runs,
+            t.us_per_run,
+            t.bytes_per_run as f64 / 1024.0,
+            t.gbps(),
+            width = width - 2
+        )
+    } else {
+        line
+    }
 }
 
 fn scaled(value: f64) -> (f64, &'static str) {
@@ -904,7 +904,8 @@ fn perf(
                     "{}",
                     json!({ "mode": "perf", "op": case.op_name(), "case": text, "runs": t.runs,
                             "us_per_run": t.us_per_run, "host_us_per_run": t.host_us_per_run,
-                            "flops_per_run": t.flops_per_run, "tflops": t.tflops(), "bytes_per_run": t.bytes_per_run,
+                            "flops_per_run": t.flops_per_run, "tflops": t.tflops(),
+                            "bytes_per_run": t.bytes_per_run, "gbps": t.gbps(),
                             "path": t.plan })
                 ),
             },

@@ -131,11 +131,15 @@ fn case_strings_normalise_and_shorten() {
         "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=16384,nb=1,type_K=q8_0,type_V=q8_0)"
     );
     // An op this crate does not know is kept as printed, less white space.
+    assert!("CONV_2D(type=f32,ne=[10,5,4,3])".parse::<crate::cases::Case>().is_err());
     assert_eq!(
-        normalise_case("ADD(type=f32, ne=[10,5,4,3])"),
-        "ADD(type=f32,ne=[10,5,4,3])"
+        normalise_case("CONV_2D(type=f32, ne=[10,5,4,3])"),
+        "CONV_2D(type=f32,ne=[10,5,4,3])"
     );
-    assert_eq!(short_case("ADD(type=f32,ne=[10,5,4,3])"), "ADD(type=f32,ne=[10,5,4,3])");
+    assert_eq!(
+        short_case("CONV_2D(type=f32,ne=[10,5,4,3])"),
+        "CONV_2D(type=f32,ne=[10,5,4,3])"
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The host side of the decoder ops' cases (issue #38): inputs filled as upstream fills them, the
 //! CPU reference of the whole graph upstream compares, and the check of a result against it with
-//! upstream's threshold. [`gpu_support`] is the one place the GPU kernels plug in; until they
-//! exist every such case is "not supported".
+//! upstream's threshold. The GPU side plugs in at three places: [`gpu_plan`] checks a case with
+//! its op's own checks and names the [`GpuOp`] to run, [`gpu_operands`] lays its operands out on
+//! the device, and [`gpu_record`] records the op.
 
 use ggml_dawn::context::GpuContext;
 use ggml_dawn::error::BackendError;
@@ -9,7 +10,7 @@ use ggml_dawn::exec::Stream;
 use ggml_dawn::format;
 use ggml_dawn::ggml_type::GgmlType;
 use ggml_dawn::memory::DeviceTensor;
-use ggml_dawn::ops::{rope, rows};
+use ggml_dawn::ops::{argmax, binary, glu, norm, rope, rows, scale, soft_max};
 use ggml_dawn::reference::{
     self, BinaryOp, GluParams, ReferenceError, RmsNormParams, RopeParams, ScaleParams, SoftMaxParams, metric,
 };
@@ -19,22 +20,9 @@ use super::{Rng, Status};
 use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, Storage};
 use crate::cases::{CaseError, CaseTensor};
 
-/// Whether the GPU backend runs `case`, and why not. The kernels of issue #38 go here, one arm
-/// per op.
+/// Whether the GPU backend runs `case`, and why not: [`gpu_plan`]'s verdict.
 pub fn gpu_support(case: &DecoderCase) -> Result<(), String> {
-    let missing = |op: &str| Err(format!("{op}: no GPU kernel yet (issue #38)"));
-    match case {
-        DecoderCase::GetRows(_) | DecoderCase::SetRows(_) | DecoderCase::Cpy(_) | DecoderCase::Rope(_) => {
-            gpu_plan(case).map(|_| ())
-        }
-        DecoderCase::RmsNorm(_)
-        | DecoderCase::RmsNormMulAdd(_)
-        | DecoderCase::Binary(_)
-        | DecoderCase::Glu(_)
-        | DecoderCase::Scale(_)
-        | DecoderCase::SoftMax(_)
-        | DecoderCase::Argmax(_) => missing(case.op_name()),
-    }
+    gpu_plan(case).map(|_| ())
 }
 
 /// The operand of `t` named `name`.
@@ -73,7 +61,69 @@ pub fn gpu_plan(case: &DecoderCase) -> Result<GpuOp, String> {
                 freq_factors: ff.is_some(),
             }
         }
-        other => return Err(format!("{}: no GPU kernel yet (issue #38)", other.op_name())),
+        DecoderCase::RmsNorm(c) => {
+            norm::check(&v("x")?, None, None, &t.dst, c.eps).map_err(e)?;
+            GpuOp::RmsNorm { eps: c.eps }
+        }
+        DecoderCase::RmsNormMulAdd(c) => {
+            // The leading ADDs: `dst = a + b`, then `dst += c` (and `+= b`, `+= c` again with
+            // multi_add) in place; then the fused op in place over dst.
+            let (a, b, cc) = (v("a")?, v("b")?, v("c")?);
+            binary::check(BinaryOp::Add, &a, &b, &t.dst).map_err(e)?;
+            for w in [&b, &cc] {
+                binary::check(BinaryOp::Add, &t.dst, w, &t.dst).map_err(e)?;
+            }
+            norm::check(&t.dst, Some(&b), Some(&cc), &t.dst, c.eps).map_err(e)?;
+            GpuOp::RmsNormMulAdd {
+                eps: c.eps,
+                multi_add: c.multi_add,
+            }
+        }
+        DecoderCase::SoftMax(c) => {
+            let (mask, sinks) = (v("mask").ok(), v("sinks").ok());
+            let params = soft_max::SoftMaxParams {
+                scale: c.scale,
+                max_bias: c.max_bias,
+            };
+            soft_max::check(&v("x")?, mask.as_ref(), sinks.as_ref(), &t.dst, &params).map_err(e)?;
+            GpuOp::SoftMax {
+                params,
+                mask: mask.is_some(),
+                sinks: sinks.is_some(),
+            }
+        }
+        DecoderCase::Argmax(_) => {
+            argmax::check(&v("x")?, &t.dst).map_err(e)?;
+            GpuOp::Argmax
+        }
+        DecoderCase::Scale(c) => {
+            scale::check(&v("x")?, &t.dst, c.scale, c.bias).map_err(e)?;
+            GpuOp::Scale {
+                scale: c.scale,
+                bias: c.bias,
+            }
+        }
+        DecoderCase::Binary(c) => {
+            let (a, bs) = t.operands.split_first().ok_or("no operands")?;
+            for b in bs {
+                binary::check(c.op, &a.view, &b.view, &t.dst).map_err(e)?;
+            }
+            GpuOp::Binary { op: c.op }
+        }
+        DecoderCase::Glu(c) => {
+            let params = GluParams {
+                op: c.op,
+                swapped: c.swapped,
+                alpha: c.alpha,
+                limit: c.limit,
+            };
+            let b = v("b").ok();
+            glu::check(&v("a")?, b.as_ref(), &t.dst, &params).map_err(e)?;
+            GpuOp::Glu {
+                params,
+                split: b.is_some(),
+            }
+        }
     })
 }
 
@@ -83,7 +133,39 @@ pub enum GpuOp {
     GetRows,
     SetRows,
     Cpy,
-    Rope { params: RopeParams, freq_factors: bool },
+    Rope {
+        params: RopeParams,
+        freq_factors: bool,
+    },
+    RmsNorm {
+        eps: f32,
+    },
+    /// RMS_NORM_MUL_ADD's graph (`a`, weight `b`, bias `c`): its leading ADDs into dst, then the
+    /// fused op in place over dst.
+    RmsNormMulAdd {
+        eps: f32,
+        multi_add: bool,
+    },
+    SoftMax {
+        params: soft_max::SoftMaxParams,
+        mask: bool,
+        sinks: bool,
+    },
+    Argmax,
+    Scale {
+        scale: f32,
+        bias: f32,
+    },
+    /// ADD, SUB, MUL or DIV over `a, b_0 … b_{n-1}`, chained as upstream's graph:
+    /// `dst = a op b_0`, then `dst op= b_i` in place.
+    Binary {
+        op: BinaryOp,
+    },
+    /// A GLU, fused (`a` alone) or split (`a`, `b`).
+    Glu {
+        params: GluParams,
+        split: bool,
+    },
 }
 
 /// The case's storages uploaded and its operands viewed over them (in the case's order), then
@@ -91,6 +173,7 @@ pub enum GpuOp {
 /// filled with 0xff.
 pub fn gpu_operands(ctx: &GpuContext, run: &HostRun) -> ggml_dawn::error::Result<Vec<DeviceTensor>> {
     let t = &run.tensors;
+    let values = &run.operands;
     let storages: Vec<HostTensor> = t
         .storages
         .iter()
@@ -103,7 +186,7 @@ pub fn gpu_operands(ctx: &GpuContext, run: &HostRun) -> ggml_dawn::error::Result
                 .ok_or_else(|| BackendError::InvalidOperands(format!("storage {} is no operand's", s.name)))?;
             Ok(HostTensor {
                 layout: s.layout,
-                data: run.operands[o].data.clone(),
+                data: values[o].data.clone(),
             })
         })
         .collect::<ggml_dawn::error::Result<_>>()?;
@@ -127,7 +210,7 @@ pub fn gpu_record(
     tensors: &[DeviceTensor],
 ) -> ggml_dawn::error::Result<String> {
     let env = ctx.env();
-    let missing = || BackendError::InvalidOperands("operands missing".into());
+    let missing = || BackendError::InvalidOperands(format!("{op:?}: operands missing"));
     Ok(match (op, tensors) {
         (GpuOp::GetRows, [src, ids, dst]) => rows::get_rows(&env, stream, src, ids, dst)?.to_string(),
         (GpuOp::SetRows, [dst, src, ids, _]) => rows::set_rows(&env, stream, dst, src, ids)?.to_string(),
@@ -146,6 +229,44 @@ pub fn gpu_record(
             },
             [a, pos, ff, dst],
         ) => rope::rope(&env, stream, a, pos, Some(ff), dst, params)?.to_string(),
+        (GpuOp::RmsNorm { eps }, [x, dst]) => {
+            norm::rms_norm_mul_add(&env, stream, x, None, None, dst, *eps)?.to_string()
+        }
+        (GpuOp::RmsNormMulAdd { eps, multi_add }, [a, b, c, dst]) => {
+            let rounds = if *multi_add { 2 } else { 1 };
+            let mut plans = Vec::with_capacity(2 * rounds + 1);
+            for round in 0..rounds {
+                let x = if round == 0 { a } else { dst };
+                plans.push(binary::binary(&env, stream, BinaryOp::Add, x, b, dst)?.to_string());
+                plans.push(binary::binary(&env, stream, BinaryOp::Add, dst, c, dst)?.to_string());
+            }
+            plans.push(norm::rms_norm_mul_add(&env, stream, dst, Some(b), Some(c), dst, *eps)?.to_string());
+            plans.join("; ")
+        }
+        (GpuOp::SoftMax { params, mask, sinks }, [x, rest @ .., dst]) => {
+            let (m, s) = match (mask, sinks, rest) {
+                (false, false, []) => (None, None),
+                (true, false, [m]) => (Some(m), None),
+                (false, true, [s]) => (None, Some(s)),
+                (true, true, [m, s]) => (Some(m), Some(s)),
+                _ => return Err(missing()),
+            };
+            soft_max::soft_max(&env, stream, x, m, s, dst, *params)?.to_string()
+        }
+        (GpuOp::Argmax, [x, dst]) => argmax::argmax(&env, stream, x, dst)?.to_string(),
+        (GpuOp::Scale { scale: s, bias }, [x, dst]) => scale::scale(&env, stream, x, dst, *s, *bias)?.to_string(),
+        (GpuOp::Binary { op }, [a, bs @ .., dst]) if !bs.is_empty() => {
+            let mut plans = Vec::with_capacity(bs.len());
+            for (i, b) in bs.iter().enumerate() {
+                let x = if i == 0 { a } else { dst };
+                plans.push(binary::binary(&env, stream, *op, x, b, dst)?.to_string());
+            }
+            plans.join("; ")
+        }
+        (GpuOp::Glu { params, split: false }, [a, dst]) => glu::glu(&env, stream, a, None, dst, params)?.to_string(),
+        (GpuOp::Glu { params, split: true }, [a, b, dst]) => {
+            glu::glu(&env, stream, a, Some(b), dst, params)?.to_string()
+        }
         _ => return Err(missing()),
     })
 }
@@ -436,12 +557,8 @@ mod tests {
                 *v = -*v + 1.0;
             }
             assert!(matches!(run.check(&wrong), Status::Fail { .. }), "{spec}");
-            // The GPU runs the ops of issue #38 whose kernels exist.
-            let on_gpu = matches!(
-                case,
-                DecoderCase::GetRows(_) | DecoderCase::SetRows(_) | DecoderCase::Cpy(_) | DecoderCase::Rope(_)
-            );
-            assert_eq!(gpu_support(&case).is_ok(), on_gpu, "{spec}");
+            // Every op of issue #38 has its kernel.
+            assert_eq!(gpu_support(&case), Ok(()), "{spec}");
         }
     }
 

@@ -68,6 +68,19 @@ impl<'a> Env<'a> {
         self.facts
     }
 
+    /// The same environment with the planners seeing `facts` (tests force a kernel's paths
+    /// with it, e.g. no subgroups). Facts that claim more than the device has are refused
+    /// ([`DeviceFacts::check_within`]).
+    pub fn with_facts(&self, facts: DeviceFacts) -> Result<Env<'a>> {
+        facts
+            .check_within(&self.facts)
+            .map_err(|message| BackendError::Config {
+                name: "device facts",
+                message,
+            })?;
+        Ok(Env { facts, ..*self })
+    }
+
     /// The planners' knobs.
     pub fn tuning(&self) -> &Tuning {
         self.tuning

@@ -1,0 +1,175 @@
+//! Binding and dispatch of a [`NormPlan`].
+//!
+//! What the kernel may touch: each operand's binding covers its layout's span (rounded out to
+//! whole words, or whole vectors on the vector path, within its buffer); the kernel addresses
+//! the elements of each layout only (`rms_norm.wgsl`'s header). In place, only dst is bound.
+
+use super::{NormPlan, OP};
+use crate::error::{BackendError, Result};
+use crate::exec::{BufferRange, Stream, grid_2d};
+use crate::kernel::Access;
+use crate::memory::{Binding, DeviceTensor};
+use crate::ops::Env;
+use crate::ops::row_plan::{Units, units, vector_binding, word};
+use crate::params::RmsNormUniforms;
+
+/// The operands' bindings, plain and as vectors where they allow it.
+pub(super) struct Bound {
+    x: (Binding, Option<Binding>),
+    w: Option<(Binding, Option<Binding>)>,
+    b: Option<(Binding, Option<Binding>)>,
+    dst: (Binding, Option<Binding>),
+}
+
+impl Bound {
+    pub(super) fn new(
+        env: &Env,
+        x: &DeviceTensor,
+        w: Option<&DeviceTensor>,
+        b: Option<&DeviceTensor>,
+        dst: &DeviceTensor,
+    ) -> Result<Bound> {
+        Ok(Bound {
+            x: vector_binding(x, env, true)?,
+            w: w.map(|t| vector_binding(t, env, true)).transpose()?,
+            b: b.map(|t| vector_binding(t, env, true)).transpose()?,
+            dst: vector_binding(dst, env, true)?,
+        })
+    }
+
+    /// Whether every operand may be read as vectors.
+    pub(super) fn vec4_allowed(&self) -> bool {
+        self.x.1.is_some()
+            && self.dst.1.is_some()
+            && self.w.is_none_or(|w| w.1.is_some())
+            && self.b.is_none_or(|b| b.1.is_some())
+    }
+}
+
+fn pick(b: (Binding, Option<Binding>), vector: bool) -> Result<Binding> {
+    match (vector, b.1) {
+        (false, _) => Ok(b.0),
+        (true, Some(v)) => Ok(v),
+        (true, None) => Err(BackendError::InvalidOperands(format!(
+            "{OP}: the plan reads vectors an operand's binding does not allow"
+        ))),
+    }
+}
+
+type Placed<'a> = Option<(&'a DeviceTensor, Binding, Units)>;
+
+/// An optional operand with its binding and units.
+fn operand<'a>(
+    t: Option<&'a DeviceTensor>,
+    bb: Option<(Binding, Option<Binding>)>,
+    name: &str,
+    v: bool,
+) -> Result<Placed<'a>> {
+    match (t, bb) {
+        (Some(t), Some(bb)) => {
+            let binding = pick(bb, v)?;
+            let u = units(OP, name, t.layout(), &binding, v)?;
+            Ok(Some((t, binding, u)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Records the plan's one dispatch.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn record(
+    env: &Env,
+    stream: &mut Stream,
+    bound: &Bound,
+    x: &DeviceTensor,
+    w: Option<&DeviceTensor>,
+    b: Option<&DeviceTensor>,
+    dst: &DeviceTensor,
+    eps: f32,
+    plan: &NormPlan,
+) -> Result<()> {
+    let rows = &plan.rows;
+    if rows.rows == 0 || rows.row_len == 0 {
+        return Ok(());
+    }
+    let v = rows.vec4;
+    let (lx, ld) = (x.layout(), dst.layout());
+    let bx = pick(bound.x, v)?;
+    let bd = pick(bound.dst, v)?;
+    let ux = units(OP, "x", lx, &bx, v)?;
+    let ud = units(OP, "dst", ld, &bd, v)?;
+    let w = operand(w, bound.w, "weight", v)?;
+    let b = operand(b, bound.b, "bias", v)?;
+    let per = if v { 4 } else { 1 };
+    let ne_of = |t: &DeviceTensor, i: usize| -> Result<u32> {
+        let n = t.layout().ne[i];
+        word(OP, "an extent", if i == 0 { n / per } else { n })
+    };
+    let operand_words = |o: &Placed<'_>| -> Result<[u32; 8]> {
+        Ok(match o {
+            Some((t, _, u)) => [
+                u.start,
+                ne_of(t, 0)?,
+                ne_of(t, 1)?,
+                ne_of(t, 2)?,
+                ne_of(t, 3)?,
+                u.nb[1],
+                u.nb[2],
+                u.nb[3],
+            ],
+            None => [0, 1, 1, 1, 1, 0, 0, 0],
+        })
+    };
+    let [w_start, w_ne0, w_ne1, w_ne2, w_ne3, w_nb1, w_nb2, w_nb3] = operand_words(&w)?;
+    let [b_start, b_ne0, b_ne1, b_ne2, b_ne3, b_nb1, b_nb2, b_nb3] = operand_words(&b)?;
+    let grid = grid_2d(rows.workgroups, env.limits().max_compute_workgroups_per_dimension);
+    let params = RmsNormUniforms {
+        x_start: if plan.in_place { ud.start } else { ux.start },
+        x_nb0: ux.nb[0],
+        x_nb1: ux.nb[1],
+        x_nb2: ux.nb[2],
+        x_nb3: ux.nb[3],
+        dst_start: ud.start,
+        dst_nb0: ud.nb[0],
+        dst_nb1: ud.nb[1],
+        dst_nb2: ud.nb[2],
+        dst_nb3: ud.nb[3],
+        w_start,
+        w_ne0,
+        w_ne1,
+        w_ne2,
+        w_ne3,
+        w_nb1,
+        w_nb2,
+        w_nb3,
+        b_start,
+        b_ne0,
+        b_ne1,
+        b_ne2,
+        b_ne3,
+        b_nb1,
+        b_nb2,
+        b_nb3,
+        ne0: word(OP, "a row", lx.ne[0] / per)?,
+        n_elements: word(OP, "a row", lx.ne[0])?,
+        ne1: word(OP, "ne1", lx.ne[1].max(1))?,
+        ne2: word(OP, "ne2", lx.ne[2].max(1))?,
+        n_rows: word(OP, "rows", rows.rows)?,
+        groups_x: grid[0],
+        eps,
+    };
+    let mut buffers = Vec::with_capacity(4);
+    let mut access = Vec::with_capacity(4);
+    if !plan.in_place {
+        buffers.push(BufferRange::new(x.buffer(), bx));
+        access.push(Access::Read);
+    }
+    for (t, binding, _) in w.iter().chain(b.iter()) {
+        buffers.push(BufferRange::new(t.buffer(), *binding));
+        access.push(Access::Read);
+    }
+    buffers.push(BufferRange::new(dst.buffer(), bd));
+    access.push(Access::ReadWrite);
+    let kernel = env.kernel(&crate::variants::rms_norm(plan), &access)?;
+    stream.dispatch(&kernel, &buffers, &params, grid)
+}
