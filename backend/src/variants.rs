@@ -15,6 +15,7 @@ use dawn::{ComponentType, SubgroupMatrixConfig};
 
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::ggml_type::GgmlType;
+use crate::ops::argmax::plan::ArgmaxPlan;
 use crate::ops::dequantize::kernel::{WG_SIZE as DEQUANTIZE_WG_SIZE, supports};
 use crate::ops::flash_attn::plan::{
     self as fa, MmaPlan, Placement, SIMPLE_DV_PER_THREAD, SIMPLE_WG as FA_SIMPLE_WG, TilePlan, VecPlan,
@@ -24,10 +25,12 @@ use crate::ops::mul_mat::plan::{
     self as mm, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, QUANTIZE_WG, SIMPLE_WG,
     SubgroupMatrixPlan, TiledPlan,
 };
+use crate::ops::norm::plan::NormPlan;
 use crate::ops::rope::plan::{self as rope_plan, RopePlan};
 use crate::ops::row_plan::{self, RowPlan};
 use crate::ops::rows::plan::{self as rows_plan, RowsOp, RowsPlan};
-use crate::ops::{argmax::ArgmaxPlan, norm::NormPlan, scale::ScalePlan, soft_max::SoftMaxPlan};
+use crate::ops::scale::plan::ScalePlan;
+use crate::ops::soft_max::plan::SoftMaxPlan;
 use crate::reference::RopeMode;
 use crate::shader_lib::ShaderVariant;
 
@@ -402,7 +405,7 @@ pub fn scale(plan: &ScalePlan) -> ShaderVariant {
 }
 
 /// The binary kernel's variant for a plan.
-pub fn binary_variant(plan: &crate::ops::binary::BinaryPlan) -> ShaderVariant {
+pub fn binary_variant(plan: &crate::ops::binary::plan::BinaryPlan) -> ShaderVariant {
     let p = &plan.problem;
     let f16 = |t: GgmlType| u32::from(t == GgmlType::F16);
     ShaderVariant::new("binary.wgsl")
@@ -416,7 +419,7 @@ pub fn binary_variant(plan: &crate::ops::binary::BinaryPlan) -> ShaderVariant {
 }
 
 /// The GLU kernel's variant for a plan (its op's number is ggml's `enum ggml_glu_op` order).
-pub fn glu_variant(plan: &crate::ops::glu::GluPlan) -> ShaderVariant {
+pub fn glu_variant(plan: &crate::ops::glu::plan::GluPlan) -> ShaderVariant {
     let p = &plan.problem;
     let op = crate::reference::GluOp::ALL
         .iter()
@@ -770,7 +773,9 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
 /// The variants of the element-wise ops and the write kernel: every op, type combination, form
 /// and vector width.
 fn add_elementwise(device: &DeviceFacts, add: &mut Add<'_>) {
-    use crate::ops::{binary, glu};
+    // The plans' own modules (leaves), not the ops', whose encoders use these variants.
+    use crate::ops::binary::plan as binary;
+    use crate::ops::glu::plan as glu;
     use crate::reference::{BinaryOp, GluOp};
     let floats = [GgmlType::F32, GgmlType::F16];
     for op in BinaryOp::ALL {
@@ -788,7 +793,7 @@ fn add_elementwise(device: &DeviceFacts, add: &mut Add<'_>) {
                             in_place,
                             vec4_layout,
                         };
-                        if let Ok(plan) = binary::plan::plan(&problem, device) {
+                        if let Ok(plan) = binary::plan(&problem, device) {
                             add(binary_variant(&plan), Op::Binary, "binary", &|| plan.to_string());
                         }
                     }
@@ -805,7 +810,7 @@ fn add_elementwise(device: &DeviceFacts, add: &mut Add<'_>) {
                 split: false,
                 swapped: false,
             };
-            if let Ok(plan) = glu::plan::plan(&problem, device) {
+            if let Ok(plan) = glu::plan(&problem, device) {
                 add(glu_variant(&plan), Op::Glu, "glu", &|| plan.to_string());
             }
         }

@@ -5,6 +5,7 @@
 //! ([`crate::ops::row_plan`]).
 
 mod encode;
+pub mod plan;
 
 use crate::error::{BackendError, Result};
 use crate::exec::Stream;
@@ -15,19 +16,9 @@ use crate::ops::Env;
 use crate::ops::row_plan::{self, RowPlan};
 use crate::tensor::Layout;
 
+pub use plan::ArgmaxPlan;
+
 const OP: &str = "ARGMAX";
-
-/// The plan of ARGMAX.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ArgmaxPlan {
-    pub rows: RowPlan,
-}
-
-impl std::fmt::Display for ArgmaxPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ARGMAX: {}", self.rows)
-    }
-}
 
 fn invalid<T>(what: impl std::fmt::Display) -> Result<T> {
     Err(BackendError::InvalidOperands(format!("{OP}: {what}")))

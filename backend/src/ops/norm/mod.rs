@@ -7,6 +7,7 @@
 //! `encode` binds what the plan says.
 
 mod encode;
+pub mod plan;
 
 use crate::error::{BackendError, Result};
 use crate::exec::Stream;
@@ -16,30 +17,9 @@ use crate::ops::Env;
 use crate::ops::row_plan::{self, RowPlan};
 use crate::tensor::Layout;
 
+pub use plan::NormPlan;
+
 const OP: &str = "RMS_NORM";
-
-/// The plan of RMS_NORM (with its fused weight and bias).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NormPlan {
-    pub rows: RowPlan,
-    pub weight: bool,
-    pub bias: bool,
-    /// x is dst (ggml's in-place form): only dst is bound.
-    pub in_place: bool,
-}
-
-impl std::fmt::Display for NormPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let fused = match (self.weight, self.bias) {
-            (true, true) => " ·weight +bias",
-            (true, false) => " ·weight",
-            (false, true) => " +bias",
-            (false, false) => "",
-        };
-        let place = if self.in_place { ", in place" } else { "" };
-        write!(f, "RMS_NORM{fused}{place}: {}", self.rows)
-    }
-}
 
 fn invalid<T>(what: impl std::fmt::Display) -> Result<T> {
     Err(BackendError::InvalidOperands(format!("{OP}: {what}")))

@@ -7,6 +7,7 @@
 //! second writes ([`crate::ops::row_plan`] lays the threads); `encode` binds what the plan says.
 
 mod encode;
+pub mod plan;
 
 use crate::error::{BackendError, Result};
 use crate::exec::Stream;
@@ -18,6 +19,8 @@ use crate::ops::norm::same_place;
 use crate::ops::row_plan::{self, RowPlan};
 use crate::tensor::Layout;
 
+pub use plan::SoftMaxPlan;
+
 const OP: &str = "SOFT_MAX";
 
 /// The scalar parameters of SOFT_MAX (ggml's `ggml_soft_max_ext`).
@@ -27,33 +30,6 @@ pub struct SoftMaxParams {
     pub scale: f32,
     /// ALiBi: 0 for none, else the slopes of FLASH_ATTN_EXT's over the heads (x's dim 2).
     pub max_bias: f32,
-}
-
-/// The plan of SOFT_MAX.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SoftMaxPlan {
-    pub rows: RowPlan,
-    /// The mask's type, if there is one.
-    pub mask: Option<GgmlType>,
-    pub sinks: bool,
-    /// x is dst: only dst is bound.
-    pub in_place: bool,
-}
-
-impl std::fmt::Display for SoftMaxPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SOFT_MAX")?;
-        if let Some(m) = self.mask {
-            write!(f, " mask {m}")?;
-        }
-        if self.sinks {
-            write!(f, " sinks")?;
-        }
-        if self.in_place {
-            write!(f, ", in place")?;
-        }
-        write!(f, ": {}", self.rows)
-    }
 }
 
 fn invalid<T>(what: impl std::fmt::Display) -> Result<T> {
