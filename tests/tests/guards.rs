@@ -156,9 +156,10 @@ fn assert_matches(what: &str, want: &[f32], got: &[f32], max_nmse: f64) {
 }
 
 /// MUL_MAT of an `a_ty` weight `[k, 33]` and `n` columns of b, b a view over 3 of every 4
-/// rows of its storage with dimensions 1 and 2 swapped (strided and permuted; broadcast over a).
-fn mul_mat_case(a_ty: GgmlType, n: usize) {
-    let ctx = context();
+/// rows of its storage with dimensions 1 and 2 swapped (strided and permuted; broadcast over a),
+/// in a context of `options` (robustness off); `kernel` names the kernel the plan must take.
+fn mul_mat_case(a_ty: GgmlType, n: usize, options: ContextOptions, kernel: &str) {
+    let ctx = GpuContext::new(options).expect("an adapter");
     let (k, m, batch) = (256, 33, 3);
     let a = HostTensor::from_f32(a_ty, [k, m, 1, 1], &values(k * m, 1)).unwrap();
     let b_store = HostTensor::from_f32(GgmlType::F32, [k, batch + 1, n, 1], &values(k * (batch + 1) * n, 2)).unwrap();
@@ -180,6 +181,7 @@ fn mul_mat_case(a_ty: GgmlType, n: usize) {
         .unwrap();
     let plan = mul_mat::describe(&ctx.env(), da.layout(), db.layout(), dd.layout());
     let what = format!("MUL_MAT {a_ty} x f32 view, n = {n} ({plan})");
+    assert!(plan.contains(kernel), "{what}: not the {kernel} kernel");
     ctx.mul_mat_into(&da, &db, &dd).unwrap();
     let got = packed.finish(&ctx, &what, ld);
     assert_matches(&what, &want, &got, metric::MUL_MAT_MAX_NMSE);
@@ -187,22 +189,36 @@ fn mul_mat_case(a_ty: GgmlType, n: usize) {
 
 #[test]
 fn mul_mat_q4_0_vector_stays_inside() {
-    mul_mat_case(GgmlType::Q4_0, 1);
+    mul_mat_case(GgmlType::Q4_0, 1, ContextOptions::default(), "mat-vec");
 }
 
 #[test]
 fn mul_mat_q4_0_matrix_stays_inside() {
-    mul_mat_case(GgmlType::Q4_0, 9);
+    mul_mat_case(GgmlType::Q4_0, 9, ContextOptions::default(), "subgroup-matrix");
+}
+
+/// The register-tiled kernel (the mat-mat path of devices without subgroup matrices).
+#[test]
+fn mul_mat_q4_0_tiled_stays_inside() {
+    mul_mat_case(
+        GgmlType::Q4_0,
+        9,
+        ContextOptions {
+            no_subgroup_matrix: true,
+            ..ContextOptions::default()
+        },
+        "register-tiled",
+    );
 }
 
 #[test]
 fn mul_mat_f16_vector_stays_inside() {
-    mul_mat_case(GgmlType::F16, 1);
+    mul_mat_case(GgmlType::F16, 1, ContextOptions::default(), "mat-vec");
 }
 
 #[test]
 fn mul_mat_f16_matrix_stays_inside() {
-    mul_mat_case(GgmlType::F16, 9);
+    mul_mat_case(GgmlType::F16, 9, ContextOptions::default(), "subgroup-matrix");
 }
 
 /// FLASH_ATTN_EXT with head size 64, 4 query heads over 2 KV heads, 113 keys (no whole tile),
