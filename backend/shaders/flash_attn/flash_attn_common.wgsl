@@ -10,6 +10,23 @@
 // and keys [split·split_len, min(kv, (split + 1)·split_len)).
 // Defaults for rendering a kernel without the host's defines (which take precedence); the
 // #for loops over register arrays take their bounds from these names.
+//
+// Bytes touched (bindings from `Bound::new` in ops/flash_attn/encode.rs, each
+// `DeviceTensor::binding` of memory.rs: the operand's span from its first element, rounded out
+// to whole words, an error past the buffer or the limit; `flash_attn::check` in
+// ops/flash_attn/mod.rs holds the shapes):
+// - q (binding 0): rows of hsk f32 (contiguous rows) for queries < n_q of the workgroup's heads;
+// - k, v (1, 2): rows of keys < kv of KV head h / r2, hsk or hsv elements (whole blocks, rows
+//   contiguous: `check`); as vec4 (K_VEC, V_VEC) only where `kv_binding` rounded the binding up
+//   to whole 16-byte words still inside the buffer, for float rows with 16-byte aligned start
+//   and strides (`vec_layout`), so a row's vectors end where the row ends;
+// - mask (3): f16 row iq < n_q (≤ mask ne1: `check`) of sequence i3 % mask ne3, kv elements;
+// - sinks (4): n_heads f32 (`check`);
+// - dst (5): the contiguous f32 [hsv, n_heads, n_q, n_seq] (`check`), or with a KV split the
+//   context's scratch of `FlashAttnPlan::scratch_bytes` (partials, then the (max, sum) pairs at
+//   `stats_offset`).
+// Rows past the workgroup's last query and keys past kv in the last tile are neither read nor
+// written. Tested with 0xFF guards after every operand (113 keys, no whole tile): tests/tests/guards.rs.
 #ifndef NT
 #define NT 128u
 #endif

@@ -16,6 +16,10 @@
 // before it uses any. q8_0 and q4_0 keep their int values (with d apart, no f16 round trip) and
 // read words without branches, so that lanes on blocks of either alignment do not diverge.
 // Needs fa_bf16x2, fa_i8x2, fa_q4x2, fa_i8x4, fa_f16_dec8 and Dec8 (flash_attn_common.wgsl).
+//
+// Bytes touched: with FMT_VEC, whole 16-byte words of a row (rows are whole words:
+// `vec_layout`, `kv_binding` in ops/flash_attn/encode.rs); else the row's chunk of 8 elements
+// (its block's bytes), read as the aligned words holding them, inside the word-rounded binding.
 
 #if FMT_VEC
 #if FMT_TYPE == TYPE_F16

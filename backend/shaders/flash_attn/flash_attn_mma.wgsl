@@ -16,6 +16,9 @@
 // PROBE (measuring only; the results are wrong): 1 keeps the K/V staging (loads, conversion,
 // workgroup stores, barriers) and leaves out Q·Kᵀ, the softmax and P·V; 2 keeps those and
 // leaves out the staging, so the math runs on workgroup memory that is never refilled.
+//
+// Bytes touched: q, k, v, mask, sinks and dst (or the split scratch) only as
+// flash_attn_common.wgsl states; tested by tests/tests/guards.rs.
 enable f16;
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;

@@ -6,6 +6,11 @@
 // then the groups merge through workgroup memory: one pass over memory and one barrier.
 //
 // Host defines: HSV (a multiple of 4).
+//
+// Bytes touched: part and stats, the context's split scratch as the plan sized it
+// (`FlashAttnPlan::scratch_bytes`, `stats_offset` in ops/flash_attn/plan/mod.rs); sinks, n_heads
+// f32 from sinks_start; dst's rows < n_rows of HSV f32 from dst_start (the contiguous dst
+// `flash_attn::check` requires, bound by `DeviceTensor::binding`).
 #include "common.wgsl"
 
 #define WG 256u

@@ -6,6 +6,10 @@
 // Semantics as ggml: s = q·k·scale (or cap·tanh(q·k·scale/cap)), s += slope·mask, softmax with
 // an optional sink in the max and the denominator, out = Σ p·v / Σ p; a row masked entirely
 // gives zeros. dst is [hsv, n_heads, n_queries, n_seq].
+//
+// Bytes touched: k and v are contiguous f32 copies in the context's scratch (dequantized first,
+// ops/flash_attn/encode.rs); q, mask, sinks and dst as flash_attn_common.wgsl states (bindings
+// from `Bound::new`, shapes by `flash_attn::check`); tested by tests/tests/guards.rs.
 #include "common.wgsl"
 
 #define WG_SIZE 64u

@@ -6,6 +6,9 @@
 //
 // Host defines (see plan/tile.rs, TilePlan): NT, ROWS, KV_TILE, HSK, HSV, DS, GQ, RQ, LV, CH, RO, RGN,
 // KS, TPR, KV_ALIAS, KSTR, VSTR, QW, plus those of flash_attn_common.wgsl.
+//
+// Bytes touched: q, k, v, mask, sinks and dst (or the split scratch) only as
+// flash_attn_common.wgsl states; tested by tests/tests/guards.rs.
 enable subgroups;
 diagnostic(off, subgroup_uniformity);
 

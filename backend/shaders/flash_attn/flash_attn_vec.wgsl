@@ -14,6 +14,9 @@
 // loads alone, 3 the kernel itself, its reduce pass left out by the host), VEC_QINT (q8_0 / q4_0 K: Q rounded to 8 bits
 // per chunk, scale apart, and each chunk's score two packed 4x8-bit dot products instead of
 // eight byte-to-float conversions), plus those of flash_attn_common.wgsl.
+//
+// Bytes touched: q, k, v, mask, sinks and dst (or the split scratch) only as
+// flash_attn_common.wgsl states; tested by tests/tests/guards.rs.
 enable subgroups;
 diagnostic(off, subgroup_uniformity);
 

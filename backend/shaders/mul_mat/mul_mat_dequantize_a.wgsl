@@ -5,6 +5,10 @@
 // per 8-element unit (four words); k is a multiple of 8.
 //
 // Defines: the operand defines of mul_mat_operands.wgsl (a's), WG_SIZE.
+//
+// Bytes touched: a's rows below m of every matrix, as mul_mat_operands.wgsl states; dst is the
+// context's scratch of `F16Copy::scratch_bytes` (m·k halves a matrix); threads past the last
+// unit return.
 #define WG_SIZE 256u
 #define DST_U32 1
 

@@ -21,6 +21,23 @@
 // Addresses are in bytes from the start of each binding (tensors are bound at an aligned offset
 // below their first byte, so views may start anywhere); a is read as u32 words, unaligned reads
 // being assembled from two words.
+//
+// Bytes touched (the bindings come from `Bindings::new` in ops/mul_mat/encode.rs, each
+// `DeviceTensor::binding` of memory.rs: the operand's span from its first element, rounded out
+// to whole words, and an error, never a shorter binding, past the buffer or the limit;
+// `mul_mat::check` in ops/mul_mat/mod.rs holds the shapes):
+// - a (binding 0; `a4`, binding 3, with A_VEC4): rows i1 < m of matrix (i2 / r2, i3 / r3), k
+//   elements (whole blocks, rows contiguous: `check`) from a_start + i1·a_nb1 + …·a_nb2 + …·a_nb3;
+//   A_VEC4 only where `plan::a_vec4` holds (16-byte aligned start and strides, rows whole 16-byte
+//   words), so every vec4 lies inside a row;
+// - b (binding 1): columns i1 < n, k elements from b_start + i1·b_nb1 + i2·b_nb2 + i3·b_nb3 (any
+//   strides; b's batch a multiple of a's: `check`); B_VEC4 only where `plan::b_vec4` holds
+//   (contiguous, 16-byte aligned, rows whole 16-byte words). With a copy or quantize pass, a or b
+//   is the context's scratch instead, of the plan's `scratch_bytes`;
+// - dst (binding 2): the m·n·batches f32 from dst_start, contiguous (`check`); outputs past m
+//   and n are not written.
+// Unaligned reads assemble a word from the two aligned words holding it, both inside the
+// word-rounded binding. Tested with 0xFF guards after every operand: tests/tests/guards.rs.
 #include "common.wgsl"
 
 #define FMT_BUF a

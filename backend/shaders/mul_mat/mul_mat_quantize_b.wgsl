@@ -7,6 +7,10 @@
 // per block; k is a multiple of 32.
 //
 // Defines: the operand defines of mul_mat_operands.wgsl (b's), WG_SIZE.
+//
+// Bytes touched: b as mul_mat_operands.wgsl states (k a multiple of 32: the planner's
+// condition); dst is the context's scratch, batches·n·k/32 blocks of 48 bytes
+// (`QuantizeB::scratch_bytes`); threads past the last block return.
 #define WG_SIZE 64u
 #define DST_U32 1
 

@@ -4,6 +4,12 @@
 //
 // dst[i0, i1, i2, i3] = sum_k a[k, i0, i2 / r2, i3 / r3] * b[k, i1, i2, i3]
 // Defines: A_TYPE (ggml type id of src0), B_F16 (src1 is f16), WG_SIZE.
+//
+// Bytes touched (bindings from `Bindings::new` in ops/mul_mat/encode.rs, each
+// `DeviceTensor::binding` of memory.rs, the operand's word-rounded span; shapes by
+// `mul_mat::check`): a's k elements of row i0 of matrix (i2 / r2, i3 / r3), b's k elements of
+// column i1 (any strides), and dst element `index` only for index < m·n·batches (the others
+// return). Tested by tests/tests/guards.rs.
 #include "common.wgsl"
 
 #define WG_SIZE 64u

@@ -8,6 +8,9 @@
 //   store_b(buf: u32, col: u32, kk: u32, v: f32)   (col < TN)
 // Consecutive threads take consecutive units of a row (a pair of float elements, so that a
 // warp reads consecutive words, or 8 elements of a quantized block), then the next row.
+//
+// Bytes touched: rows of a below m and columns of b below n, elements below k (whole blocks),
+// as mul_mat_operands.wgsl states; the rest of a tile is zero-filled, not read.
 
 #ifdef A_FLOAT
 const A_UNIT: u32 = 2u;

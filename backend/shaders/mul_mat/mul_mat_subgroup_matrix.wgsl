@@ -29,6 +29,9 @@
 // WG_SIZE, SCRATCH_SGS (result matrices the edge scratch holds), ACC_F32, A_VEC4 (a's rows are
 // 16-byte units, also bound as `a4`), DIRECT_STORE (dst's binding holds at least one result matrix, as Dawn
 // requires of a subgroupMatrixStore target; smaller dsts have no whole tile anyway).
+//
+// Bytes touched: a, b and dst only as mul_mat_operands.wgsl states (a's rows past m, b's
+// columns past n and elements past k are not read); tested by tests/tests/guards.rs.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable subgroups;

@@ -6,6 +6,9 @@
 // flight while this one computes, with one barrier per step. Products and sums in f32.
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_M, WG_N, THREAD_M, THREAD_N, TK, PAD.
+//
+// Bytes touched: a, b and dst only as mul_mat_operands.wgsl states (a's rows past m, b's
+// columns past n and elements past k are not read); tested by tests/tests/guards.rs.
 
 #define WG_M 16u
 #define WG_N 16u

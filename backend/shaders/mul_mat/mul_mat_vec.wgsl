@@ -24,6 +24,9 @@
 // PROBE_LOADS (measuring only: the loads without the arithmetic) and PROBE_ALU (measuring only:
 // the float kernel's arithmetic without a's loads); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
 // holds a whole number of subgroups (the planner sees to it).
+//
+// Bytes touched: a, b and dst only as mul_mat_operands.wgsl states (a's rows past m, b's
+// columns past n and elements past k are not read); tested by tests/tests/guards.rs.
 #ifdef USE_SUBGROUPS
 enable subgroups;
 #endif

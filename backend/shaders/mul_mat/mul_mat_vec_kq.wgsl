@@ -12,6 +12,9 @@
 // v_j: the run's quants as bytes (signed where the format has a fixed offset, q3_K and q6_K,
 // so that o is 0; unsigned below 128 otherwise), f_j: d times the run's scale, o_j: dmin
 // times its min (q2_K, q4_K, q5_K).
+//
+// Bytes touched: a's 256-element blocks of rows below m as mul_mat_operands.wgsl states; b is
+// the context's scratch written by mul_mat_quantize_b.wgsl with B_Q8K (k a multiple of 128).
 
 #if A_TYPE == TYPE_Q2_K || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K
 #define KQ_MINS 1

@@ -11,6 +11,10 @@
 //
 // Needs A_ALIGN2 (the planner sees to it), but for mxfp4, whose 17-byte blocks are read at any
 // byte. W_ALIGN4: the unit's words are 4-byte aligned.
+//
+// Bytes touched: a's rows as mul_mat_operands.wgsl states (mxfp4's 17-byte blocks from the two
+// aligned words holding each one, inside the word-rounded binding); b is the context's scratch
+// written by mul_mat_quantize_b.wgsl (`QuantizeB::scratch_bytes`, `int_scratch_bytes`).
 
 #if defined(A_ALIGN4) && (A_TYPE == TYPE_Q4_1 || A_TYPE == TYPE_Q5_1 || A_TYPE == TYPE_Q2_K || A_TYPE == TYPE_Q4_K || A_TYPE == TYPE_Q5_K || A_TYPE == TYPE_NVFP4 || A_TYPE == TYPE_IQ4_XS)
 #define W_ALIGN4 1
