@@ -1,4 +1,4 @@
-//! ARGMAX of f32 rows into i32, with ggml's CPU tie rule ([`crate::reference::argmax`]): the
+//! ARGMAX of f32 rows into i32, with ggml's CPU tie rule ([`crate::reference::argmax()`]): the
 //! last of equal maxima; a NaN restarts the running max at the value after it. The kernel
 //! compares values as ordered integer keys, so the rule holds exactly whatever a compiler
 //! assumes of float comparisons. One workgroup per row or several short rows a workgroup

@@ -1,4 +1,4 @@
-//! SCALE: `x·scale + bias` elementwise ([`crate::reference::scale`]; one fused multiply-add, as
+//! SCALE: `x·scale + bias` elementwise ([`crate::reference::scale()`]; one fused multiply-add, as
 //! ggml's CPU), in 16-byte units where x and dst are packed and aligned.
 
 mod encode;

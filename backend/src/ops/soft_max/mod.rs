@@ -1,5 +1,5 @@
 //! SOFT_MAX as ggml's `soft_max_ext`: `x·scale + slope·mask`, with attention sinks and ALiBi
-//! slopes, normalised per row with the row's max subtracted ([`crate::reference::soft_max`] is
+//! slopes, normalised per row with the row's max subtracted ([`crate::reference::soft_max()`] is
 //! the definition). The mask may be f32 or f16 and repeats over heads and sequences as ggml's
 //! CPU repeats it (`h mod mask.ne[2]`, `i3 mod mask.ne[3]`).
 //!
