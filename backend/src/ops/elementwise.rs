@@ -56,11 +56,6 @@ pub(crate) fn units(t: &DeviceTensor, b: &Binding, width: usize) -> Option<Units
     Some(Units { start, nb })
 }
 
-/// An extent as a kernel word.
-pub(crate) fn word(op: &str, what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("{op}: {what} = {v} passes 2^32")))
-}
-
 /// Whether `a` and `b` are the same bytes seen through the same layout (ggml's in-place form of
 /// an element-wise op: dst is src0).
 pub(crate) fn same_tensor(a: &DeviceTensor, b: &DeviceTensor) -> bool {

@@ -10,7 +10,8 @@ use crate::exec::{BufferRange, Stream};
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::Env;
-use crate::ops::elementwise::{units, word};
+use crate::ops::elementwise::units;
+use crate::ops::row_plan::word;
 use crate::params::BinaryUniforms;
 
 use super::plan::{BinaryPlan, WG_SIZE};

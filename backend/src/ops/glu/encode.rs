@@ -11,7 +11,8 @@ use crate::exec::{BufferRange, Stream};
 use crate::kernel::Access;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
-use crate::ops::elementwise::{units, word};
+use crate::ops::elementwise::units;
+use crate::ops::row_plan::word;
 use crate::params::GluUniforms;
 
 use super::GluParams;
