@@ -224,6 +224,19 @@ impl<O: Ops> Decoder<O> {
         // One sequence: cache cell = position.
         let pos = ops.upload(&i32_tensor(&positions))?;
         let mask = ops.upload(&causal_mask(n_past, n_tokens)?)?;
+        // Every input goes up before the first op: a write after recorded ops submits them.
+        let out_rows = match outputs {
+            Some(rows) => {
+                if let Some(&bad) = rows.iter().find(|&&r| r >= n_tokens) {
+                    return Err(LlmError::InvalidArgument(format!(
+                        "output row {bad} of a batch of {n_tokens}"
+                    )));
+                }
+                let rows: Vec<i32> = rows.iter().map(|&r| to_i32(r)).collect::<Result<_>>()?;
+                Some(ops.upload(&i32_tensor(&rows))?)
+            }
+            None => None,
+        };
 
         let (d, e, e_kv) = (p.head_dim, p.n_embd, p.n_embd_kv());
         let mut x = ops.get_rows(&self.token_embd, &ids)?;
@@ -260,14 +273,8 @@ impl<O: Ops> Decoder<O> {
             x = ops.add(&down, &ffn_in)?;
         }
         debug_assert_eq!(ops.layout(&x).ne, [e, n_tokens, 1, 1]);
-        if let Some(rows) = outputs {
-            if let Some(&bad) = rows.iter().find(|&&r| r >= n_tokens) {
-                return Err(LlmError::InvalidArgument(format!(
-                    "output row {bad} of a batch of {n_tokens}"
-                )));
-            }
-            let rows: Vec<i32> = rows.iter().map(|&r| to_i32(r)).collect::<Result<_>>()?;
-            x = ops.get_rows(&x, &ops.upload(&i32_tensor(&rows))?)?;
+        if let Some(rows) = &out_rows {
+            x = ops.get_rows(&x, rows)?;
         }
         let x = ops.rms_norm_mul(&x, &self.output_norm, p.rms_norm_eps)?;
         let logits = ops.mul_mat(self.output.as_ref().unwrap_or(&self.token_embd), &x)?;

@@ -25,8 +25,6 @@ pub enum LlmError {
     Tokenize(String),
     #[error("{0}")]
     Format(#[from] ggml_dawn::format::FormatError),
-    #[error("not yet implemented: {0}")]
-    NotYetImplemented(String),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("the context of {n_ctx} tokens is full ({needed} needed); raise -c")]

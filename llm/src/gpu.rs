@@ -1,23 +1,75 @@
 //! [`Ops`] on the GPU: a [`GpuContext`] records each op into its stream, and a read at the end
-//! of a step submits the work and waits for it.
+//! of a step submits the work and waits for it. Every op of a step runs on the GPU: nothing is
+//! read back but what the caller asks for (the logits, or with [`Ops::argmax`] only the ids).
 //!
-//! MUL_MAT, FLASH_ATTN_EXT, ROPE, GET_ROWS and SET_ROWS (the KV cache write) run on the GPU.
-//! The kernels of RMS_NORM·MUL, ADD, SWIGLU and ARGMAX are not in the backend yet: until they
-//! are, each of those ops reads its operands back, runs [`CpuOps`]' reference and uploads the
-//! result (slow, correct). When `GpuContext` gains them, each such method becomes one call.
+//! Activations come from a [`Pool`] of device buffers: a tensor's buffer goes back to the pool
+//! when its last view is dropped, and a later op needing that many bytes takes it again. So a
+//! step allocates nothing once the first step of its size has run, its bind groups are the
+//! previous step's (the stream caches them by buffer), and device memory stays near the graph's
+//! peak, as llama.cpp's graph allocator keeps it. Reusing a buffer whose last reader is
+//! recorded but not yet run is safe: the stream runs dispatches in order and Dawn orders a
+//! dispatch's writes after earlier dispatches' reads.
 
-use ggml_dawn::ops::flash_attn::FlashAttnParams;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use ggml_dawn::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
 use ggml_dawn::reference::RopeParams;
+use ggml_dawn::reference::binary::BinaryOp;
+use ggml_dawn::reference::glu::{GluOp, GluParams};
 use ggml_dawn::{DeviceTensor, GgmlType, GpuContext, HostTensor, Layout};
 
-use crate::cpu::CpuOps;
 use crate::error::{LlmError, Result};
 use crate::ops::Ops;
+
+/// Pool buffers are whole multiples of this many bytes, so tensors of nearly the same size
+/// share them.
+const POOL_GRANULE: u64 = 256;
+
+/// Free device buffers by size.
+#[derive(Debug, Default)]
+struct Pool {
+    free: HashMap<u64, Vec<DeviceTensor>>,
+    /// Bytes of every buffer the pool made (free or lent).
+    made_bytes: u64,
+}
+
+/// A pool buffer lent to a tensor and its views; given back when the last of them is dropped.
+#[derive(Debug)]
+struct Lease {
+    storage: Option<DeviceTensor>,
+    pool: Weak<Mutex<Pool>>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let (Some(storage), Some(pool)) = (self.storage.take(), self.pool.upgrade()) {
+            let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
+            pool.free.entry(storage.storage_bytes()).or_default().push(storage);
+        }
+    }
+}
+
+/// A tensor of [`GpuOps`]: a device tensor, and the pool lease that keeps its buffer out of the
+/// pool while it (or a view of it) lives.
+#[derive(Debug, Clone)]
+pub struct GpuTensor {
+    tensor: DeviceTensor,
+    _lease: Option<Arc<Lease>>,
+}
+
+impl GpuTensor {
+    /// The device tensor.
+    pub fn device(&self) -> &DeviceTensor {
+        &self.tensor
+    }
+}
 
 /// The GPU ops of one context.
 #[derive(Debug)]
 pub struct GpuOps {
     ctx: GpuContext,
+    pool: Arc<Mutex<Pool>>,
 }
 
 fn backend_error(e: impl std::fmt::Display) -> LlmError {
@@ -27,7 +79,10 @@ fn backend_error(e: impl std::fmt::Display) -> LlmError {
 impl GpuOps {
     /// The ops of `ctx`.
     pub fn new(ctx: GpuContext) -> GpuOps {
-        GpuOps { ctx }
+        GpuOps {
+            ctx,
+            pool: Arc::default(),
+        }
     }
 
     /// The context.
@@ -35,92 +90,201 @@ impl GpuOps {
         &self.ctx
     }
 
-    /// A tensor's values on the host (runs what was recorded).
-    fn host(&self, t: &DeviceTensor) -> Result<HostTensor> {
-        self.ctx.read(t).map_err(backend_error)
+    /// Device bytes of the activation pool (the buffers lent and free).
+    pub fn pool_bytes(&self) -> u64 {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).made_bytes
     }
 
-    fn device(&self, t: &HostTensor) -> Result<DeviceTensor> {
-        self.ctx.upload(t).map_err(backend_error)
+    /// A contiguous tensor on a pool buffer, its bytes left as the buffer's last user wrote
+    /// them (every op below writes all of its output).
+    fn alloc(&self, ty: GgmlType, ne: [usize; 4]) -> Result<GpuTensor> {
+        let layout = Layout::contiguous(ty, ne)?;
+        let bytes = (layout.end_bytes()? as u64).max(4).next_multiple_of(POOL_GRANULE);
+        let reused = {
+            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            pool.free.get_mut(&bytes).and_then(Vec::pop)
+        };
+        let storage = match reused {
+            Some(s) => s,
+            None => {
+                let s = self
+                    .ctx
+                    .empty(GgmlType::F32, [(bytes / 4) as usize, 1, 1, 1])
+                    .map_err(backend_error)?;
+                self.pool.lock().unwrap_or_else(|e| e.into_inner()).made_bytes += bytes;
+                s
+            }
+        };
+        Ok(GpuTensor {
+            tensor: storage.view(layout).map_err(backend_error)?,
+            _lease: Some(Arc::new(Lease {
+                storage: Some(storage),
+                pool: Arc::downgrade(&self.pool),
+            })),
+        })
+    }
+
+    /// `t` seen through `layout`, keeping its lease.
+    fn same_lease(&self, t: &GpuTensor, tensor: DeviceTensor) -> GpuTensor {
+        GpuTensor {
+            tensor,
+            _lease: t._lease.clone(),
+        }
     }
 }
 
 impl Ops for GpuOps {
-    type Tensor = DeviceTensor;
+    type Tensor = GpuTensor;
 
     fn name(&self) -> String {
         format!("gpu ({})", self.ctx.capabilities().info.device)
     }
 
-    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor> {
-        self.device(t)
+    /// Weights and per-step inputs alike: a pool buffer written in order with the ops (so a
+    /// step's token ids reuse the last step's buffer).
+    fn upload(&self, t: &HostTensor) -> Result<GpuTensor> {
+        let dst = self.alloc(t.layout.ty, t.layout.ne)?;
+        let host = if t.layout.is_contiguous() {
+            std::borrow::Cow::Borrowed(t)
+        } else {
+            // The host tensor's own strides: let the context lay it out.
+            return Ok(GpuTensor {
+                tensor: self.ctx.upload(t).map_err(backend_error)?,
+                _lease: None,
+            });
+        };
+        self.ctx.write(&dst.tensor, &host).map_err(backend_error)?;
+        Ok(dst)
     }
 
-    fn zeros(&self, ty: GgmlType, ne: [usize; 4]) -> Result<DeviceTensor> {
-        self.ctx.zeros(ty, ne).map_err(backend_error)
+    fn zeros(&self, ty: GgmlType, ne: [usize; 4]) -> Result<GpuTensor> {
+        Ok(GpuTensor {
+            tensor: self.ctx.zeros(ty, ne).map_err(backend_error)?,
+            _lease: None,
+        })
     }
 
-    fn layout(&self, t: &DeviceTensor) -> Layout {
-        *t.layout()
+    fn layout(&self, t: &GpuTensor) -> Layout {
+        *t.tensor.layout()
     }
 
-    fn view(&self, t: &DeviceTensor, layout: Layout) -> Result<DeviceTensor> {
-        t.view(layout).map_err(backend_error)
+    fn view(&self, t: &GpuTensor, layout: Layout) -> Result<GpuTensor> {
+        Ok(self.same_lease(t, t.tensor.view(layout).map_err(backend_error)?))
     }
 
-    fn get_rows(&self, src: &DeviceTensor, ids: &DeviceTensor) -> Result<DeviceTensor> {
-        self.ctx.get_rows(src, ids).map_err(backend_error)
+    fn get_rows(&self, src: &GpuTensor, ids: &GpuTensor) -> Result<GpuTensor> {
+        let (ls, li) = (src.tensor.layout(), ids.tensor.layout());
+        let dst = self.alloc(GgmlType::F32, [ls.ne[0], li.ne[0], ls.ne[2], ls.ne[3]])?;
+        self.ctx
+            .get_rows_into(&src.tensor, &ids.tensor, &dst.tensor)
+            .map_err(backend_error)?;
+        Ok(dst)
     }
 
-    fn rms_norm_mul(&self, x: &DeviceTensor, weight: &DeviceTensor, eps: f32) -> Result<DeviceTensor> {
-        self.device(&CpuOps.rms_norm_mul(&self.host(x)?, &self.host(weight)?, eps)?)
+    fn rms_norm_mul(&self, x: &GpuTensor, weight: &GpuTensor, eps: f32) -> Result<GpuTensor> {
+        let dst = self.alloc(GgmlType::F32, x.tensor.layout().ne)?;
+        self.ctx
+            .rms_norm_mul_add_into(&x.tensor, Some(&weight.tensor), None, &dst.tensor, eps)
+            .map_err(backend_error)?;
+        Ok(dst)
     }
 
-    fn mul_mat(&self, a: &DeviceTensor, b: &DeviceTensor) -> Result<DeviceTensor> {
-        self.ctx.mul_mat(a, b).map_err(backend_error)
+    fn mul_mat(&self, a: &GpuTensor, b: &GpuTensor) -> Result<GpuTensor> {
+        let (la, lb) = (a.tensor.layout(), b.tensor.layout());
+        let dst = self.alloc(GgmlType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]])?;
+        self.ctx
+            .mul_mat_into(&a.tensor, &b.tensor, &dst.tensor)
+            .map_err(backend_error)?;
+        Ok(dst)
     }
 
-    fn add(&self, a: &DeviceTensor, b: &DeviceTensor) -> Result<DeviceTensor> {
-        self.device(&CpuOps.add(&self.host(a)?, &self.host(b)?)?)
+    fn add(&self, a: &GpuTensor, b: &GpuTensor) -> Result<GpuTensor> {
+        let la = a.tensor.layout();
+        let dst = self.alloc(la.ty, la.ne)?;
+        self.ctx
+            .binary_into(BinaryOp::Add, &a.tensor, &b.tensor, &dst.tensor)
+            .map_err(backend_error)?;
+        Ok(dst)
     }
 
     fn rope(
         &self,
-        x: &DeviceTensor,
-        pos: &DeviceTensor,
-        freq_factors: Option<&DeviceTensor>,
+        x: &GpuTensor,
+        pos: &GpuTensor,
+        freq_factors: Option<&GpuTensor>,
         params: &RopeParams,
-    ) -> Result<DeviceTensor> {
-        self.ctx.rope(x, pos, freq_factors, params).map_err(backend_error)
+    ) -> Result<GpuTensor> {
+        let l = x.tensor.layout();
+        let dst = self.alloc(l.ty, l.ne)?;
+        self.ctx
+            .rope_into(
+                &x.tensor,
+                &pos.tensor,
+                freq_factors.map(|f| &f.tensor),
+                &dst.tensor,
+                params,
+            )
+            .map_err(backend_error)?;
+        Ok(dst)
     }
 
-    fn swiglu(&self, gate: &DeviceTensor, up: &DeviceTensor) -> Result<DeviceTensor> {
-        self.device(&CpuOps.swiglu(&self.host(gate)?, &self.host(up)?)?)
+    fn swiglu(&self, gate: &GpuTensor, up: &GpuTensor) -> Result<GpuTensor> {
+        let l = gate.tensor.layout();
+        let dst = self.alloc(l.ty, ggml_dawn::ops::glu::dst_ne(l, true))?;
+        self.ctx
+            .glu_into(
+                &gate.tensor,
+                Some(&up.tensor),
+                &dst.tensor,
+                &GluParams::new(GluOp::Swiglu),
+            )
+            .map_err(backend_error)?;
+        Ok(dst)
     }
 
-    fn set_rows(&self, dst: &mut DeviceTensor, src: &DeviceTensor, ids: &DeviceTensor) -> Result<()> {
-        self.ctx.set_rows(dst, src, ids).map_err(backend_error)?;
+    fn set_rows(&self, dst: &mut GpuTensor, src: &GpuTensor, ids: &GpuTensor) -> Result<()> {
+        self.ctx
+            .set_rows(&dst.tensor, &src.tensor, &ids.tensor)
+            .map_err(backend_error)?;
         Ok(())
     }
 
     fn flash_attn(
         &self,
-        q: &DeviceTensor,
-        k: &DeviceTensor,
-        v: &DeviceTensor,
-        mask: &DeviceTensor,
+        q: &GpuTensor,
+        k: &GpuTensor,
+        v: &GpuTensor,
+        mask: &GpuTensor,
         scale: f32,
-    ) -> Result<DeviceTensor> {
+    ) -> Result<GpuTensor> {
+        let (lq, lv) = (q.tensor.layout(), v.tensor.layout());
+        let dst = self.alloc(GgmlType::F32, [lv.ne[0], lq.ne[2], lq.ne[1], lq.ne[3]])?;
+        let operands = FlashAttnOperands {
+            q: &q.tensor,
+            k: &k.tensor,
+            v: &v.tensor,
+            mask: Some(&mask.tensor),
+            sinks: None,
+            dst: &dst.tensor,
+        };
         self.ctx
-            .flash_attn_ext(q, k, v, Some(mask), None, FlashAttnParams::scaled(scale))
-            .map_err(backend_error)
+            .flash_attn_ext_into(&operands, FlashAttnParams::scaled(scale))
+            .map_err(backend_error)?;
+        Ok(dst)
     }
 
-    fn argmax(&self, x: &DeviceTensor) -> Result<Vec<i32>> {
-        CpuOps.argmax(&self.host(x)?)
+    fn argmax(&self, x: &GpuTensor) -> Result<Vec<i32>> {
+        let dst = self.alloc(GgmlType::I32, [x.tensor.layout().ne[1], 1, 1, 1])?;
+        self.ctx.argmax_into(&x.tensor, &dst.tensor).map_err(backend_error)?;
+        let ids = self.ctx.read(&dst.tensor).map_err(backend_error)?;
+        Ok(ids
+            .data
+            .chunks_exact(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
     }
 
-    fn read_f32(&self, x: &DeviceTensor) -> Result<Vec<f32>> {
-        self.ctx.read_f32(x).map_err(backend_error)
+    fn read_f32(&self, x: &GpuTensor) -> Result<Vec<f32>> {
+        self.ctx.read_f32(&x.tensor).map_err(backend_error)
     }
 }

@@ -66,6 +66,7 @@
 //! # }
 //! ```
 
+pub mod bench;
 pub mod config;
 pub mod cpu;
 pub mod decoder;

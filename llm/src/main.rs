@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use ggml_dawn::GgmlType;
+use ggml_dawn_llm::bench::{self, Test};
 use ggml_dawn_llm::session::{self, Session};
 use ggml_dawn_llm::synth::{self, ModelShape, WeightType};
 use ggml_dawn_llm::{
@@ -35,7 +36,7 @@ enum Command {
     Generate(GenerateArgs),
     /// Perplexity or KL divergence over a text file, as llama.cpp's `llama-perplexity`.
     Perplexity(PerplexityArgs),
-    /// Prompt and generation speed, as llama.cpp's `llama-bench` (not yet implemented).
+    /// Prompt and generation speed, as llama.cpp's `llama-bench` measures them.
     Bench(BenchArgs),
 }
 
@@ -77,7 +78,7 @@ struct SynthArgs {
     /// The shape to copy: smollm2-135m, llama-3-8b or qwen2-0.5b.
     #[arg(long, value_name = "NAME")]
     like: String,
-    /// The weight type: f16, q8_0, q4_0 or q4_K_M.
+    /// The weight type: f16, q8_0, q4_0, q4_1 or q4_K_M.
     #[arg(long = "type", value_name = "TYPE")]
     ty: String,
     /// The file to write.
@@ -119,7 +120,7 @@ struct RunArgs {
     #[arg(short = 'm', long = "model", value_name = "FNAME")]
     model: PathBuf,
     /// Where the decoder runs.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
+    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
     backend: BackendChoice,
     /// The KV cache's type: f16, f32, q8_0 or q4_0.
     #[arg(long = "cache-type", value_name = "TYPE", default_value = "f16")]
@@ -186,19 +187,47 @@ struct PerplexityArgs {
 struct BenchArgs {
     #[arg(short = 'm', long = "model", value_name = "FNAME")]
     model: PathBuf,
-    /// Prompt tokens.
-    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
-    n_prompt: usize,
-    /// Generated tokens.
-    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
-    n_gen: usize,
+    /// Prompt tokens, comma-separated for several tests (0 for none).
+    #[arg(short = 'p', long = "n-prompt", value_delimiter = ',', default_value = "512")]
+    n_prompt: Vec<usize>,
+    /// Generated tokens, comma-separated for several tests (0 for none).
+    #[arg(short = 'n', long = "n-gen", value_delimiter = ',', default_value = "128")]
+    n_gen: Vec<usize>,
+    /// Tokens already in the cache, comma-separated for several depths.
+    #[arg(short = 'd', long = "n-depth", value_delimiter = ',', default_value = "0")]
+    depth: Vec<usize>,
     /// Repetitions.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     repetitions: usize,
+    /// Prompt tokens per step.
+    #[arg(long = "ubatch-size", visible_alias = "ub", default_value_t = session::DEFAULT_BATCH)]
+    ubatch: usize,
+    /// The KV cache's type: f16, f32, q8_0 or q4_0.
+    #[arg(
+        long = "cache-type",
+        visible_alias = "ctk",
+        value_name = "TYPE",
+        default_value = "f16"
+    )]
+    cache_type: String,
+    /// Where the decoder runs.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Gpu)]
+    backend: BackendChoice,
+    /// The table (md) or llama-bench's JSON fields, one array (json) or one object a line (jsonl).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = BenchFormat::Md)]
+    output: BenchFormat,
+    /// Also print the host's time per token and the steps per test.
+    #[arg(short = 'v', long)]
+    verbose: bool,
 }
 
-/// What the commands that need the GPU decoder say for now.
-const NOT_YET: &str = "needs the GPU decoder ops";
+/// What `bench` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BenchFormat {
+    Md,
+    Json,
+    Jsonl,
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -221,15 +250,7 @@ fn run(cli: Cli) -> Result<(), LlmError> {
         Command::Synth(args) => synth(args),
         Command::Generate(args) => generate(args),
         Command::Perplexity(args) => perplexity(args),
-        Command::Bench(args) => {
-            if args.repetitions == 0 || args.n_prompt + args.n_gen == 0 {
-                return Err(LlmError::InvalidArgument(
-                    "nothing to measure (-r 0, or -p 0 -n 0)".into(),
-                ));
-            }
-            Model::open(&args.model)?;
-            Err(LlmError::NotYetImplemented(NOT_YET.into()))
-        }
+        Command::Bench(args) => bench(args),
     }
 }
 
@@ -402,6 +423,140 @@ fn run_generate<O: Ops>(
         Err(LlmError::Interrupted)
     } else {
         Ok(())
+    }
+}
+
+fn bench(args: BenchArgs) -> Result<(), LlmError> {
+    let tests: Vec<Test> = args
+        .n_prompt
+        .iter()
+        .filter(|&&n| n > 0)
+        .map(|&n| Test::Prompt(n))
+        .chain(args.n_gen.iter().filter(|&&n| n > 0).map(|&n| Test::Generate(n)))
+        .collect();
+    if args.repetitions == 0 || tests.is_empty() {
+        return Err(LlmError::InvalidArgument(
+            "nothing to measure (-r 0, or -p 0 -n 0)".into(),
+        ));
+    }
+    if args.ubatch == 0 {
+        return Err(LlmError::InvalidArgument("batch size 0".into()));
+    }
+    let cache_type = cache_type(&args.cache_type)?;
+    let model = Model::open(&args.model)?;
+    catch_interrupt();
+    match args.backend {
+        BackendChoice::Cpu => run_bench(&Decoder::load(&model, CpuOps)?, &model, &args, &tests, cache_type),
+        BackendChoice::Gpu => run_bench(&Decoder::load(&model, gpu_ops()?)?, &model, &args, &tests, cache_type),
+    }
+}
+
+fn run_bench<O: Ops>(
+    decoder: &Decoder<O>,
+    model: &Model,
+    args: &BenchArgs,
+    tests: &[Test],
+    cache_type: GgmlType,
+) -> Result<(), LlmError> {
+    let size = model.weight_bytes();
+    let params: usize = model.tensors().iter().map(|t| t.ne.iter().product::<usize>()).sum();
+    let name = format!(
+        "{} {} {}",
+        model.config.architecture.name(),
+        human_params(params),
+        model.file_type_name()
+    );
+    let backend = decoder.ops().name();
+    let mut out = std::io::stdout().lock();
+    if args.output == BenchFormat::Md {
+        writeln!(out, "| model | size | params | backend | type_k | test | t/s |")?;
+        writeln!(out, "| --- | ---: | ---: | --- | --- | ---: | ---: |")?;
+    }
+    let mut json = Vec::new();
+    for &depth in &args.depth {
+        for &test in tests {
+            check_interrupt()?;
+            let options = bench::BenchOptions {
+                test,
+                depth,
+                repetitions: args.repetitions,
+                batch: args.ubatch,
+                cache_type,
+                seed: 1234,
+            };
+            let r = bench::run(decoder, &options)?;
+            let host_us = r.host_per_token.as_secs_f64() * 1e6;
+            match args.output {
+                BenchFormat::Md => {
+                    writeln!(
+                        out,
+                        "| {name} | {:.2} MiB | {:.2} M | {backend} | {} | {} | {:.2} ± {:.2} |",
+                        size as f64 / (1024.0 * 1024.0),
+                        params as f64 / 1e6,
+                        cache_type,
+                        test.name(depth),
+                        r.avg_ts(),
+                        r.stddev_ts()
+                    )?;
+                    if args.verbose {
+                        eprintln!(
+                            "bench: {}: host {host_us:.1} us a token recording, {} steps a repetition",
+                            test.name(depth),
+                            r.steps
+                        );
+                    }
+                }
+                BenchFormat::Json | BenchFormat::Jsonl => {
+                    let (n_prompt, n_gen) = match test {
+                        Test::Prompt(n) => (n, 0),
+                        Test::Generate(n) => (0, n),
+                    };
+                    let v = serde_json::json!({
+                        "build_commit": env!("CARGO_PKG_VERSION"),
+                        "model_filename": model.path().display().to_string(),
+                        "model_type": name,
+                        "model_size": size,
+                        "model_n_params": params,
+                        "backends": "Dawn",
+                        "gpu_info": backend,
+                        "n_ubatch": args.ubatch,
+                        "type_k": cache_type.to_string(),
+                        "type_v": cache_type.to_string(),
+                        "n_prompt": n_prompt,
+                        "n_gen": n_gen,
+                        "n_depth": depth,
+                        "avg_ts": r.avg_ts(),
+                        "stddev_ts": r.stddev_ts(),
+                        "samples_ts": r.samples_ts,
+                        "host_us_per_token": host_us,
+                        "steps": r.steps,
+                    });
+                    if args.output == BenchFormat::Jsonl {
+                        writeln!(out, "{v}")?;
+                    } else {
+                        json.push(v);
+                    }
+                }
+            }
+            out.flush()?;
+        }
+    }
+    if args.output == BenchFormat::Json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json).map_err(|e| LlmError::Backend(e.to_string()))?
+        )?;
+    }
+    Ok(())
+}
+
+/// llama-bench's parameter count in its model column: `135M`, `8B`.
+fn human_params(n: usize) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.0}B", n as f64 / 1e9)
+    } else {
+        format!("{:.0}M", n as f64 / 1e6)
     }
 }
 

@@ -268,4 +268,41 @@ impl Model {
     pub fn weight_bytes(&self) -> usize {
         self.tensors().iter().filter_map(TensorInfo::nbytes).sum()
     }
+
+    /// The file's weight type as llama.cpp names it (`general.file_type`): `Q4_1`,
+    /// `Q4_K - Medium`; the token embedding's type where the file does not say.
+    pub fn file_type_name(&self) -> String {
+        let named = match crate::meta::get_u32(self.metadata(), "general.file_type") {
+            Ok(Some(ft)) => FILE_TYPES
+                .iter()
+                .find(|(id, _)| *id == ft)
+                .map(|(_, name)| (*name).to_owned()),
+            _ => None,
+        };
+        named.unwrap_or_else(|| match self.tensor(TOKEN_EMBD).and_then(TensorInfo::ggml_type) {
+            Some(ty) => ty.to_string().to_uppercase(),
+            None => "?".to_owned(),
+        })
+    }
 }
+
+/// llama.cpp's `llama_ftype` values and names (`llama_model_ftype_name`).
+const FILE_TYPES: &[(u32, &str)] = &[
+    (0, "all F32"),
+    (1, "F16"),
+    (2, "Q4_0"),
+    (3, "Q4_1"),
+    (7, "Q8_0"),
+    (8, "Q5_0"),
+    (9, "Q5_1"),
+    (10, "Q2_K - Medium"),
+    (11, "Q3_K - Small"),
+    (12, "Q3_K - Medium"),
+    (13, "Q3_K - Large"),
+    (14, "Q4_K - Small"),
+    (15, "Q4_K - Medium"),
+    (16, "Q5_K - Small"),
+    (17, "Q5_K - Medium"),
+    (18, "Q6_K"),
+    (32, "BF16"),
+];

@@ -1,6 +1,6 @@
-//! The `dawn-llm` command: tokenization of a small model's vocabulary, and exit status 2 with one
-//! line for bad input and for what needs the GPU decoder; generation and perplexity on a tiny
-//! synthetic model with the CPU decoder.
+//! The `dawn-llm` command: tokenization of a small model's vocabulary, exit status 2 with one
+//! line for bad input, generation and perplexity on a tiny synthetic model with the CPU decoder,
+//! and `bench` on the GPU.
 
 mod common;
 
@@ -122,11 +122,67 @@ fn bad_flags_exit_2() {
 }
 
 #[test]
-fn bench_says_it_is_not_implemented_yet() {
-    let dir = TempDir::new("cli-not-yet");
+fn bench_reports_llama_bench_fields_per_test() {
+    let dir = TempDir::new("cli-bench");
     let model = tiny_model(dir.path());
-    let args = ["bench", "-m", &model, "-p", "16", "-n", "4", "-r", "1"];
-    assert_refused(&dawn_llm(&args), "not yet implemented: needs the GPU decoder ops");
+    let args = [
+        "bench", "-m", &model, "-p", "16", "-n", "4", "-d", "0,8", "-r", "2", "-o", "jsonl", "-v",
+    ];
+    let out = dawn_llm(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // pp16 and tg4, at depths 0 and 8.
+    let tests: Vec<(u64, u64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["n_prompt"].as_u64().unwrap(),
+                r["n_gen"].as_u64().unwrap(),
+                r["n_depth"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(tests, [(16, 0, 0), (0, 4, 0), (16, 0, 8), (0, 4, 8)]);
+    for r in &rows {
+        let samples = r["samples_ts"].as_array().unwrap();
+        assert_eq!(samples.len(), 2);
+        assert!(r["avg_ts"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["stddev_ts"].as_f64().unwrap() >= 0.0, "{r}");
+        assert!(r["host_us_per_token"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // A prompt of 16 in micro-batches of 4 takes four steps; generation one a token.
+    let out = dawn_llm(&[
+        "bench",
+        "-m",
+        &model,
+        "-p",
+        "16",
+        "-n",
+        "0",
+        "-r",
+        "1",
+        "--ubatch-size",
+        "4",
+        "-o",
+        "jsonl",
+    ]);
+    let row: serde_json::Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    assert_eq!(row["steps"], 4);
+
+    let out = dawn_llm(&["bench", "-m", &model, "-p", "16", "-n", "4", "-r", "1"]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.starts_with("| model | size | params | backend | type_k | test | t/s |"),
+        "{table}"
+    );
+    assert!(table.contains("| pp16 |") && table.contains("| tg4 |"), "{table}");
+
+    assert_refused(
+        &dawn_llm(&["bench", "-m", &model, "-p", "0", "-n", "0"]),
+        "nothing to measure",
+    );
+    assert_refused(&dawn_llm(&["bench", "-m", &model, "-r", "0"]), "nothing to measure");
 }
 
 /// The text the perplexity tests read: ordinary English, some 600 tokens of the tiny vocabulary.

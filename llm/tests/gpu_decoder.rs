@@ -10,10 +10,8 @@ use ggml_dawn_llm::{Architecture, CpuOps, Decoder, GpuOps, Model, Session};
 
 use common::{TempDir, WTYPE, synth_bytes};
 
-#[test]
-fn gpu_logits_follow_the_cpu_decoder() {
-    let dir = TempDir::new("gpu-decoder");
-    let shape = ModelShape {
+fn tiny_shape() -> ModelShape {
+    ModelShape {
         name: "tiny-64".into(),
         architecture: Architecture::Llama,
         n_vocab: 300,
@@ -26,12 +24,25 @@ fn gpu_logits_follow_the_cpu_decoder() {
         rope_freq_base: 10000.0,
         rms_norm_eps: 1e-5,
         tied_output: true,
-    };
+    }
+}
+
+fn tiny_model(dir: &TempDir) -> Model {
     let path = dir.path().join("tiny.gguf");
-    std::fs::write(&path, synth_bytes(&shape, WTYPE, 5)).unwrap();
-    let model = Model::open(&path).unwrap();
+    std::fs::write(&path, synth_bytes(&tiny_shape(), WTYPE, 5)).unwrap();
+    Model::open(&path).unwrap()
+}
+
+fn gpu_decoder(model: &Model) -> Decoder<GpuOps> {
     let ctx = GpuContext::new(ContextOptions::default()).expect("a GPU adapter (lavapipe in CI)");
-    let gpu = Decoder::load(&model, GpuOps::new(ctx)).unwrap();
+    Decoder::load(model, GpuOps::new(ctx)).unwrap()
+}
+
+#[test]
+fn gpu_logits_follow_the_cpu_decoder() {
+    let dir = TempDir::new("gpu-decoder");
+    let model = tiny_model(&dir);
+    let gpu = gpu_decoder(&model);
     let cpu = Decoder::load(&model, CpuOps).unwrap();
     let mut on_gpu = Session::new(&gpu, 32, GgmlType::F16).unwrap();
     let mut on_cpu = Session::new(&cpu, 32, GgmlType::F16).unwrap();
@@ -49,4 +60,22 @@ fn gpu_logits_follow_the_cpu_decoder() {
     let next = on_gpu.eval_greedy(&input).unwrap();
     let want = on_cpu.eval(&input).unwrap();
     assert_eq!(Some(next), ggml_dawn_llm::sampling::argmax(&want));
+}
+
+/// Single-token steps reuse the first step's activation buffers: after one step of that size,
+/// a step allocates no device memory.
+#[test]
+fn decode_steps_reuse_the_activation_pool() {
+    let dir = TempDir::new("gpu-decoder-pool");
+    let model = tiny_model(&dir);
+    let gpu = gpu_decoder(&model);
+    let mut session = Session::new(&gpu, 32, GgmlType::F16).unwrap();
+    let mut token = session.eval_greedy(&[298, 17, 101]).unwrap();
+    token = session.eval_greedy(&[token]).unwrap();
+    let pool = gpu.ops().pool_bytes();
+    assert!(pool > 0);
+    for _ in 0..6 {
+        token = session.eval_greedy(&[token]).unwrap();
+        assert_eq!(gpu.ops().pool_bytes(), pool, "a decode step allocated");
+    }
 }

@@ -96,6 +96,21 @@ fn log_softmax(logits: &[f32]) -> Vec<f64> {
 fn smollm2_perplexity_and_kl_divergence_against_llama_cpp() {
     let Some(model) = model() else { return };
     let (decoder, tok) = cpu_decoder(&model);
+    kl_divergence_against_llama_cpp(&model, &decoder, &tok);
+}
+
+/// The same on the GPU decoder (its MUL_MAT rounds activations to 8 bits where llama.cpp's CPU
+/// backend does, on the integer dot-product paths).
+#[test]
+fn smollm2_perplexity_and_kl_divergence_on_the_gpu_against_llama_cpp() {
+    let Some(model) = model() else { return };
+    let ctx = ggml_dawn::GpuContext::new(ggml_dawn::ContextOptions::default()).expect("a GPU adapter");
+    let decoder = Decoder::load(&model, GpuOps::new(ctx)).unwrap();
+    let tok = Tokenizer::from_metadata(model.metadata()).unwrap();
+    kl_divergence_against_llama_cpp(&model, &decoder, &tok);
+}
+
+fn kl_divergence_against_llama_cpp<O: Ops>(model: &Model, decoder: &Decoder<O>, tok: &Tokenizer) {
     let fixture = std::fs::read_to_string(common::data_dir().join("smollm2-kld-c128.txt")).unwrap();
     let mut lines = fixture.lines();
     let head: Vec<&str> = lines.next().unwrap().split(' ').collect();
@@ -111,7 +126,7 @@ fn smollm2_perplexity_and_kl_divergence_against_llama_cpp() {
     let bos = tok.adds_bos().then_some(tok.special().bos).flatten();
     let first = n_ctx / 2;
     let n_vocab = model.config.n_vocab;
-    let mut session = Session::new(&decoder, n_ctx, GgmlType::F16).unwrap();
+    let mut session = Session::new(decoder, n_ctx, GgmlType::F16).unwrap();
     let (mut nll, mut kld, mut same_top, mut rows) = (0.0, 0.0, 0usize, 0usize);
     for c in 0..n_chunk {
         session.clear();
@@ -139,7 +154,8 @@ fn smollm2_perplexity_and_kl_divergence_against_llama_cpp() {
     let ppl = (nll / rows as f64).exp();
     let (kld, same_top) = (kld / rows as f64, same_top as f64 / rows as f64);
     eprintln!(
-        "PPL {ppl:.4} (llama.cpp {llama_ppl:.4}, {:+.2} %), mean KLD over the top 32 {kld:.5}, same top {:.1} % of {rows}",
+        "{}: PPL {ppl:.4} (llama.cpp {llama_ppl:.4}, {:+.2} %), mean KLD over the top 32 {kld:.5}, same top {:.1} % of {rows}",
+        decoder.ops().name(),
         100.0 * (ppl / llama_ppl - 1.0),
         100.0 * same_top
     );

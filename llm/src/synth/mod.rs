@@ -114,6 +114,7 @@ pub enum WeightType {
     F16,
     Q8_0,
     Q4_0,
+    Q4_1,
     /// llama.cpp's Q4_K_M recipe: q4_K, with q6_K for `attn_v` and `ffn_down` in the layers its
     /// `use_more_bits` picks and for the output projection.
     Q4KM,
@@ -125,6 +126,7 @@ impl WeightType {
         match self {
             WeightType::F16 => 1,
             WeightType::Q4_0 => 2,
+            WeightType::Q4_1 => 3,
             WeightType::Q8_0 => 7,
             WeightType::Q4KM => 15,
         }
@@ -135,6 +137,7 @@ impl WeightType {
             WeightType::F16 => GgmlType::F16,
             WeightType::Q8_0 => GgmlType::Q8_0,
             WeightType::Q4_0 => GgmlType::Q4_0,
+            WeightType::Q4_1 => GgmlType::Q4_1,
             WeightType::Q4KM => GgmlType::Q4_K,
         }
     }
@@ -148,9 +151,10 @@ impl FromStr for WeightType {
             "f16" => Ok(WeightType::F16),
             "q8_0" => Ok(WeightType::Q8_0),
             "q4_0" => Ok(WeightType::Q4_0),
+            "q4_1" => Ok(WeightType::Q4_1),
             "q4_k_m" => Ok(WeightType::Q4KM),
             other => Err(LlmError::InvalidArgument(format!(
-                "weight type `{other}` (f16, q8_0, q4_0 and q4_K_M are)"
+                "weight type `{other}` (f16, q8_0, q4_0, q4_1 and q4_K_M are)"
             ))),
         }
     }
@@ -162,6 +166,7 @@ impl fmt::Display for WeightType {
             WeightType::F16 => "f16",
             WeightType::Q8_0 => "q8_0",
             WeightType::Q4_0 => "q4_0",
+            WeightType::Q4_1 => "q4_1",
             WeightType::Q4KM => "q4_K_M",
         })
     }
@@ -204,6 +209,9 @@ pub fn tensor_plan(shape: &ModelShape, wtype: WeightType) -> Vec<TensorPlan> {
     let output_ty = match wtype {
         WeightType::F16 | WeightType::Q8_0 => base,
         WeightType::Q4_0 | WeightType::Q4KM => GgmlType::Q6_K,
+        // As the published SmolLM2-135M-Instruct Q4_1 file has it, so that a synthetic copy
+        // of it runs the same kernels.
+        WeightType::Q4_1 => GgmlType::Q8_0,
     };
     let matrix = |name: String, ty: GgmlType, k: usize, m: usize| TensorPlan {
         name,
