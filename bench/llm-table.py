@@ -96,7 +96,9 @@ def main():
     if host:
         print("\ndawn-llm's host time recording a step, per token (`bench -v`):\n")
         for (model, test), r in host:
-            print(f"- {model} {test}: {r['host_us_per_token']:.1f} us, {r.get('steps', '?')} steps a repetition")
+            d = r.get("dispatches_per_token")
+            extra = f", {d:.1f} dispatches a token" if d else ""
+            print(f"- {model} {test}: {r['host_us_per_token']:.1f} us, {r.get('steps', '?')} steps a repetition{extra}")
     mem = peaks(out)
     if mem:
         print("\nPeak device memory while running (MiB over the reading before the program started):\n")

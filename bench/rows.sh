@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# The GPU machine's check of the memory-bound decoder ops (RMS_NORM and its fused form, SOFT_MAX,
-# ARGMAX, SCALE, GET_ROWS, SET_ROWS, CPY, ROPE):
-# their upstream lists, then upstream's WebGPU perf cases of these ops timed by upstream's program
-# and by ours (same case strings, same machine, one run), then the `rows` suite in GB/s.
+# The decoder ops beside upstream on the GPU machine: for each op, upstream's WebGPU perf cases
+# timed by upstream's program, then the same case strings by ours (the programs alternate op by
+# op), compared with `backend-ops compare`; then the `rows` suite in GB/s.
 #
 # Usage (on the GPU machine, from the repository root, with an unpacked bundle and upstream's
-# package copied to .bench/upstream/ as /work/shared/upstream/README.md says):
-#   BUNDLE=gpu-bundle OUT=/tmp/rows-out bash bench/rows.sh
+# package, e.g. .bench/upstream/ as /work/shared/upstream/README.md says):
+#   BUNDLE=gpu-bundle UPSTREAM_RUN=.bench/upstream/run-upstream OUT=/tmp/rows-out bash bench/rows.sh
+# OPS narrows the ops (default: every decoder op upstream's perf list may hold).
 set -u
 B=${BUNDLE:-gpu-bundle}
 O=${OUT:-/tmp/rows-out}
 UP=${UPSTREAM_RUN:-.bench/upstream/run-upstream}
-OPS="RMS_NORM RMS_NORM_MUL_ADD SOFT_MAX ARGMAX SCALE GET_ROWS SET_ROWS CPY ROPE"
+OPS=${OPS:-"ADD MUL SWIGLU RMS_NORM SOFT_MAX ARGMAX SCALE GET_ROWS SET_ROWS CPY ROPE"}
 mkdir -p "$O"
+: >"$O/upstream.txt"
+: >"$O/ours.jsonl"
 for op in $OPS; do
-  echo "== $op"; "$B/run" test -o "$op" 2>&1 | grep -v ': OK$' | tail -5
-done > "$O/lists.txt" 2>&1
-for op in $OPS; do
-  timeout 100 "$UP" "$B" perf -b WebGPU -o "$op" 2>&1 | grep -E '^\s+[A-Z_]+\('
-done > "$O/upstream.txt"
-sed -E 's/^\s+//; s/\):.*/)/' "$O/upstream.txt" > "$O/cases.txt"
-"$B/run" perf --cases-file "$O/cases.txt" -v > "$O/ours-upstream-cases.txt" 2>&1
-"$B/run" perf --suite rows -v > "$O/ours-rows.txt" 2>&1
-cat "$O/lists.txt"; echo "== upstream"; cat "$O/upstream.txt"
-echo "== ours, upstream's cases"; cat "$O/ours-upstream-cases.txt"; echo "== ours, suite rows"; cat "$O/ours-rows.txt"
+    # Upstream's lines for this op (its perf list; nothing where it has no case or no kernel).
+    timeout 200 "$UP" "$B" perf -b WebGPU -o "$op" >"$O/upstream-$op.txt" 2>&1
+    cat "$O/upstream-$op.txt" >>"$O/upstream.txt"
+    sed -E 's/\x1b\[[0-9;]*m//g' "$O/upstream-$op.txt" | grep -E '^\s+[A-Z_]+\(' |
+        sed -E 's/^\s+//; s/\):.*/)/' >"$O/cases-$op.txt"
+    if [ -s "$O/cases-$op.txt" ]; then
+        "$B/run" --output json perf --cases-file "$O/cases-$op.txt" >>"$O/ours.jsonl" 2>"$O/ours-$op.err"
+    fi
+    echo "$op: $(grep -c . "$O/cases-$op.txt") upstream perf cases"
+done
+"$B/run" compare --upstream "$O/upstream.txt" --ours "$O/ours.jsonl" | tee "$O/compare.md"
+"$B/run" --output json perf --suite rows >"$O/rows.jsonl"
+"$B/run" perf --suite rows -v | tee "$O/rows.txt"

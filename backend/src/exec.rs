@@ -58,6 +58,13 @@ struct Recorded {
 
 type GroupKey = (usize, Vec<(usize, u64, u64)>);
 
+/// What a stream has recorded and submitted so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamCounts {
+    pub dispatches: u64,
+    pub submits: u64,
+}
+
 /// Records and submits work on one device.
 pub struct Stream {
     device: Device,
@@ -75,6 +82,8 @@ pub struct Stream {
     in_flight: VecDeque<GpuFuture<()>>,
     /// Dispatches after which `dispatch` submits (grows from [`FIRST_SUBMIT_DISPATCHES`]).
     submit_at: usize,
+    /// Dispatches and submits since the stream was made.
+    counts: StreamCounts,
     /// The longest wait for an earlier submit.
     timeout: Duration,
     /// Why the stream stopped: set by a wait that failed (a lost device, an error Dawn
@@ -116,6 +125,7 @@ impl Stream {
             tables: None,
             in_flight: VecDeque::new(),
             submit_at: FIRST_SUBMIT_DISPATCHES,
+            counts: StreamCounts::default(),
             timeout,
             failed: None,
         })
@@ -177,6 +187,7 @@ impl Stream {
         for (i, word) in params.iter().enumerate() {
             self.arena[start + i * 4..start + i * 4 + 4].copy_from_slice(&word.to_le_bytes());
         }
+        self.counts.dispatches += 1;
         self.recorded.push(Recorded {
             kernel: Arc::clone(kernel),
             group,
@@ -384,6 +395,7 @@ impl Stream {
             }
         }
         self.device.submit([encoder.finish()?])?;
+        self.counts.submits += 1;
         self.recorded.clear();
         self.arena.clear();
         self.in_flight.push_back(self.device.on_submitted_work_done());
@@ -435,6 +447,12 @@ impl Stream {
             Err(e @ dawn::Error::Timeout(_)) => Err(e.into()),
             Err(e) => Err(self.stop(e.into())),
         }
+    }
+
+    /// Dispatches recorded and submits made since the stream was made (what a step of a model
+    /// costs the host, beside its time).
+    pub fn counts(&self) -> StreamCounts {
+        self.counts
     }
 
     /// Dispatches recorded and not yet submitted.

@@ -72,6 +72,8 @@ pub struct BenchResult {
     pub host_per_token: Duration,
     /// Steps (graph evaluations) per repetition.
     pub steps: usize,
+    /// GPU dispatches per token, where the backend counts them.
+    pub dispatches_per_token: Option<f64>,
 }
 
 impl BenchResult {
@@ -156,6 +158,7 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
     let mut samples_ts = Vec::with_capacity(options.repetitions);
     let mut host = Duration::ZERO;
     let mut steps = 0;
+    let mut dispatches: Option<u64> = None;
     // Round 0 is the warm-up (its first steps compile the kernels).
     for round in 0..=options.repetitions {
         let mut untimed = Tally::default();
@@ -164,6 +167,7 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
             eval(decoder, &mut cache, &fill, 0, options.batch, &mut untimed)?;
         }
         let mut tally = Tally::default();
+        let first_dispatch = decoder.ops().dispatches();
         let start = Instant::now();
         match options.test {
             Test::Prompt(n) => {
@@ -183,6 +187,9 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
             samples_ts.push(n as f64 / secs);
             host += tally.host;
             steps = tally.steps;
+            if let (Some(a), Some(b)) = (first_dispatch, decoder.ops().dispatches()) {
+                *dispatches.get_or_insert(0) += b - a;
+            }
         }
     }
     let timed_tokens = (n * options.repetitions) as u32;
@@ -192,6 +199,7 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
         samples_ts,
         host_per_token: host / timed_tokens.max(1),
         steps,
+        dispatches_per_token: dispatches.map(|d| d as f64 / f64::from(timed_tokens.max(1))),
     })
 }
 
@@ -213,6 +221,7 @@ mod tests {
             samples_ts: vec![10.0, 12.0, 14.0],
             host_per_token: Duration::ZERO,
             steps: 1,
+            dispatches_per_token: None,
         };
         assert_eq!(r.avg_ts(), 12.0);
         assert!((r.stddev_ts() - 2.0).abs() < 1e-12);

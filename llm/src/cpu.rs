@@ -92,9 +92,13 @@ impl Ops for CpuOps {
         f32_result(x.layout.ne, out)
     }
 
-    fn swiglu(&self, gate: &HostTensor, up: &HostTensor) -> Result<HostTensor> {
-        let out = reference::glu(gate, Some(up), &GluParams::new(GluOp::Swiglu)).map_err(backend_error)?;
-        f32_result(gate.layout.ne, out)
+    fn swiglu(&self, gate: &HostTensor, up: Option<&HostTensor>) -> Result<HostTensor> {
+        let out = reference::glu(gate, up, &GluParams::new(GluOp::Swiglu)).map_err(backend_error)?;
+        let mut ne = gate.layout.ne;
+        if up.is_none() {
+            ne[0] /= 2;
+        }
+        f32_result(ne, out)
     }
 
     fn set_rows(&self, dst: &mut HostTensor, src: &HostTensor, ids: &HostTensor) -> Result<()> {

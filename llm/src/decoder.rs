@@ -77,21 +77,61 @@ impl DecoderParams {
     }
 }
 
+/// The attention's input projections: one MUL_MAT over Q, K and V's weights stacked (and their
+/// biases), or three where the weights' types differ (Q4_K_M gives some layers' V more bits).
+#[derive(Debug)]
+enum Qkv<T> {
+    Fused {
+        w: T,
+        b: Option<T>,
+    },
+    Separate {
+        wq: T,
+        wk: T,
+        wv: T,
+        bq: Option<T>,
+        bk: Option<T>,
+        bv: Option<T>,
+    },
+}
+
+/// The feed-forward's gate and up projections: one MUL_MAT over both weights stacked (gate's
+/// rows first, so SWIGLU takes each row's halves), or two where their types differ.
+#[derive(Debug)]
+enum GateUp<T> {
+    Fused(T),
+    Separate { gate: T, up: T },
+}
+
 /// One layer's weights.
 #[derive(Debug)]
 struct Layer<T> {
     attn_norm: T,
-    wq: T,
-    wk: T,
-    wv: T,
-    bq: Option<T>,
-    bk: Option<T>,
-    bv: Option<T>,
+    qkv: Qkv<T>,
     wo: T,
     ffn_norm: T,
-    gate: T,
-    up: T,
+    gate_up: GateUp<T>,
     down: T,
+}
+
+/// `parts` (contiguous, of one type and row length) as one tensor of all their rows, in order;
+/// `None` where they differ in type or row length. Stacking weights this way makes one MUL_MAT
+/// of what were several over the same input: fewer dispatches a step, the same dot products.
+fn stack_rows(parts: &[&HostTensor]) -> Option<HostTensor> {
+    let first = parts.first()?.layout;
+    let mut rows = 0;
+    let mut data = Vec::new();
+    for p in parts {
+        let l = p.layout;
+        if l.ty != first.ty || l.ne[0] != first.ne[0] || l.ne[2] != 1 || l.ne[3] != 1 || !l.is_contiguous() {
+            return None;
+        }
+        let bytes = l.end_bytes().ok()?;
+        data.extend_from_slice(p.data.get(l.offset..bytes)?);
+        rows += l.ne[1];
+    }
+    let layout = Layout::contiguous(first.ty, [first.ne[0], rows, 1, 1]).ok()?;
+    (layout.end_bytes().ok()? == data.len()).then_some(HostTensor { layout, data })
 }
 
 /// A model's weights on a backend, ready to run.
@@ -121,21 +161,56 @@ impl<O: Ops> Decoder<O> {
                 None => Ok(None),
             }
         };
+        let host = |name: &str| -> Result<HostTensor> { Ok(file.tensor(name)?) };
+        let opt_host = |name: &str| -> Result<Option<HostTensor>> {
+            match model.tensor(name) {
+                Some(_) => host(name).map(Some),
+                None => Ok(None),
+            }
+        };
         let mut layers = Vec::with_capacity(model.config.n_layer);
         for i in 0..model.config.n_layer {
             let n = LayerNames::new(i);
+            let (wq, wk, wv) = (host(&n.attn_q)?, host(&n.attn_k)?, host(&n.attn_v)?);
+            let (bq, bk, bv) = (
+                opt_host(&n.attn_q_bias)?,
+                opt_host(&n.attn_k_bias)?,
+                opt_host(&n.attn_v_bias)?,
+            );
+            let fused_w = stack_rows(&[&wq, &wk, &wv]);
+            let fused_b = match (&bq, &bk, &bv) {
+                (Some(q), Some(k), Some(v)) => stack_rows(&[q, k, v]).map(Some),
+                (None, None, None) => Some(None),
+                _ => None,
+            };
+            let qkv = match (fused_w, fused_b) {
+                (Some(w), Some(b)) => Qkv::Fused {
+                    w: ops.upload(&w)?,
+                    b: b.map(|b| ops.upload(&b)).transpose()?,
+                },
+                _ => Qkv::Separate {
+                    wq: ops.upload(&wq)?,
+                    wk: ops.upload(&wk)?,
+                    wv: ops.upload(&wv)?,
+                    bq: bq.map(|b| ops.upload(&b)).transpose()?,
+                    bk: bk.map(|b| ops.upload(&b)).transpose()?,
+                    bv: bv.map(|b| ops.upload(&b)).transpose()?,
+                },
+            };
+            let (gate, up) = (host(&n.ffn_gate)?, host(&n.ffn_up)?);
+            let gate_up = match stack_rows(&[&gate, &up]) {
+                Some(w) => GateUp::Fused(ops.upload(&w)?),
+                None => GateUp::Separate {
+                    gate: ops.upload(&gate)?,
+                    up: ops.upload(&up)?,
+                },
+            };
             layers.push(Layer {
                 attn_norm: get(&n.attn_norm)?,
-                wq: get(&n.attn_q)?,
-                wk: get(&n.attn_k)?,
-                wv: get(&n.attn_v)?,
-                bq: opt(&n.attn_q_bias)?,
-                bk: opt(&n.attn_k_bias)?,
-                bv: opt(&n.attn_v_bias)?,
+                qkv,
                 wo: get(&n.attn_output)?,
                 ffn_norm: get(&n.ffn_norm)?,
-                gate: get(&n.ffn_gate)?,
-                up: get(&n.ffn_up)?,
+                gate_up,
                 down: get(&n.ffn_down)?,
             });
         }
@@ -249,13 +324,33 @@ impl<O: Ops> Decoder<O> {
                     None => Ok(y),
                 }
             };
-            let q = self.reshape(&proj(&l.wq, &l.bq)?, [d, p.n_head, n_tokens, 1])?;
-            let k = self.reshape(&proj(&l.wk, &l.bk)?, [d, p.n_head_kv, n_tokens, 1])?;
-            let v = proj(&l.wv, &l.bv)?;
-            let q = ops.rope(&q, &pos, self.rope_freqs.as_ref(), &p.rope)?;
-            let k = ops.rope(&k, &pos, self.rope_freqs.as_ref(), &p.rope)?;
+            // q [d, n_head, n_tokens] and k [d, n_head_kv, n_tokens] roped, k and v as rows
+            // [e_kv, n_tokens] for the cache.
+            let (q, k, v) = match &l.qkv {
+                Qkv::Fused { w, b } => {
+                    // Each token's row holds q's heads, then k's, then v: q and k are roped in
+                    // one op over their heads together.
+                    let y = proj(w, b)?;
+                    let row = ops.layout(&y).nb[1];
+                    let qk = self.sub_view(&y, [d, p.n_head + p.n_head_kv, n_tokens], [d * 4, row], 0)?;
+                    let qk = ops.rope(&qk, &pos, self.rope_freqs.as_ref(), &p.rope)?;
+                    let qk_row = (p.n_head + p.n_head_kv) * d * 4;
+                    (
+                        self.sub_view(&qk, [d, p.n_head, n_tokens], [d * 4, qk_row], 0)?,
+                        self.sub_view(&qk, [e_kv, n_tokens, 1], [qk_row, qk_row], p.n_head * d * 4)?,
+                        self.sub_view(&y, [e_kv, n_tokens, 1], [row, row], (p.n_head * d + e_kv) * 4)?,
+                    )
+                }
+                Qkv::Separate { wq, wk, wv, bq, bk, bv } => {
+                    let q = self.reshape(&proj(wq, bq)?, [d, p.n_head, n_tokens, 1])?;
+                    let k = self.reshape(&proj(wk, bk)?, [d, p.n_head_kv, n_tokens, 1])?;
+                    let q = ops.rope(&q, &pos, self.rope_freqs.as_ref(), &p.rope)?;
+                    let k = ops.rope(&k, &pos, self.rope_freqs.as_ref(), &p.rope)?;
+                    (q, self.reshape(&k, [e_kv, n_tokens, 1, 1])?, proj(wv, bv)?)
+                }
+            };
 
-            ops.set_rows(&mut cache.k[il], &self.reshape(&k, [e_kv, n_tokens, 1, 1])?, &pos)?;
+            ops.set_rows(&mut cache.k[il], &k, &pos)?;
             ops.set_rows(&mut cache.v[il], &v, &pos)?;
             let k_all = self.heads_view(&cache.k[il], n_kv)?;
             let v_all = self.heads_view(&cache.v[il], n_kv)?;
@@ -267,9 +362,13 @@ impl<O: Ops> Decoder<O> {
             let ffn_in = ops.add(&out, &x)?;
 
             let cur = ops.rms_norm_mul(&ffn_in, &l.ffn_norm, p.rms_norm_eps)?;
-            let gate = ops.mul_mat(&l.gate, &cur)?;
-            let up = ops.mul_mat(&l.up, &cur)?;
-            let down = ops.mul_mat(&l.down, &ops.swiglu(&gate, &up)?)?;
+            let act = match &l.gate_up {
+                GateUp::Fused(w) => ops.swiglu(&ops.mul_mat(w, &cur)?, None)?,
+                GateUp::Separate { gate, up } => {
+                    ops.swiglu(&ops.mul_mat(gate, &cur)?, Some(&ops.mul_mat(up, &cur)?))?
+                }
+            };
+            let down = ops.mul_mat(&l.down, &act)?;
             x = ops.add(&down, &ffn_in)?;
         }
         debug_assert_eq!(ops.layout(&x).ne, [e, n_tokens, 1, 1]);
@@ -282,6 +381,18 @@ impl<O: Ops> Decoder<O> {
             Some(b) => ops.add(&logits, b),
             None => Ok(logits),
         }
+    }
+
+    /// A view of f32 `t` at `offset` bytes: extents `ne` (three), strides `nb[1..3]` in bytes.
+    fn sub_view(&self, t: &O::Tensor, ne: [usize; 3], nb: [usize; 2], offset: usize) -> Result<O::Tensor> {
+        let whole = self.ops.layout(t);
+        let layout = Layout {
+            ty: whole.ty,
+            ne: [ne[0], ne[1], ne[2], 1],
+            nb: [4, nb[0], nb[1], nb[1] * ne[2]],
+            offset: whole.offset + offset,
+        };
+        self.ops.view(t, layout)
     }
 
     fn reshape(&self, t: &O::Tensor, ne: [usize; 4]) -> Result<O::Tensor> {
@@ -336,5 +447,24 @@ impl<T> KvCache<T> {
     /// The cells' type.
     pub fn ty(&self) -> GgmlType {
         self.ty
+    }
+}
+
+#[cfg(test)]
+mod stacking_tests {
+    use super::*;
+
+    #[test]
+    fn rows_stack_only_within_one_type_and_row_length() {
+        let a = HostTensor::from_f32(GgmlType::Q8_0, [64, 3, 1, 1], &[0.5; 192]).unwrap();
+        let b = HostTensor::from_f32(GgmlType::Q8_0, [64, 2, 1, 1], &[-1.0; 128]).unwrap();
+        let both = stack_rows(&[&a, &b]).unwrap();
+        assert_eq!(both.layout.ne, [64, 5, 1, 1]);
+        assert_eq!(both.data, [a.data.clone(), b.data.clone()].concat());
+        // Another type (Q4_K_M's V in some layers) or another row length: kept apart.
+        let c = HostTensor::from_f32(GgmlType::Q4_0, [64, 2, 1, 1], &[1.0; 128]).unwrap();
+        assert!(stack_rows(&[&a, &c]).is_none());
+        let d = HostTensor::from_f32(GgmlType::Q8_0, [32, 2, 1, 1], &[1.0; 64]).unwrap();
+        assert!(stack_rows(&[&a, &d]).is_none());
     }
 }

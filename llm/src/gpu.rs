@@ -228,13 +228,13 @@ impl Ops for GpuOps {
         Ok(dst)
     }
 
-    fn swiglu(&self, gate: &GpuTensor, up: &GpuTensor) -> Result<GpuTensor> {
+    fn swiglu(&self, gate: &GpuTensor, up: Option<&GpuTensor>) -> Result<GpuTensor> {
         let l = gate.tensor.layout();
-        let dst = self.alloc(l.ty, ggml_dawn::ops::glu::dst_ne(l, true))?;
+        let dst = self.alloc(l.ty, ggml_dawn::ops::glu::dst_ne(l, up.is_some()))?;
         self.ctx
             .glu_into(
                 &gate.tensor,
-                Some(&up.tensor),
+                up.map(|u| &u.tensor),
                 &dst.tensor,
                 &GluParams::new(GluOp::Swiglu),
             )
@@ -286,5 +286,9 @@ impl Ops for GpuOps {
 
     fn read_f32(&self, x: &GpuTensor) -> Result<Vec<f32>> {
         self.ctx.read_f32(&x.tensor).map_err(backend_error)
+    }
+
+    fn dispatches(&self) -> Option<u64> {
+        Some(self.ctx.stream_counts().dispatches)
     }
 }

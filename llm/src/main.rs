@@ -500,9 +500,12 @@ fn run_bench<O: Ops>(
                     )?;
                     if args.verbose {
                         eprintln!(
-                            "bench: {}: host {host_us:.1} us a token recording, {} steps a repetition",
+                            "bench: {}: host {host_us:.1} us a token recording, {} steps a repetition{}",
                             test.name(depth),
-                            r.steps
+                            r.steps,
+                            r.dispatches_per_token
+                                .map(|d| format!(", {d:.1} dispatches a token"))
+                                .unwrap_or_default()
                         );
                     }
                 }
@@ -530,6 +533,7 @@ fn run_bench<O: Ops>(
                         "samples_ts": r.samples_ts,
                         "host_us_per_token": host_us,
                         "steps": r.steps,
+                        "dispatches_per_token": r.dispatches_per_token,
                     });
                     if args.output == BenchFormat::Jsonl {
                         writeln!(out, "{v}")?;

@@ -44,8 +44,9 @@ pub trait Ops {
         freq_factors: Option<&Self::Tensor>,
         params: &RopeParams,
     ) -> Result<Self::Tensor>;
-    /// SWIGLU split: `silu(gate) · up`.
-    fn swiglu(&self, gate: &Self::Tensor, up: &Self::Tensor) -> Result<Self::Tensor>;
+    /// SWIGLU: `silu(gate) · up`, split (two tensors) or, with `up` left out, over the halves
+    /// of each row of `gate` (gate first, ggml's fused form).
+    fn swiglu(&self, gate: &Self::Tensor, up: Option<&Self::Tensor>) -> Result<Self::Tensor>;
     /// SET_ROWS: the rows of `src` written into `dst` at the i32 `ids`, converted to its type.
     fn set_rows(&self, dst: &mut Self::Tensor, src: &Self::Tensor, ids: &Self::Tensor) -> Result<()>;
     /// FLASH_ATTN_EXT: `softmax(q·kᵀ·scale + mask)·v`, `[d_v, n_head, n_q, 1]`.
@@ -61,6 +62,11 @@ pub trait Ops {
     fn argmax(&self, x: &Self::Tensor) -> Result<Vec<i32>>;
     /// All of `x` as f32; runs the recorded work.
     fn read_f32(&self, x: &Self::Tensor) -> Result<Vec<f32>>;
+
+    /// GPU dispatches recorded so far, where the backend has them (the host's work per step).
+    fn dispatches(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// An i32 host vector (token ids, positions, cache rows) as a `[n, 1, 1, 1]` tensor.

@@ -10,10 +10,10 @@ use ggml_dawn_llm::{Architecture, CpuOps, Decoder, GpuOps, Model, Session};
 
 use common::{TempDir, WTYPE, synth_bytes};
 
-fn tiny_shape() -> ModelShape {
+fn tiny_shape(architecture: Architecture) -> ModelShape {
     ModelShape {
         name: "tiny-64".into(),
-        architecture: Architecture::Llama,
+        architecture,
         n_vocab: 300,
         n_ctx_train: 256,
         n_embd: 128,
@@ -27,9 +27,9 @@ fn tiny_shape() -> ModelShape {
     }
 }
 
-fn tiny_model(dir: &TempDir) -> Model {
-    let path = dir.path().join("tiny.gguf");
-    std::fs::write(&path, synth_bytes(&tiny_shape(), WTYPE, 5)).unwrap();
+fn tiny_model(dir: &TempDir, architecture: Architecture) -> Model {
+    let path = dir.path().join(format!("tiny-{}.gguf", architecture.name()));
+    std::fs::write(&path, synth_bytes(&tiny_shape(architecture), WTYPE, 5)).unwrap();
     Model::open(&path).unwrap()
 }
 
@@ -38,10 +38,18 @@ fn gpu_decoder(model: &Model) -> Decoder<GpuOps> {
     Decoder::load(model, GpuOps::new(ctx)).unwrap()
 }
 
+/// Llama (no biases, normal rope) and Qwen 2 (q/k/v biases, NeoX rope): both with the stacked
+/// q/k/v and gate/up projections.
 #[test]
 fn gpu_logits_follow_the_cpu_decoder() {
+    for architecture in [Architecture::Llama, Architecture::Qwen2] {
+        gpu_logits_follow_the_cpu_decoder_for(architecture);
+    }
+}
+
+fn gpu_logits_follow_the_cpu_decoder_for(architecture: Architecture) {
     let dir = TempDir::new("gpu-decoder");
-    let model = tiny_model(&dir);
+    let model = tiny_model(&dir, architecture);
     let gpu = gpu_decoder(&model);
     let cpu = Decoder::load(&model, CpuOps).unwrap();
     let mut on_gpu = Session::new(&gpu, 32, GgmlType::F16).unwrap();
@@ -52,7 +60,7 @@ fn gpu_logits_follow_the_cpu_decoder() {
         let want = on_cpu.eval(&input).unwrap();
         let got = on_gpu.eval(&input).unwrap();
         let nmse = metric::nmse(&want, &got);
-        assert!(nmse <= 5e-4, "step {step}: NMSE {nmse}");
+        assert!(nmse <= 5e-4, "{}: step {step}: NMSE {nmse}", architecture.name());
         // Both follow the CPU's greedy choice, so the caches hold the same tokens.
         input = vec![ggml_dawn_llm::sampling::argmax(&want).unwrap()];
     }
@@ -67,7 +75,7 @@ fn gpu_logits_follow_the_cpu_decoder() {
 #[test]
 fn decode_steps_reuse_the_activation_pool() {
     let dir = TempDir::new("gpu-decoder-pool");
-    let model = tiny_model(&dir);
+    let model = tiny_model(&dir, Architecture::Llama);
     let gpu = gpu_decoder(&model);
     let mut session = Session::new(&gpu, 32, GgmlType::F16).unwrap();
     let mut token = session.eval_greedy(&[298, 17, 101]).unwrap();

@@ -87,6 +87,11 @@ impl GpuContext {
     }
 
     /// Submits the context's recorded work, then tells without blocking whether all of it has
+    /// Dispatches recorded and submits made on the context's own stream so far.
+    pub fn stream_counts(&self) -> crate::exec::StreamCounts {
+        self.stream.lock().counts()
+    }
+
     /// finished: a wait that never blocks, e.g. to keep a user interface responsive.
     pub fn poll(&self) -> Result<bool> {
         self.stream.lock().poll()
