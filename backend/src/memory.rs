@@ -139,6 +139,12 @@ impl DeviceTensor {
         }
     }
 
+    /// Whether `other` is this tensor: the same bytes of the same buffer seen through the same
+    /// layout (ggml's in-place form of an op, dst = src).
+    pub fn is_same_view(&self, other: &DeviceTensor) -> bool {
+        self.buffer.as_raw() == other.buffer.as_raw() && self.base == other.base && self.layout == other.layout
+    }
+
     /// Whether the two tensors' spans ([`DeviceTensor::byte_span`]) share bytes of one buffer.
     pub fn overlaps(&self, other: &DeviceTensor) -> Result<bool> {
         if self.buffer.as_raw() != other.buffer.as_raw() {

@@ -15,7 +15,12 @@ pub fn lcm(a: u32, b: u32) -> u32 {
 /// A size or stride as a 32-bit word of a kernel's parameters, or an error naming the op.
 pub fn word(op: &str, v: impl TryInto<u32> + Copy + std::fmt::Display) -> Result<u32> {
     v.try_into()
-        .map_err(|_| BackendError::Unsupported(format!("{op}: a size or stride of {v}")))
+        .map_err(|_| BackendError::Unsupported(format!("{op}: a size or stride of {v} (32-bit indexing)")))
+}
+
+/// [`word`] of a named quantity (`what`: "rows", "a row's length"), for messages that say which.
+pub fn word_of(op: &str, what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("{op}: {what} of {v} passes 32-bit indexing")))
 }
 
 #[cfg(test)]

@@ -56,12 +56,6 @@ pub(crate) fn units(t: &DeviceTensor, b: &Binding, width: usize) -> Option<Units
     Some(Units { start, nb })
 }
 
-/// Whether `a` and `b` are the same bytes seen through the same layout (ggml's in-place form of
-/// an element-wise op: dst is src0).
-pub(crate) fn same_tensor(a: &DeviceTensor, b: &DeviceTensor) -> bool {
-    a.buffer().as_raw() == b.buffer().as_raw() && a.base() == b.base() && a.layout() == b.layout()
-}
-
 /// Facts of a device for the planners' unit tests: f16 as told, `max_groups` workgroups per
 /// grid dimension, the rest of no concern to element-wise plans.
 #[cfg(test)]

@@ -217,7 +217,4 @@ pub(crate) fn vector_binding(t: &DeviceTensor, env: &Env, want: bool) -> Result<
     Ok((b, None))
 }
 
-/// 32-bit word of a count or extent, or why not.
-pub(crate) fn word(op: &str, what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("{op}: {what} of {v} passes 32-bit indexing")))
-}
+pub(crate) use crate::ops::arith::word_of as word;

@@ -9,7 +9,7 @@ use crate::error::{BackendError, Result};
 use crate::exec::Stream;
 use crate::memory::{DeviceTensor, check_output_disjoint};
 use crate::ops::Env;
-use crate::ops::elementwise::{float_type, same_tensor, units};
+use crate::ops::elementwise::{float_type, units};
 pub use crate::reference::BinaryOp;
 pub use plan::{BinaryPlan, Problem};
 
@@ -47,7 +47,7 @@ pub fn binary(
     check(op, a.layout(), b.layout(), dst.layout())?;
     env.check_operands(&[a, b, dst])?;
     env.check_stream(stream)?;
-    let in_place = same_tensor(a, dst);
+    let in_place = a.is_same_view(dst);
     if in_place {
         check_output_disjoint(op.name(), dst, &[("b", b)])?;
     } else {

@@ -96,7 +96,7 @@ pub(super) fn record(
 }
 
 fn word(v: usize) -> Result<u32> {
-    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a size or stride of {v}")))
+    crate::ops::arith::word("FLASH_ATTN_EXT", v)
 }
 
 /// Whether a K or V layout can be read as 16-byte vectors: a float type whose rows are all

@@ -86,7 +86,7 @@ pub fn rms_norm_mul_add(
     all.extend(bias);
     env.check_operands(&all)?;
     env.check_stream(stream)?;
-    let in_place = same_place(x, dst)?;
+    let in_place = x.is_same_view(dst);
     let mut inputs = Vec::new();
     if !in_place {
         inputs.push(("x", x));
@@ -111,9 +111,4 @@ pub fn rms_norm_mul_add(
 /// allows them.
 pub fn plan(row_len: usize, rows: usize, vec4: bool, facts: &crate::facts::DeviceFacts) -> RowPlan {
     row_plan::plan(row_len, rows, vec4, facts)
-}
-
-/// Whether `dst` is `x` (ggml's in-place form: the same bytes, seen with the same layout).
-pub(crate) fn same_place(x: &DeviceTensor, dst: &DeviceTensor) -> Result<bool> {
-    Ok(x.layout() == dst.layout() && x.base() == dst.base() && x.overlaps(dst)?)
 }

@@ -16,7 +16,7 @@ use crate::reference::{RopeParams, rope_angles};
 use super::plan::RopePlan;
 
 fn word(v: u64) -> Result<u32> {
-    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("ROPE: a size or stride of {v} (32-bit indexing)")))
+    crate::ops::arith::word("ROPE", v)
 }
 
 /// Records the planned dispatch.

@@ -16,7 +16,7 @@ use crate::params::RowsUniforms;
 use super::plan::{RowsOp, RowsPlan};
 
 fn word(v: u64) -> Result<u32> {
-    u32::try_from(v).map_err(|_| BackendError::Unsupported(format!("a size or stride of {v} bytes (32-bit indexing)")))
+    crate::ops::arith::word("GET_ROWS/SET_ROWS/CPY", v)
 }
 
 /// The operands of one dispatch: the iteration is `src`'s for SET_ROWS, `dst`'s otherwise.

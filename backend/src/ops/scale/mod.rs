@@ -9,7 +9,6 @@ use crate::exec::Stream;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
-use crate::ops::norm::same_place;
 use crate::tensor::Layout;
 
 pub use plan::ScalePlan;
@@ -59,7 +58,7 @@ pub fn scale(
     check(x.layout(), dst.layout(), scale, bias)?;
     env.check_operands(&[x, dst])?;
     env.check_stream(stream)?;
-    let in_place = same_place(x, dst)?;
+    let in_place = x.is_same_view(dst);
     if !in_place {
         crate::memory::check_output_disjoint(OP, dst, &[("x", x)])?;
     }

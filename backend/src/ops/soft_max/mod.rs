@@ -15,7 +15,6 @@ use crate::facts::DeviceFacts;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
-use crate::ops::norm::same_place;
 use crate::ops::row_plan::{self, RowPlan};
 use crate::tensor::Layout;
 
@@ -108,7 +107,7 @@ pub fn soft_max(
     all.extend(sinks);
     env.check_operands(&all)?;
     env.check_stream(stream)?;
-    let in_place = same_place(x, dst)?;
+    let in_place = x.is_same_view(dst);
     let mut inputs = Vec::new();
     if !in_place {
         inputs.push(("x", x));
