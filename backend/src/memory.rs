@@ -193,6 +193,23 @@ impl DeviceTensor {
             start_byte,
         })
     }
+
+    /// [`DeviceTensor::binding`] stretched to the end of the tensor's storage, where that stays
+    /// within `max_binding` and the buffer: a view that grows step by step (a KV cache's first
+    /// cells) keeps one binding, so the stream's cached bind group serves every step. The kernel
+    /// still reads only the view's bytes; the binding merely covers storage the tensor owns.
+    pub fn binding_to_storage_end(&self, alignment: u64, max_binding: u64) -> Result<Binding> {
+        let b = self.binding(alignment, max_binding)?;
+        let Some(end) = self.base.checked_add(self.storage_bytes) else {
+            return Ok(b);
+        };
+        let size = (end - b.offset.min(end)) / 4 * 4;
+        if size > b.size && size <= max_binding && b.offset + size <= self.buffer.size() {
+            Ok(Binding { size, ..b })
+        } else {
+            Ok(b)
+        }
+    }
 }
 
 /// Places tensors in one buffer, each at an offset aligned for binding.

@@ -111,10 +111,10 @@ impl Ops for CpuOps {
         q: &HostTensor,
         k: &HostTensor,
         v: &HostTensor,
-        mask: &HostTensor,
+        mask: Option<&HostTensor>,
         scale: f32,
     ) -> Result<HostTensor> {
-        let out = reference::flash_attn_ext(q, k, v, Some(mask), None, scale, 0.0, 0.0).map_err(backend_error)?;
+        let out = reference::flash_attn_ext(q, k, v, mask, None, scale, 0.0, 0.0).map_err(backend_error)?;
         let [_, n_q, n_head, n_seq] = q.layout.ne;
         f32_result([v.layout.ne[0], n_head, n_q, n_seq], out)
     }

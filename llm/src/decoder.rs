@@ -298,7 +298,13 @@ impl<O: Ops> Decoder<O> {
         let ids = ops.upload(&i32_tensor(&ids))?;
         // One sequence: cache cell = position.
         let pos = ops.upload(&i32_tensor(&positions))?;
-        let mask = ops.upload(&causal_mask(n_past, n_tokens)?)?;
+        // One new token attends to every cached cell and itself: no mask to make or bind (so a
+        // decode step's attention keeps its bind groups from step to step).
+        let mask = if n_tokens > 1 {
+            Some(ops.upload(&causal_mask(n_past, n_tokens)?)?)
+        } else {
+            None
+        };
         // Every input goes up before the first op: a write after recorded ops submits them.
         let out_rows = match outputs {
             Some(rows) => {
@@ -356,7 +362,7 @@ impl<O: Ops> Decoder<O> {
             let v_all = self.heads_view(&cache.v[il], n_kv)?;
             // Q as ggml permutes it for attention: [d, n_tokens, n_head].
             let q = ops.view(&q, ops.layout(&q).permute([0, 2, 1, 3])?)?;
-            let attn = ops.flash_attn(&q, &k_all, &v_all, &mask, p.kq_scale)?;
+            let attn = ops.flash_attn(&q, &k_all, &v_all, mask.as_ref(), p.kq_scale)?;
             let attn = self.reshape(&attn, [d * p.n_head, n_tokens, 1, 1])?;
             let out = ops.mul_mat(&l.wo, &attn)?;
             let ffn_in = ops.add(&out, &x)?;

@@ -254,7 +254,7 @@ impl Ops for GpuOps {
         q: &GpuTensor,
         k: &GpuTensor,
         v: &GpuTensor,
-        mask: &GpuTensor,
+        mask: Option<&GpuTensor>,
         scale: f32,
     ) -> Result<GpuTensor> {
         let (lq, lv) = (q.tensor.layout(), v.tensor.layout());
@@ -263,7 +263,7 @@ impl Ops for GpuOps {
             q: &q.tensor,
             k: &k.tensor,
             v: &v.tensor,
-            mask: Some(&mask.tensor),
+            mask: mask.map(|m| &m.tensor),
             sinks: None,
             dst: &dst.tensor,
         };

@@ -49,13 +49,14 @@ pub trait Ops {
     fn swiglu(&self, gate: &Self::Tensor, up: Option<&Self::Tensor>) -> Result<Self::Tensor>;
     /// SET_ROWS: the rows of `src` written into `dst` at the i32 `ids`, converted to its type.
     fn set_rows(&self, dst: &mut Self::Tensor, src: &Self::Tensor, ids: &Self::Tensor) -> Result<()>;
-    /// FLASH_ATTN_EXT: `softmax(q·kᵀ·scale + mask)·v`, `[d_v, n_head, n_q, 1]`.
+    /// FLASH_ATTN_EXT: `softmax(q·kᵀ·scale + mask)·v`, `[d_v, n_head, n_q, 1]`; no mask: every
+    /// key is attended to.
     fn flash_attn(
         &self,
         q: &Self::Tensor,
         k: &Self::Tensor,
         v: &Self::Tensor,
-        mask: &Self::Tensor,
+        mask: Option<&Self::Tensor>,
         scale: f32,
     ) -> Result<Self::Tensor>;
     /// ARGMAX of each row; runs the recorded work and reads back only the ids.

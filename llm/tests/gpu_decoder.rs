@@ -70,8 +70,10 @@ fn gpu_logits_follow_the_cpu_decoder_for(architecture: Architecture) {
     assert_eq!(Some(next), ggml_dawn_llm::sampling::argmax(&want));
 }
 
-/// Single-token steps reuse the first step's activation buffers: after one step of that size,
-/// a step allocates no device memory.
+/// Single-token steps reuse the first step's activation buffers and bind groups: after one step
+/// of that size, a step allocates no device memory and makes no bind group (attention binds the
+/// cache to its end and a single token needs no mask, so its bindings do not grow with the
+/// cache).
 #[test]
 fn decode_steps_reuse_the_activation_pool() {
     let dir = TempDir::new("gpu-decoder-pool");
@@ -81,9 +83,15 @@ fn decode_steps_reuse_the_activation_pool() {
     let mut token = session.eval_greedy(&[298, 17, 101]).unwrap();
     token = session.eval_greedy(&[token]).unwrap();
     let pool = gpu.ops().pool_bytes();
-    assert!(pool > 0);
+    let groups = gpu.ops().context().cached_bind_groups();
+    assert!(pool > 0 && groups > 0);
     for _ in 0..6 {
         token = session.eval_greedy(&[token]).unwrap();
         assert_eq!(gpu.ops().pool_bytes(), pool, "a decode step allocated");
+        assert_eq!(
+            gpu.ops().context().cached_bind_groups(),
+            groups,
+            "a decode step made bind groups"
+        );
     }
 }

@@ -92,6 +92,12 @@ impl GpuContext {
         self.stream.lock().counts()
     }
 
+    /// Bind groups the context's own stream keeps for reuse (a step that records the same ops
+    /// on the same buffers again makes none).
+    pub fn cached_bind_groups(&self) -> usize {
+        self.stream.lock().cached_bind_groups()
+    }
+
     /// finished: a wait that never blocks, e.g. to keep a user interface responsive.
     pub fn poll(&self) -> Result<bool> {
         self.stream.lock().poll()

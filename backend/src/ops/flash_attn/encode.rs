@@ -106,10 +106,11 @@ pub(super) fn vec_layout(l: &Layout) -> bool {
     float && (1..4).all(|i| l.ne[i] <= 1 || l.nb[i].is_multiple_of(16))
 }
 
-/// A K or V binding, and the same rounded up to whole 16-byte vectors when the layout and its
-/// start allow it and the rounded binding stays inside the buffer and the limit.
+/// A K or V binding (to the end of its storage: a cache's growing view keeps its bind group), and
+/// the same rounded up to whole 16-byte vectors when the layout and its start allow it and the
+/// rounded binding stays inside the buffer and the limit.
 fn kv_binding(t: &DeviceTensor, align: u64, max: u64) -> Result<(Binding, Option<Binding>)> {
-    let b = t.binding(align, max)?;
+    let b = t.binding_to_storage_end(align, max)?;
     if vec_layout(t.layout()) && b.start_byte.is_multiple_of(16) {
         let size = b.size.next_multiple_of(16);
         if b.offset + size <= t.buffer().size() && size <= max {
