@@ -2,7 +2,7 @@
 //! of a step submits the work and waits for it. Every op of a step runs on the GPU: nothing is
 //! read back but what the caller asks for (the logits, or with [`Ops::argmax`] only the ids).
 //!
-//! Activations come from a [`Pool`] of device buffers: a tensor's buffer goes back to the pool
+//! Activations come from a pool of device buffers: a tensor's buffer goes back to the pool
 //! when its last view is dropped, and a later op needing that many bytes takes it again. So a
 //! step allocates nothing once the first step of its size has run, its bind groups are the
 //! previous step's (the stream caches them by buffer), and device memory stays near the graph's

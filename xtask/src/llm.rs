@@ -57,14 +57,14 @@ pub fn resolve_models(
                 std::path::absolute(p).with_context(|| format!("the model path {}", p.display()))?
             }
         };
-        if let Some(dir) = path.parent().filter(|d| !visible.iter().any(|v| d.starts_with(v))) {
-            if !mounts.iter().any(|m| m.source == dir) {
-                mounts.push(Mount {
-                    source: dir.to_path_buf(),
-                    inside: dir.to_path_buf(),
-                    read_only: true,
-                });
-            }
+        if let Some(dir) = path.parent().filter(|d| !visible.iter().any(|v| d.starts_with(v)))
+            && !mounts.iter().any(|m| m.source == dir)
+        {
+            mounts.push(Mount {
+                source: dir.to_path_buf(),
+                inside: dir.to_path_buf(),
+                read_only: true,
+            });
         }
         Ok(path.into_os_string())
     };
