@@ -236,6 +236,16 @@ kernel_params! {
         ne2: u32,
         n_rows: u32,
         groups_x: u32,
+        r_start: u32,
+        r_nb0: u32,
+        r_nb1: u32,
+        r_nb2: u32,
+        r_nb3: u32,
+        sum_start: u32,
+        sum_nb0: u32,
+        sum_nb1: u32,
+        sum_nb2: u32,
+        sum_nb3: u32,
         eps: f32,
     }
 }

@@ -365,11 +365,22 @@ fn bindings<'a>(in_place: bool, inputs: &[(&'a str, bool)]) -> Vec<&'a str> {
 
 /// The kernel of an RMS_NORM plan (with its fused weight and bias).
 pub fn rms_norm(plan: &NormPlan) -> ShaderVariant {
-    let b = bindings(plan.in_place, &[("W_BINDING", plan.weight), ("B_BINDING", plan.bias)]);
+    let mut b = bindings(
+        plan.in_place,
+        &[
+            ("R_BINDING", plan.residual),
+            ("W_BINDING", plan.weight),
+            ("B_BINDING", plan.bias),
+        ],
+    );
+    if plan.residual {
+        b.push("SUM_BINDING");
+    }
     row_variant("rms_norm.wgsl", &plan.rows, &b)
         .flag("INPLACE", plan.in_place)
         .flag("HAS_W", plan.weight)
         .flag("HAS_B", plan.bias)
+        .flag("HAS_R", plan.residual)
 }
 
 /// The kernel of a SOFT_MAX plan.
@@ -829,12 +840,14 @@ fn add_row_ops(add: &mut Add<'_>, device: &DeviceFacts) {
                 let r = row_plan::plan(len, rows, vec4, device);
                 let path = if r.subgroups { "subgroup" } else { "workgroup" };
                 let example = || format!("{r}");
-                for in_place in [false, true] {
+                // The residual form never runs in place.
+                for (in_place, residual) in [(false, false), (true, false), (false, true)] {
                     for (weight, bias) in [(false, false), (true, false), (true, true), (false, true)] {
                         let plan = NormPlan {
                             rows: r,
                             weight,
                             bias,
+                            residual,
                             in_place,
                         };
                         add(rms_norm(&plan), Op::RmsNorm, path, &example);

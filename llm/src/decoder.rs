@@ -320,9 +320,11 @@ impl<O: Ops> Decoder<O> {
         };
 
         let (d, e, e_kv) = (p.head_dim, p.n_embd, p.n_embd_kv());
-        let mut x = ops.get_rows(&self.token_embd, &ids)?;
+        // The residual stream: `x`, or `x = a + b` still to add. Each residual ADD is fused
+        // into the RMS_NORM that follows it (the next layer's, or the output's).
+        let mut x = Residual::Value(ops.get_rows(&self.token_embd, &ids)?);
         for (il, l) in self.layers.iter().enumerate() {
-            let cur = ops.rms_norm_mul(&x, &l.attn_norm, p.rms_norm_eps)?;
+            let (x_in, cur) = x.norm(ops, &l.attn_norm, p.rms_norm_eps)?;
             let proj = |w: &O::Tensor, b: &Option<O::Tensor>| -> Result<O::Tensor> {
                 let y = ops.mul_mat(w, &cur)?;
                 match b {
@@ -365,9 +367,8 @@ impl<O: Ops> Decoder<O> {
             let attn = ops.flash_attn(&q, &k_all, &v_all, mask.as_ref(), p.kq_scale)?;
             let attn = self.reshape(&attn, [d * p.n_head, n_tokens, 1, 1])?;
             let out = ops.mul_mat(&l.wo, &attn)?;
-            let ffn_in = ops.add(&out, &x)?;
+            let (ffn_in, cur) = Residual::Sum(out, x_in).norm(ops, &l.ffn_norm, p.rms_norm_eps)?;
 
-            let cur = ops.rms_norm_mul(&ffn_in, &l.ffn_norm, p.rms_norm_eps)?;
             let act = match &l.gate_up {
                 GateUp::Fused(w) => ops.swiglu(&ops.mul_mat(w, &cur)?, None)?,
                 GateUp::Separate { gate, up } => {
@@ -375,13 +376,14 @@ impl<O: Ops> Decoder<O> {
                 }
             };
             let down = ops.mul_mat(&l.down, &act)?;
-            x = ops.add(&down, &ffn_in)?;
+            x = Residual::Sum(down, ffn_in);
         }
-        debug_assert_eq!(ops.layout(&x).ne, [e, n_tokens, 1, 1]);
         if let Some(rows) = &out_rows {
-            x = ops.get_rows(&x, rows)?;
+            // Only some rows go on: the sum first, then the rows, then their norm.
+            x = Residual::Value(ops.get_rows(&x.value(ops)?, rows)?);
         }
-        let x = ops.rms_norm_mul(&x, &self.output_norm, p.rms_norm_eps)?;
+        let (_, x) = x.norm(ops, &self.output_norm, p.rms_norm_eps)?;
+        debug_assert_eq!(ops.layout(&x).ne[0], e);
         let logits = ops.mul_mat(self.output.as_ref().unwrap_or(&self.token_embd), &x)?;
         match &self.output_bias {
             Some(b) => ops.add(&logits, b),
@@ -421,6 +423,34 @@ impl<O: Ops> Decoder<O> {
             offset: whole.offset,
         };
         self.ops.view(cache, layout)
+    }
+}
+
+/// The residual stream between layers: a tensor, or the sum of two not yet added, so that the
+/// ADD can run fused with the RMS_NORM that follows it.
+enum Residual<T> {
+    Value(T),
+    Sum(T, T),
+}
+
+impl<T> Residual<T> {
+    /// The stream's value, and its RMS norm times `weight`.
+    fn norm<O: Ops<Tensor = T>>(self, ops: &O, weight: &T, eps: f32) -> Result<(T, T)> {
+        match self {
+            Residual::Value(x) => {
+                let normed = ops.rms_norm_mul(&x, weight, eps)?;
+                Ok((x, normed))
+            }
+            Residual::Sum(a, b) => ops.add_rms_norm_mul(&a, &b, weight, eps),
+        }
+    }
+
+    /// The stream's value.
+    fn value<O: Ops<Tensor = T>>(self, ops: &O) -> Result<T> {
+        match self {
+            Residual::Value(x) => Ok(x),
+            Residual::Sum(a, b) => ops.add(&a, &b),
+        }
     }
 }
 

@@ -26,26 +26,42 @@ use crate::ops::Ops;
 /// share them.
 const POOL_GRANULE: u64 = 256;
 
-/// Free device buffers by size.
+/// Free device buffers by size, each with the number it was made with.
 #[derive(Debug, Default)]
 struct Pool {
-    free: HashMap<u64, Vec<DeviceTensor>>,
+    free: HashMap<u64, Vec<(u64, DeviceTensor)>>,
     /// Bytes of every buffer the pool made (free or lent).
     made_bytes: u64,
+    /// Buffers made.
+    made: u64,
+}
+
+impl Pool {
+    /// The free buffer of `bytes` made first. Taking the lowest number, not the last given back,
+    /// makes which buffer an op gets depend only on which are free, not on the order they came
+    /// back in: every step of one size then binds the same buffers, and reuses its bind groups.
+    fn take(&mut self, bytes: u64) -> Option<(u64, DeviceTensor)> {
+        let list = self.free.get_mut(&bytes)?;
+        let (at, _) = list.iter().enumerate().min_by_key(|(_, (id, _))| *id)?;
+        Some(list.swap_remove(at))
+    }
 }
 
 /// A pool buffer lent to a tensor and its views; given back when the last of them is dropped.
 #[derive(Debug)]
 struct Lease {
-    storage: Option<DeviceTensor>,
+    storage: Option<(u64, DeviceTensor)>,
     pool: Weak<Mutex<Pool>>,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let (Some(storage), Some(pool)) = (self.storage.take(), self.pool.upgrade()) {
+        if let (Some((id, storage)), Some(pool)) = (self.storage.take(), self.pool.upgrade()) {
             let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
-            pool.free.entry(storage.storage_bytes()).or_default().push(storage);
+            pool.free
+                .entry(storage.storage_bytes())
+                .or_default()
+                .push((id, storage));
         }
     }
 }
@@ -100,25 +116,24 @@ impl GpuOps {
     fn alloc(&self, ty: GgmlType, ne: [usize; 4]) -> Result<GpuTensor> {
         let layout = Layout::contiguous(ty, ne)?;
         let bytes = (layout.end_bytes()? as u64).max(4).next_multiple_of(POOL_GRANULE);
-        let reused = {
-            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-            pool.free.get_mut(&bytes).and_then(Vec::pop)
-        };
-        let storage = match reused {
+        let reused = self.pool.lock().unwrap_or_else(|e| e.into_inner()).take(bytes);
+        let (id, storage) = match reused {
             Some(s) => s,
             None => {
                 let s = self
                     .ctx
                     .empty(GgmlType::F32, [(bytes / 4) as usize, 1, 1, 1])
                     .map_err(backend_error)?;
-                self.pool.lock().unwrap_or_else(|e| e.into_inner()).made_bytes += bytes;
-                s
+                let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+                pool.made_bytes += bytes;
+                pool.made += 1;
+                (pool.made, s)
             }
         };
         Ok(GpuTensor {
             tensor: storage.view(layout).map_err(backend_error)?,
             _lease: Some(Arc::new(Lease {
-                storage: Some(storage),
+                storage: Some((id, storage)),
                 pool: Arc::downgrade(&self.pool),
             })),
         })
@@ -187,6 +202,29 @@ impl Ops for GpuOps {
             .rms_norm_mul_add_into(&x.tensor, Some(&weight.tensor), None, &dst.tensor, eps)
             .map_err(backend_error)?;
         Ok(dst)
+    }
+
+    fn add_rms_norm_mul(
+        &self,
+        a: &GpuTensor,
+        b: &GpuTensor,
+        weight: &GpuTensor,
+        eps: f32,
+    ) -> Result<(GpuTensor, GpuTensor)> {
+        let ne = a.tensor.layout().ne;
+        let (sum, dst) = (self.alloc(GgmlType::F32, ne)?, self.alloc(GgmlType::F32, ne)?);
+        self.ctx
+            .add_rms_norm_mul_add_into(
+                &a.tensor,
+                &b.tensor,
+                &sum.tensor,
+                Some(&weight.tensor),
+                None,
+                &dst.tensor,
+                eps,
+            )
+            .map_err(backend_error)?;
+        Ok((sum, dst))
     }
 
     fn mul_mat(&self, a: &GpuTensor, b: &GpuTensor) -> Result<GpuTensor> {

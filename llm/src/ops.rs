@@ -32,6 +32,19 @@ pub trait Ops {
     fn get_rows(&self, src: &Self::Tensor, ids: &Self::Tensor) -> Result<Self::Tensor>;
     /// RMS_NORM of each row of `x`, times `weight` (fused RMS_NORM·MUL).
     fn rms_norm_mul(&self, x: &Self::Tensor, weight: &Self::Tensor, eps: f32) -> Result<Self::Tensor>;
+    /// `a + b` and its RMS_NORM times `weight`: a decoder's residual ADD and the norm after it
+    /// (fused into one op where the backend has it).
+    fn add_rms_norm_mul(
+        &self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        weight: &Self::Tensor,
+        eps: f32,
+    ) -> Result<(Self::Tensor, Self::Tensor)> {
+        let sum = self.add(a, b)?;
+        let normed = self.rms_norm_mul(&sum, weight, eps)?;
+        Ok((sum, normed))
+    }
     /// MUL_MAT: `a·bᵀ` per batch, f32 `[a.ne1, b.ne1, b.ne2, b.ne3]`.
     fn mul_mat(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
     /// ADD with `b` repeated over `a`.

@@ -64,8 +64,8 @@ fn ids(ty: GgmlType, values: &[i64]) -> HostTensor {
 #[derive(Default)]
 struct Packing {
     bytes: Vec<u8>,
-    /// The bytes the op may write (dst's storage).
-    dst: Option<Range<usize>>,
+    /// The bytes the op may write (each output's storage: dst, and a second output's).
+    dst: Vec<Range<usize>>,
 }
 
 impl Packing {
@@ -82,12 +82,12 @@ impl Packing {
         }
     }
 
-    /// Places dst's storage (its initial bytes) and marks it as the only bytes the op may change.
+    /// Places an output's storage (its initial bytes) and marks it as bytes the op may change
+    /// (with the other outputs', the only ones).
     fn place_dst(&mut self, t: &HostTensor) -> Layout {
-        assert!(self.dst.is_none(), "one dst");
         let layout = self.place(t);
         let start = layout.offset - t.layout.offset;
-        self.dst = Some(start..start + t.data.len());
+        self.dst.push(start..start + t.data.len());
         layout
     }
 
@@ -114,19 +114,24 @@ impl Packed {
         self.whole.view(layout).unwrap()
     }
 
-    /// Waits for the op, asserts that no byte outside dst changed (the guards after every
-    /// operand and after dst are still 0xFF, the operands as uploaded), and returns dst's values
-    /// as `layout` (dst's layout in the buffer) holds them.
+    /// Waits for the op, asserts that no byte outside the outputs changed (the guards after
+    /// every operand and output are still 0xFF, the operands as uploaded), and returns the
+    /// values of the output placed at `layout` as that layout holds them.
     fn finish(&self, ctx: &GpuContext, what: &str, layout: Layout) -> Vec<f32> {
         let after = ctx.read(&self.whole).unwrap().data;
         assert_eq!(after.len(), self.host.bytes.len(), "{what}: buffer size");
-        let dst = self.host.dst.clone().expect("a dst");
+        let outputs = &self.host.dst;
         let changed: Vec<usize> = (0..after.len())
-            .filter(|i| !dst.contains(i) && after[*i] != self.host.bytes[*i])
+            .filter(|i| !outputs.iter().any(|d| d.contains(i)) && after[*i] != self.host.bytes[*i])
             .collect();
+        let dst = outputs
+            .iter()
+            .find(|d| d.start == layout.offset)
+            .cloned()
+            .expect("an output placed at the layout's offset");
         assert!(
             changed.is_empty(),
-            "{what}: {} bytes outside dst (bytes {dst:?}) changed, the first at {} (now {:#04x})",
+            "{what}: {} bytes outside the outputs ({outputs:?}) changed, the first at {} (now {:#04x})",
             changed.len(),
             changed[0],
             after[changed[0]]
@@ -387,4 +392,41 @@ fn rope_stays_inside() {
     .unwrap();
     let got = packed.finish(&ctx, "ROPE", ld);
     assert_matches("ROPE", &want, &got, metric::default_max_nmse(false));
+}
+
+/// The residual ADD fused before RMS_NORM·weight (two outputs, the sum and the normed rows):
+/// nothing outside the two outputs changes, and both hold the reference's values.
+#[test]
+fn add_rms_norm_stays_inside() {
+    let ctx = context();
+    let x = HostTensor::from_f32(GgmlType::F32, [64, 3, 1, 1], &values(192, 13)).unwrap();
+    let r = HostTensor::from_f32(GgmlType::F32, [64, 3, 1, 1], &values(192, 14)).unwrap();
+    let w = HostTensor::from_f32(GgmlType::F32, [64, 1, 1, 1], &values(64, 15)).unwrap();
+    let sum = reference::binary(reference::BinaryOp::Add, &x, &r).unwrap();
+    let hsum = HostTensor::from_f32(GgmlType::F32, [64, 3, 1, 1], &sum).unwrap();
+    let want = reference::rms_norm_mul_add(&hsum, Some(&w), None, reference::RmsNormParams { eps: 1e-6 }).unwrap();
+    let mut p = Packing::default();
+    let (lx, lr, lw) = (p.place(&x), p.place(&r), p.place(&w));
+    let ls = p.place_dst(&poisoned(x.layout));
+    let ld = p.place_dst(&poisoned(x.layout));
+    let packed = p.upload(&ctx);
+    ctx.add_rms_norm_mul_add_into(
+        &packed.tensor(lx),
+        &packed.tensor(lr),
+        &packed.tensor(ls),
+        Some(&packed.tensor(lw)),
+        None,
+        &packed.tensor(ld),
+        1e-6,
+    )
+    .unwrap();
+    let got_sum = packed.finish(&ctx, "ADD then RMS_NORM (sum)", ls);
+    assert_matches(
+        "ADD then RMS_NORM (sum)",
+        &sum,
+        &got_sum,
+        metric::default_max_nmse(false),
+    );
+    let got = packed.finish(&ctx, "ADD then RMS_NORM", ld);
+    assert_matches("ADD then RMS_NORM", &want, &got, metric::default_max_nmse(false));
 }

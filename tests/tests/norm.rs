@@ -178,3 +178,107 @@ fn bad_operands_are_refused_with_the_rule() {
         &["weight", "packed"],
     );
 }
+
+/// The residual ADD fused before the norm against the CPU's ADD then RMS_NORM·MUL·ADD: the sum
+/// and the normed output, on both reductions, 16-byte and scalar loads, and a strided residual.
+#[test]
+fn residual_add_fused_before_the_norm_matches_add_then_norm() {
+    let ctx = ctx();
+    let mut rng = Rng::new(17);
+    let eps = 1e-6;
+    for (ne, w_ne, strided) in [
+        ([576, 5, 1, 1], [576, 1, 1, 1], false),
+        ([1026, 3, 2, 1], [513, 1, 1, 1], false),
+        ([64, 7, 1, 1], [64, 1, 1, 1], true),
+    ] {
+        let n: usize = ne.iter().product();
+        let hx = HostTensor::from_f32(GgmlType::F32, ne, &values(&mut rng, n)).unwrap();
+        let hr = HostTensor::from_f32(GgmlType::F32, ne, &values(&mut rng, n)).unwrap();
+        let hw = HostTensor::from_f32(GgmlType::F32, w_ne, &values(&mut rng, w_ne.iter().product())).unwrap();
+        let sum = reference::binary(BinaryOp::Add, &hx, &hr).unwrap();
+        let hsum = HostTensor::from_f32(GgmlType::F32, ne, &sum).unwrap();
+        let want = reference::rms_norm_mul_add(&hsum, Some(&hw), None, RmsNormParams { eps }).unwrap();
+        let (x, w) = (ctx.upload(&hx).unwrap(), ctx.upload(&hw).unwrap());
+        // A strided residual: every other row of a tensor twice as tall.
+        let r = if strided {
+            let mut tall = vec![0.0f32; 2 * n];
+            let hr_values = hr.to_f32().unwrap();
+            for row in 0..n / ne[0] {
+                tall[2 * row * ne[0]..(2 * row + 1) * ne[0]]
+                    .copy_from_slice(&hr_values[row * ne[0]..(row + 1) * ne[0]]);
+            }
+            let t = ctx.from_f32(GgmlType::F32, [ne[0], 2 * ne[1], 1, 1], &tall).unwrap();
+            t.view(Layout {
+                ne,
+                nb: [4, 8 * ne[0], 8 * ne[0] * ne[1], 8 * ne[0] * ne[1]],
+                ..*t.layout()
+            })
+            .unwrap()
+        } else {
+            ctx.upload(&hr).unwrap()
+        };
+        for subgroups in [true, false] {
+            let f = DeviceFacts {
+                subgroups: subgroups && ctx.facts().subgroups,
+                ..ctx.facts()
+            };
+            let poisoned = || {
+                ctx.filled(Layout::contiguous(GgmlType::F32, ne).unwrap(), 0xff)
+                    .unwrap()
+            };
+            let (s, dst) = (poisoned(), poisoned());
+            let env = ctx.env().with_facts(f).unwrap();
+            let mut stream = ctx.stream().unwrap();
+            let plan = norm::add_rms_norm_mul_add(&env, &mut stream, &x, &r, &s, Some(&w), None, &dst, eps).unwrap();
+            assert!(plan.residual && !plan.in_place, "{plan}");
+            assert!(plan.to_string().starts_with("ADD then RMS_NORM"), "{plan}");
+            let got_sum = ctx.read_after(&mut stream, &s).unwrap().to_f32().unwrap();
+            let got = ctx.read_after(&mut stream, &dst).unwrap().to_f32().unwrap();
+            assert!(
+                metric::check(&sum, &got_sum, metric::DEFAULT_MAX_NMSE).is_ok(),
+                "{ne:?} {plan}: sum"
+            );
+            let e = metric::check(&want, &got, metric::DEFAULT_MAX_NMSE);
+            assert!(e.is_ok(), "{ne:?} {plan}: {e:?}");
+        }
+    }
+    // The context's form returns both.
+    let x = ctx
+        .from_f32(GgmlType::F32, [4, 1, 1, 1], &[1.0, 2.0, 3.0, 4.0])
+        .unwrap();
+    let (s, y) = ctx.add_rms_norm_mul_add(&x, &x, None, None, 0.0).unwrap();
+    assert_eq!(ctx.read_f32(&s).unwrap(), [2.0, 4.0, 6.0, 8.0]);
+    let rms = (120.0f32 / 4.0).sqrt();
+    let y = ctx.read_f32(&y).unwrap();
+    assert!((y[3] - 8.0 / rms).abs() < 1e-5, "{y:?}");
+}
+
+#[test]
+fn residual_operands_are_refused_with_the_rule() {
+    let ctx = ctx();
+    let x = ctx.from_f32(GgmlType::F32, [8, 4, 1, 1], &[1.0; 32]).unwrap();
+    let short = ctx.zeros(GgmlType::F32, [8, 2, 1, 1]).unwrap();
+    refused(
+        ctx.add_rms_norm_mul_add(&x, &short, None, None, 0.0),
+        &["residual", "extents"],
+    );
+    let h = ctx.from_f32(GgmlType::F16, [8, 4, 1, 1], &[1.0; 32]).unwrap();
+    refused(ctx.add_rms_norm_mul_add(&x, &h, None, None, 0.0), &["residual", "f16"]);
+    // The sum may be neither dst nor an input.
+    let (r, dst) = (
+        ctx.zeros(GgmlType::F32, [8, 4, 1, 1]).unwrap(),
+        ctx.zeros(GgmlType::F32, [8, 4, 1, 1]).unwrap(),
+    );
+    refused(
+        ctx.add_rms_norm_mul_add_into(&x, &r, &dst, None, None, &dst, 0.0),
+        &["overlaps", "dst"],
+    );
+    refused(
+        ctx.add_rms_norm_mul_add_into(&x, &r, &x, None, None, &dst, 0.0),
+        &["overlaps", "x"],
+    );
+    refused(
+        ctx.add_rms_norm_mul_add_into(&x, &r, &short, None, None, &dst, 0.0),
+        &["sum", "extents"],
+    );
+}

@@ -67,4 +67,66 @@ impl GpuContext {
     ) -> Result<NormPlan> {
         norm::rms_norm_mul_add(&self.env(), &mut self.stream.lock(), x, weight, bias, dst, eps)
     }
+
+    /// A decoder's residual ADD and the RMS_NORM after it in one dispatch: `sum = x + residual`
+    /// and `rms_norm(sum, eps) · weight + bias`; returns both, new contiguous f32 tensors of x's
+    /// extents (`residual` f32 of x's extents; `weight` and `bias` as for
+    /// [`GpuContext::rms_norm_mul_add`]). Recorded, not yet run.
+    ///
+    /// ```
+    /// use ggml_dawn::{GgmlType, GpuContext};
+    /// let ctx = GpuContext::new(Default::default())?;
+    /// let x = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[1.0, 2.0])?;
+    /// let r = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[2.0, 2.0])?;
+    /// let w = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[1.0, 2.0])?;
+    /// let (sum, y) = ctx.add_rms_norm_mul_add(&x, &r, Some(&w), None, 0.0)?;
+    /// assert_eq!(ctx.read_f32(&sum)?, [3.0, 4.0]);
+    /// let s = 12.5f32.sqrt();
+    /// let y = ctx.read_f32(&y)?;
+    /// assert!((y[0] - 3.0 / s).abs() < 1e-6 && (y[1] - 8.0 / s).abs() < 1e-6);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn add_rms_norm_mul_add(
+        &self,
+        x: &DeviceTensor,
+        residual: &DeviceTensor,
+        weight: Option<&DeviceTensor>,
+        bias: Option<&DeviceTensor>,
+        eps: f32,
+    ) -> Result<(DeviceTensor, DeviceTensor)> {
+        let l = x.layout();
+        let out = crate::tensor::Layout::contiguous(GgmlType::F32, l.ne)?;
+        norm::check(l, weight.map(|w| w.layout()), bias.map(|b| b.layout()), &out, eps)?;
+        norm::check_residual(l, residual.layout(), &out)?;
+        let sum = self.empty(GgmlType::F32, l.ne)?;
+        let dst = self.empty(GgmlType::F32, l.ne)?;
+        self.add_rms_norm_mul_add_into(x, residual, &sum, weight, bias, &dst, eps)?;
+        Ok((sum, dst))
+    }
+
+    /// [`GpuContext::add_rms_norm_mul_add`] into `sum` and `dst` (f32 of x's extents, any
+    /// strides, apart from each other and the inputs); returns the plan it follows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_rms_norm_mul_add_into(
+        &self,
+        x: &DeviceTensor,
+        residual: &DeviceTensor,
+        sum: &DeviceTensor,
+        weight: Option<&DeviceTensor>,
+        bias: Option<&DeviceTensor>,
+        dst: &DeviceTensor,
+        eps: f32,
+    ) -> Result<NormPlan> {
+        norm::add_rms_norm_mul_add(
+            &self.env(),
+            &mut self.stream.lock(),
+            x,
+            residual,
+            sum,
+            weight,
+            bias,
+            dst,
+            eps,
+        )
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! What the kernel may touch: each operand's binding covers its layout's span (rounded out to
 //! whole words, or whole vectors on the vector path, within its buffer); the kernel addresses
-//! the elements of each layout only (`rms_norm.wgsl`'s header). In place, only dst is bound.
+//! the elements of each layout only (`rms_norm.wgsl`'s header). In place, only dst is bound; with
+//! the fused residual ADD, the residual and the sum are bound too.
 
 use super::{NormPlan, OP};
 use crate::error::{BackendError, Result};
@@ -13,24 +14,33 @@ use crate::ops::Env;
 use crate::ops::row_plan::{Units, units, vector_binding, word};
 use crate::params::RmsNormUniforms;
 
+/// An operand's binding, and the same as whole 16-byte vectors where it allows that.
+type Bindings = (Binding, Option<Binding>);
+
 /// The operands' bindings, plain and as vectors where they allow it.
 pub(super) struct Bound {
-    x: (Binding, Option<Binding>),
-    w: Option<(Binding, Option<Binding>)>,
-    b: Option<(Binding, Option<Binding>)>,
-    dst: (Binding, Option<Binding>),
+    x: Bindings,
+    /// The residual and the sum (the fused ADD).
+    r: Option<(Bindings, Bindings)>,
+    w: Option<Bindings>,
+    b: Option<Bindings>,
+    dst: Bindings,
 }
 
 impl Bound {
     pub(super) fn new(
         env: &Env,
         x: &DeviceTensor,
+        residual: Option<(&DeviceTensor, &DeviceTensor)>,
         w: Option<&DeviceTensor>,
         b: Option<&DeviceTensor>,
         dst: &DeviceTensor,
     ) -> Result<Bound> {
         Ok(Bound {
             x: vector_binding(x, env, true)?,
+            r: residual
+                .map(|(r, s)| Ok::<_, BackendError>((vector_binding(r, env, true)?, vector_binding(s, env, true)?)))
+                .transpose()?,
             w: w.map(|t| vector_binding(t, env, true)).transpose()?,
             b: b.map(|t| vector_binding(t, env, true)).transpose()?,
             dst: vector_binding(dst, env, true)?,
@@ -41,12 +51,13 @@ impl Bound {
     pub(super) fn vec4_allowed(&self) -> bool {
         self.x.1.is_some()
             && self.dst.1.is_some()
+            && self.r.is_none_or(|(r, s)| r.1.is_some() && s.1.is_some())
             && self.w.is_none_or(|w| w.1.is_some())
             && self.b.is_none_or(|b| b.1.is_some())
     }
 }
 
-fn pick(b: (Binding, Option<Binding>), vector: bool) -> Result<Binding> {
+fn pick(b: Bindings, vector: bool) -> Result<Binding> {
     match (vector, b.1) {
         (false, _) => Ok(b.0),
         (true, Some(v)) => Ok(v),
@@ -61,7 +72,7 @@ type Placed<'a> = Option<(&'a DeviceTensor, Binding, Units)>;
 /// An optional operand with its binding and units.
 fn operand<'a>(
     t: Option<&'a DeviceTensor>,
-    bb: Option<(Binding, Option<Binding>)>,
+    bb: Option<Bindings>,
     name: &str,
     v: bool,
 ) -> Result<Placed<'a>> {
@@ -82,6 +93,7 @@ pub(super) fn record(
     stream: &mut Stream,
     bound: &Bound,
     x: &DeviceTensor,
+    residual: Option<(&DeviceTensor, &DeviceTensor)>,
     w: Option<&DeviceTensor>,
     b: Option<&DeviceTensor>,
     dst: &DeviceTensor,
@@ -100,6 +112,16 @@ pub(super) fn record(
     let ud = units(OP, "dst", ld, &bd, v)?;
     let w = operand(w, bound.w, "weight", v)?;
     let b = operand(b, bound.b, "bias", v)?;
+    let r = operand(residual.map(|(r, _)| r), bound.r.map(|(r, _)| r), "residual", v)?;
+    let s = operand(residual.map(|(_, s)| s), bound.r.map(|(_, s)| s), "sum", v)?;
+    let strides = |o: &Placed<'_>| -> [u32; 5] {
+        match o {
+            Some((_, _, u)) => [u.start, u.nb[0], u.nb[1], u.nb[2], u.nb[3]],
+            None => [0; 5],
+        }
+    };
+    let [r_start, r_nb0, r_nb1, r_nb2, r_nb3] = strides(&r);
+    let [sum_start, sum_nb0, sum_nb1, sum_nb2, sum_nb3] = strides(&s);
     let per = if v { 4 } else { 1 };
     let ne_of = |t: &DeviceTensor, i: usize| -> Result<u32> {
         let n = t.layout().ne[i];
@@ -156,20 +178,35 @@ pub(super) fn record(
         ne2: word(OP, "ne2", lx.ne[2].max(1))?,
         n_rows: word(OP, "rows", rows.rows)?,
         groups_x: grid[0],
+        r_start,
+        r_nb0,
+        r_nb1,
+        r_nb2,
+        r_nb3,
+        sum_start,
+        sum_nb0,
+        sum_nb1,
+        sum_nb2,
+        sum_nb3,
         eps,
     };
-    let mut buffers = Vec::with_capacity(4);
-    let mut access = Vec::with_capacity(4);
+    // In the kernel's binding order: x, residual, weight, bias, dst, sum.
+    let mut buffers = Vec::with_capacity(6);
+    let mut access = Vec::with_capacity(6);
     if !plan.in_place {
         buffers.push(BufferRange::new(x.buffer(), bx));
         access.push(Access::Read);
     }
-    for (t, binding, _) in w.iter().chain(b.iter()) {
+    for (t, binding, _) in r.iter().chain(w.iter()).chain(b.iter()) {
         buffers.push(BufferRange::new(t.buffer(), *binding));
         access.push(Access::Read);
     }
     buffers.push(BufferRange::new(dst.buffer(), bd));
     access.push(Access::ReadWrite);
+    for (t, binding, _) in s.iter() {
+        buffers.push(BufferRange::new(t.buffer(), *binding));
+        access.push(Access::ReadWrite);
+    }
     let kernel = env.kernel(&crate::variants::rms_norm(plan), &access)?;
     stream.dispatch(&kernel, &buffers, &params, grid)
 }

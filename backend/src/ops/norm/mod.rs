@@ -74,6 +74,52 @@ pub fn rms_norm_mul_add(
     dst: &DeviceTensor,
     eps: f32,
 ) -> Result<NormPlan> {
+    record_norm(env, stream, x, None, weight, bias, dst, eps)
+}
+
+/// A decoder's residual ADD fused before its RMS_NORM: `sum = x + residual`, then
+/// `dst = rms_norm(sum, eps) · weight + bias`, in one dispatch. `residual` and `sum` are f32 of
+/// x's extents (any strides that are whole elements); `sum` and `dst` share no byte with each
+/// other or with an input (no in-place form). Returns the plan it followed.
+#[allow(clippy::too_many_arguments)]
+pub fn add_rms_norm_mul_add(
+    env: &Env,
+    stream: &mut Stream,
+    x: &DeviceTensor,
+    residual: &DeviceTensor,
+    sum: &DeviceTensor,
+    weight: Option<&DeviceTensor>,
+    bias: Option<&DeviceTensor>,
+    dst: &DeviceTensor,
+    eps: f32,
+) -> Result<NormPlan> {
+    record_norm(env, stream, x, Some((residual, sum)), weight, bias, dst, eps)
+}
+
+/// Why the residual operands cannot go with `x`, if they cannot (see [`add_rms_norm_mul_add`]).
+pub fn check_residual(x: &Layout, residual: &Layout, sum: &Layout) -> Result<()> {
+    for (name, l) in [("residual", residual), ("sum", sum)] {
+        if l.ty != GgmlType::F32 {
+            return Err(BackendError::Unsupported(format!("{OP} with {name} of type {}", l.ty)));
+        }
+        if l.ne != x.ne {
+            return invalid(format!("{name} {:?} must have x's extents {:?}", l.ne, x.ne));
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record_norm(
+    env: &Env,
+    stream: &mut Stream,
+    x: &DeviceTensor,
+    residual: Option<(&DeviceTensor, &DeviceTensor)>,
+    weight: Option<&DeviceTensor>,
+    bias: Option<&DeviceTensor>,
+    dst: &DeviceTensor,
+    eps: f32,
+) -> Result<NormPlan> {
     check(
         x.layout(),
         weight.map(|w| w.layout()),
@@ -81,29 +127,42 @@ pub fn rms_norm_mul_add(
         dst.layout(),
         eps,
     )?;
+    if let Some((r, s)) = residual {
+        check_residual(x.layout(), r.layout(), s.layout())?;
+    }
     let mut all = vec![x, dst];
+    all.extend(residual.iter().flat_map(|&(r, s)| [r, s]));
     all.extend(weight);
     all.extend(bias);
     env.check_operands(&all)?;
     env.check_stream(stream)?;
-    let in_place = x.is_same_view(dst);
+    let in_place = residual.is_none() && x.is_same_view(dst);
     let mut inputs = Vec::new();
     if !in_place {
         inputs.push(("x", x));
     }
+    if let Some((r, _)) = residual {
+        inputs.push(("residual", r));
+    }
     inputs.extend(weight.map(|w| ("weight", w)));
     inputs.extend(bias.map(|b| ("bias", b)));
     crate::memory::check_output_disjoint(OP, dst, &inputs)?;
-    let bound = encode::Bound::new(env, x, weight, bias, dst)?;
+    if let Some((_, s)) = residual {
+        // The sum is a second output: apart from the inputs and from dst.
+        inputs.push(("dst", dst));
+        crate::memory::check_output_disjoint(OP, s, &inputs)?;
+    }
+    let bound = encode::Bound::new(env, x, residual, weight, bias, dst)?;
     let l = x.layout();
     let rows = plan(l.ne[0], l.rows(), bound.vec4_allowed(), &env.facts());
     let plan = NormPlan {
         rows,
         weight: weight.is_some(),
         bias: bias.is_some(),
+        residual: residual.is_some(),
         in_place,
     };
-    encode::record(env, stream, &bound, x, weight, bias, dst, eps, &plan)?;
+    encode::record(env, stream, &bound, x, residual, weight, bias, dst, eps, &plan)?;
     Ok(plan)
 }
 

@@ -9,6 +9,8 @@ pub struct NormPlan {
     pub rows: RowPlan,
     pub weight: bool,
     pub bias: bool,
+    /// x + r is normed and also written out (a decoder's residual ADD fused in).
+    pub residual: bool,
     /// x is dst (ggml's in-place form): only dst is bound.
     pub in_place: bool,
 }
@@ -22,6 +24,7 @@ impl std::fmt::Display for NormPlan {
             (false, false) => "",
         };
         let place = if self.in_place { ", in place" } else { "" };
-        write!(f, "RMS_NORM{fused}{place}: {}", self.rows)
+        let add = if self.residual { "ADD then " } else { "" };
+        write!(f, "{add}RMS_NORM{fused}{place}: {}", self.rows)
     }
 }
