@@ -3,11 +3,16 @@
 # (and, when built, CUDA) backends: the same GGUF files, the same tests, the programs alternating
 # test by test in one run. Device memory is sampled (nvidia-smi) while each program runs.
 #
-# Usage (on the GPU machine, from the repository root):
-#   LLM=DIR BUNDLE=DIR OUT=DIR bash bench/llm-compare.sh MODEL.gguf...
-# LLM: a bundle of dawn-llm (`cargo xtask bundle --package ggml-dawn-llm --bin dawn-llm`);
-# BUNDLE: a bundle carrying llama.cpp's tools (`run-llama`, from `cargo xtask upstream --llama`);
-# CUDA_BENCH: llama-bench of a CUDA build (bench/llama-cuda.sh), if any.
+# Usage (on the GPU machine, from the repository root), one command:
+#   LLM=DIR OUT=DIR bash bench/llm-compare.sh [MODEL...]
+# MODEL: a GGUF file, or LIKE:TYPE for a synthetic one `dawn-llm synth` makes there (default:
+# smollm2-135m:q4_1 llama-3-8b:q4_0 llama-3-8b:q4_K_M, the issue's three; files under $MODELS_DIR,
+# default /tmp/models, made once).
+# LLM: a bundle of dawn-llm (`cargo xtask bundle --package ggml-dawn-llm --bin dawn-llm`), which
+# carries llama.cpp's tools (`run-llama`, from `cargo xtask upstream --llama`) and llama.cpp's
+# source for a CUDA build; BUNDLE: another bundle with `run-llama` (default: LLM).
+# CUDA=1 builds llama.cpp's CUDA backend first (bench/llama-cuda.sh, about 5 minutes on 16 cores)
+# and adds it as a program; CUDA_BENCH names an llama-bench already built for CUDA.
 # Environment: TESTS (default "pp512 tg128"), DEPTHS (default "0 4096"), REPS (default 3),
 # PROGRAMS (default "dawn webgpu vulkan", plus cuda when CUDA_BENCH is set).
 # Results: $OUT/llm.jsonl (one line per program and test, llama-bench's fields plus "program"),
@@ -15,7 +20,15 @@
 # `python3 bench/llm-table.py $OUT`.
 set -uo pipefail
 llm=${LLM:?LLM: the dawn-llm bundle}
-bundle=${BUNDLE:?BUNDLE: the bundle with run-llama}
+bundle=${BUNDLE:-$llm}
+models_dir=${MODELS_DIR:-/tmp/models}
+if [ "${CUDA:-0}" = 1 ] && [ -z "${CUDA_BENCH:-}" ]; then
+    src=$(ls "$llm"/llama-*-source.tar.xz 2>/dev/null | head -n 1)
+    [ -n "$src" ] || { echo "llm-compare: CUDA=1 but $llm carries no llama-*-source.tar.xz" >&2; exit 2; }
+    here=$(cd "$(dirname "$0")" && pwd)
+    TARGETS=llama-bench bash "$here/llama-cuda.sh" "$src" || exit 2
+    CUDA_BENCH=${LLAMA_CUDA_DIR:-/tmp/llama-cuda}/build-cuda/bin/llama-bench
+fi
 out=${OUT:-/tmp/llm-out}
 reps=${REPS:-3}
 tests=${TESTS:-pp512 tg128}
@@ -58,7 +71,24 @@ run() {
     printf '%s\n' "$lines" | sed "s/^{/{\"program\":\"$program\",/" >>"$out/llm.jsonl"
 }
 
-for model in "$@"; do
+# The models: files as given, LIKE:TYPE made by synth (once).
+[ $# -gt 0 ] || set -- smollm2-135m:q4_1 llama-3-8b:q4_0 llama-3-8b:q4_K_M
+files=()
+for m in "$@"; do
+    if [ -f "$m" ]; then
+        files+=("$m")
+        continue
+    fi
+    case $m in
+    *:*) ;;
+    *) echo "llm-compare: $m is neither a file nor LIKE:TYPE" >&2; exit 2 ;;
+    esac
+    f=$models_dir/${m%%:*}-${m#*:}.gguf
+    mkdir -p "$models_dir"
+    [ -f "$f" ] || "$llm/run" synth --like "${m%%:*}" --type "${m#*:}" -o "$f" >&2 || exit 2
+    files+=("$f")
+done
+for model in "${files[@]}"; do
     for depth in $depths; do
         for test in $tests; do
             for program in $programs; do
