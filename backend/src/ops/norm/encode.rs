@@ -70,12 +70,7 @@ fn pick(b: Bindings, vector: bool) -> Result<Binding> {
 type Placed<'a> = Option<(&'a DeviceTensor, Binding, Units)>;
 
 /// An optional operand with its binding and units.
-fn operand<'a>(
-    t: Option<&'a DeviceTensor>,
-    bb: Option<Bindings>,
-    name: &str,
-    v: bool,
-) -> Result<Placed<'a>> {
+fn operand<'a>(t: Option<&'a DeviceTensor>, bb: Option<Bindings>, name: &str, v: bool) -> Result<Placed<'a>> {
     match (t, bb) {
         (Some(t), Some(bb)) => {
             let binding = pick(bb, v)?;
