@@ -437,6 +437,27 @@ kernel_params! {
 }
 
 kernel_params! {
+    /// `transpose.wgsl`: CPY of a dims-0/1-transposed source through 32×32 tiles. Bytes.
+    TransposeUniforms in "transpose.wgsl" {
+        src_start: u32,
+        src_nb0: u32,
+        src_nb2: u32,
+        src_nb3: u32,
+        dst_start: u32,
+        dst_nb1: u32,
+        dst_nb2: u32,
+        dst_nb3: u32,
+        ne0: u32,
+        ne1: u32,
+        ne2: u32,
+        n_batches: u32,
+        tiles0: u32,
+        tiles1: u32,
+        groups_x: u32,
+    }
+}
+
+kernel_params! {
     /// `rope.wgsl`: one thread per rotated pair or copied element.
     RopeUniforms in "rope.wgsl" {
         src_start: u32,
@@ -513,6 +534,7 @@ mod tests {
         agrees::<FlashAttnReduceUniforms>();
         agrees::<FlashAttnSimpleUniforms>();
         agrees::<RowsUniforms>();
+        agrees::<TransposeUniforms>();
         agrees::<RopeUniforms>();
         agrees::<RmsNormUniforms>();
         agrees::<SoftMaxUniforms>();

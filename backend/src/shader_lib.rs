@@ -27,7 +27,7 @@ macro_rules! sources {
 const SOURCES: &[(&str, &str)] = sources!(
     "common": ["common.wgsl", "formats.wgsl", "format_tables.wgsl", "row_reduce.wgsl"],
     "dequantize": ["dequantize.wgsl"],
-    "rows": ["rows.wgsl", "encode.wgsl"],
+    "rows": ["rows.wgsl", "encode.wgsl", "transpose.wgsl"],
     "rope": ["rope.wgsl"],
     "norm": ["rms_norm.wgsl"],
     "soft_max": ["soft_max.wgsl"],

@@ -313,6 +313,11 @@ pub fn dequantize_variant(ty: GgmlType) -> ShaderVariant {
 /// The kernel of a GET_ROWS, SET_ROWS or CPY plan.
 pub fn rows(plan: &RowsPlan) -> ShaderVariant {
     let p = &plan.problem;
+    if plan.tiled {
+        return ShaderVariant::new("transpose.wgsl")
+            .define("ELEM_BYTES", p.dst_type.type_size())
+            .define("WG_SIZE", format!("{}u", plan.wg_size));
+    }
     ShaderVariant::new("rows.wgsl")
         .define("MODE", p.op.mode())
         .define("SRC_TYPE", p.src_type.gguf_id())
@@ -709,6 +714,7 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
                 } else {
                     2 * dst.type_size() as u64
                 },
+                transposed_tiles: None,
             };
             if problem.dst_type.is_quantized() && !problem.ne0.is_multiple_of(dst.block_size() as u64) {
                 continue;
@@ -745,6 +751,27 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
     }
     rows(RowsOp::Cpy, GgmlType::F32, GgmlType::I32, false);
     rows(RowsOp::Cpy, GgmlType::I32, GgmlType::F32, false);
+    // The transposing copies' tiles, of each element size.
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+        let problem = rows_plan::Problem {
+            op: RowsOp::Cpy,
+            src_type: ty,
+            dst_type: ty,
+            ids_i64: false,
+            elements: 64 * 64,
+            ne0: 64,
+            src_ne0: 64,
+            src_packed: false,
+            dst_packed: true,
+            dst_rows_aligned: true,
+            dst_nb0: ty.type_size() as u64,
+            transposed_tiles: Some(4),
+        };
+        let plan = rows_plan::plan(&problem, device);
+        add(crate::variants::rows(&plan), Op::Rows, "rows_tiles", &|| {
+            format!("{problem:?}")
+        });
+    }
     for mode in [
         RopeMode::Normal,
         RopeMode::Neox,
@@ -1043,6 +1070,7 @@ mod tests {
             (Op::Dequantize, "dequantize"),
             (Op::Rows, "rows_words"),
             (Op::Rows, "rows_merged"),
+            (Op::Rows, "rows_tiles"),
             (Op::Rope, "rope"),
             (Op::RmsNorm, "subgroup"),
             (Op::RmsNorm, "workgroup"),

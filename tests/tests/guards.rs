@@ -430,3 +430,23 @@ fn add_rms_norm_stays_inside() {
     let got = packed.finish(&ctx, "ADD then RMS_NORM", ld);
     assert_matches("ADD then RMS_NORM", &want, &got, metric::default_max_nmse(false));
 }
+
+/// A transposing f16 CPY through 32×32 tiles (partial tiles at both edges): nothing outside dst
+/// changes, dst holds the reference's values.
+#[test]
+fn transposed_cpy_through_tiles_stays_inside() {
+    let ctx = context();
+    let store = HostTensor::from_f32(GgmlType::F16, [45, 34, 2, 1], &values(45 * 34 * 2, 16)).unwrap();
+    let src = store.permute([1, 0, 2, 3]).unwrap();
+    let dst_layout = Layout::contiguous(GgmlType::F16, src.layout.ne).unwrap();
+    let want = reference::cpy(&src, &poisoned(dst_layout)).unwrap().to_f32().unwrap();
+    let mut p = Packing::default();
+    let ls = p.place(&store);
+    let ld = p.place_dst(&poisoned(dst_layout));
+    let packed = p.upload(&ctx);
+    let dsrc = packed.tensor(ls).permute([1, 0, 2, 3]).unwrap();
+    let plan = ctx.cpy(&dsrc, &packed.tensor(ld)).unwrap();
+    assert!(plan.tiled, "{plan}");
+    let got = packed.finish(&ctx, "CPY (tiles)", ld);
+    assert_matches("CPY (tiles)", &want, &got, 0.0);
+}

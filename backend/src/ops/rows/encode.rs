@@ -4,6 +4,7 @@
 //! spans (rounded out to words, [`DeviceTensor::binding`]); the kernel addresses only elements
 //! inside those layouts (the checks in [`super`] hold every extent and stride against them), and
 //! reads or writes a row named by an id only when the id is below the row count it indexes.
+//! A transposed CPY's tiles (`transpose.wgsl`) address only elements below the extents too.
 
 use crate::error::{BackendError, Result};
 use crate::exec::{BufferRange, Stream};
@@ -11,9 +12,9 @@ use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
-use crate::params::RowsUniforms;
+use crate::params::{RowsUniforms, TransposeUniforms};
 
-use super::plan::{RowsOp, RowsPlan};
+use super::plan::{self, RowsOp, RowsPlan};
 
 fn word(v: u64) -> Result<u32> {
     crate::ops::arith::word("GET_ROWS/SET_ROWS/CPY", v)
@@ -40,6 +41,9 @@ pub fn encode(env: &Env, stream: &mut Stream, ops: &Operands<'_>, plan: &RowsPla
     // Every byte position the kernel computes lies below its binding's size.
     word(s.size)?;
     word(d.size)?;
+    if plan.tiled {
+        return encode_tiled(env, stream, ops, plan, s, d);
+    }
     let (ls, ld) = (ops.src.layout(), ops.dst.layout());
     // The kernel reads f32 and i32 sources as words; anything else, and dst, byte by byte.
     if matches!(ls.ty, GgmlType::F32 | GgmlType::I32)
@@ -103,5 +107,56 @@ pub fn encode(env: &Env, stream: &mut Stream, ops: &Operands<'_>, plan: &RowsPla
     buffers.push(BufferRange::new(ops.dst.buffer(), d));
     access.push(Access::ReadWrite);
     let kernel = env.kernel(&crate::variants::rows(plan), &access)?;
+    stream.dispatch(&kernel, &buffers, &params, plan.grid)
+}
+
+/// Records `transpose.wgsl` over the plan's tiles (see `plan::RowsPlan::tiled`): src is dst
+/// transposed in dims 0 and 1, both of one 32- or 16-bit float type.
+fn encode_tiled(
+    env: &Env,
+    stream: &mut Stream,
+    ops: &Operands<'_>,
+    plan: &RowsPlan,
+    s: crate::memory::Binding,
+    d: crate::memory::Binding,
+) -> Result<()> {
+    let (ls, ld) = (ops.src.layout(), ops.dst.layout());
+    let elem = ls.ty.type_size();
+    // The kernel's word stores and loads: whole words where the element is (a 16-bit dst's
+    // pairs start at even elements of rows that begin on words).
+    let misaligned = |start: u64, nb: &[usize]| {
+        !start.is_multiple_of(elem.min(4) as u64) || nb.iter().any(|&n| !n.is_multiple_of(elem.min(4)))
+    };
+    if misaligned(s.start_byte, &ls.nb)
+        || !d.start_byte.is_multiple_of(4)
+        || ld.nb[1..].iter().any(|&n| !n.is_multiple_of(4))
+    {
+        return Err(BackendError::InvalidOperands(format!(
+            "CPY: a transposed copy's operands must start and step on whole {elem}-byte elements and dst's rows on words"
+        )));
+    }
+    let tile = plan::TILE as usize;
+    let params = TransposeUniforms {
+        src_start: word(s.start_byte)?,
+        src_nb0: word(ls.nb[0] as u64)?,
+        src_nb2: word(ls.nb[2] as u64)?,
+        src_nb3: word(ls.nb[3] as u64)?,
+        dst_start: word(d.start_byte)?,
+        dst_nb1: word(ld.nb[1] as u64)?,
+        dst_nb2: word(ld.nb[2] as u64)?,
+        dst_nb3: word(ld.nb[3] as u64)?,
+        ne0: word(ld.ne[0] as u64)?,
+        ne1: word(ld.ne[1] as u64)?,
+        ne2: word(ld.ne[2] as u64)?,
+        n_batches: word((ld.ne[2] * ld.ne[3]) as u64)?,
+        tiles0: word(ld.ne[0].div_ceil(tile) as u64)?,
+        tiles1: word(ld.ne[1].div_ceil(tile) as u64)?,
+        groups_x: plan.grid[0],
+    };
+    let buffers = [
+        BufferRange::new(ops.src.buffer(), s),
+        BufferRange::new(ops.dst.buffer(), d),
+    ];
+    let kernel = env.kernel(&crate::variants::rows(plan), &[Access::Read, Access::ReadWrite])?;
     stream.dispatch(&kernel, &buffers, &params, plan.grid)
 }

@@ -65,7 +65,31 @@ fn problem(op: RowsOp, src: &Layout, dst: &Layout, ids_i64: bool, dst_start: u64
         dst_packed: dst.nb[0] == dst.ty.type_size(),
         dst_rows_aligned: dst_start.is_multiple_of(4) && dst.nb[1..].iter().all(|&nb| nb.is_multiple_of(4)),
         dst_nb0: dst.nb[0] as u64,
+        transposed_tiles: if op == RowsOp::Cpy {
+            transposed_tiles(src, dst)
+        } else {
+            None
+        },
     }
+}
+
+/// The 32×32 tiles (times the batches of dims 2 and 3) that cover a CPY whose src is dst
+/// transposed in dims 0 and 1: the same extents, src packed along dim 1 and not along dim 0, dst
+/// packed along dim 0; `None` otherwise (or where the count passes 32 bits).
+fn transposed_tiles(src: &Layout, dst: &Layout) -> Option<u64> {
+    let elem = src.ty.type_size();
+    let transposed = src.ne == dst.ne
+        && src.ne[0] > 1
+        && src.ne[1] > 1
+        && src.nb[1] == elem
+        && src.nb[0] != elem
+        && dst.nb[0] == elem;
+    if !transposed {
+        return None;
+    }
+    let tile = plan::TILE as usize;
+    let tiles = (src.ne[0].div_ceil(tile) * src.ne[1].div_ceil(tile)).checked_mul(src.ne[2] * src.ne[3])?;
+    u32::try_from(tiles).ok().map(u64::from)
 }
 
 /// Why GET_ROWS of `src` at `ids` into `dst` cannot run, if it cannot: `src` `[n, m, b1, b2]` of

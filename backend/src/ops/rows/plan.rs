@@ -82,6 +82,9 @@ pub struct Problem {
     pub dst_rows_aligned: bool,
     /// dst's nb0 (bytes per element or block).
     pub dst_nb0: u64,
+    /// CPY only: src is dst transposed in dims 0 and 1 (same extents; src packed along dim 1,
+    /// not dim 0), with `tiles` 32×32 tiles (times the batches of dims 2 and 3) to cover them.
+    pub transposed_tiles: Option<u64>,
 }
 
 /// How the kernel runs one problem.
@@ -97,11 +100,37 @@ pub struct RowsPlan {
     pub wg_size: u32,
     pub units: u64,
     pub grid: [u32; 3],
+    /// Through 32×32 tiles in workgroup memory (`transpose.wgsl`) instead of a unit a thread.
+    pub tiled: bool,
 }
+
+/// Workgroups of `transpose.wgsl`: a 32×32 tile each.
+pub const TILE: u64 = 32;
 
 /// The plan for `p` on `device`.
 pub fn plan(p: &Problem, device: &DeviceFacts) -> RowsPlan {
     let raw = p.src_type == p.dst_type;
+    // A transposing byte copy of 32- or 16-bit elements: through tiles, so that neither side
+    // strides (16-bit destinations as whole words of element pairs).
+    let elem = p.dst_type.type_size() as u64;
+    let tiled_ok = raw
+        && matches!(p.dst_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+        && p.dst_packed
+        && p.dst_rows_aligned
+        && (elem == 4 || p.ne0.is_multiple_of(2));
+    if let (true, Some(tiles)) = (tiled_ok, p.transposed_tiles) {
+        let groups = u32::try_from(tiles).unwrap_or(u32::MAX);
+        return RowsPlan {
+            problem: *p,
+            unit: 1,
+            raw,
+            atomic: false,
+            wg_size: WG_SIZE,
+            units: p.elements,
+            grid: grid_2d(groups, device.max_workgroups_per_dim),
+            tiled: true,
+        };
+    }
     let block = p.dst_type.block_size() as u64;
     let unit: u64 = if p.dst_type.is_quantized() {
         block
@@ -129,12 +158,25 @@ pub fn plan(p: &Problem, device: &DeviceFacts) -> RowsPlan {
         wg_size: WG_SIZE,
         units,
         grid: grid_2d(groups, device.max_workgroups_per_dim),
+        tiled: false,
     }
 }
 
 impl fmt::Display for RowsPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.problem;
+        if self.tiled {
+            return write!(
+                f,
+                "{} {}->{}: transposed through {TILE}x{TILE} tiles in workgroup memory, {} tiles, grid {:?} x {}",
+                p.op,
+                p.src_type,
+                p.dst_type,
+                p.transposed_tiles.unwrap_or(0),
+                self.grid,
+                self.wg_size
+            );
+        }
         write!(
             f,
             "{} {}->{}: {} {} unit{} of {} element{}, {} stores, grid {:?} x {}",
@@ -174,6 +216,7 @@ mod tests {
             dst_packed: true,
             dst_rows_aligned: true,
             dst_nb0: dst.type_size() as u64,
+            transposed_tiles: None,
         }
     }
 
@@ -217,6 +260,33 @@ mod tests {
         let mut c = problem(RowsOp::Cpy, GgmlType::F32, GgmlType::F32, 8);
         c.src_ne0 = 6;
         assert_eq!(plan(&c, &facts()).unit, 2);
+    }
+
+    #[test]
+    fn transposed_float_copies_go_through_tiles() {
+        for (ty, ne0, tiled) in [
+            (GgmlType::F32, 64, true),
+            (GgmlType::F16, 64, true),
+            (GgmlType::BF16, 64, true),
+            // Odd rows of 16-bit elements: the pairs' words would be shared.
+            (GgmlType::F16, 63, false),
+        ] {
+            let mut p = problem(RowsOp::Cpy, ty, ty, ne0);
+            p.src_packed = false;
+            p.transposed_tiles = Some(4);
+            let plan = plan(&p, &facts());
+            assert_eq!(plan.tiled, tiled, "{plan}");
+            if tiled {
+                assert_eq!(plan.grid, [4, 1, 1]);
+                assert!(plan.to_string().contains("tiles"), "{plan}");
+            }
+        }
+        // Converting, or not transposed: the unit path.
+        let mut c = problem(RowsOp::Cpy, GgmlType::F32, GgmlType::F16, 64);
+        c.src_packed = false;
+        c.transposed_tiles = Some(4);
+        assert!(!plan(&c, &facts()).tiled);
+        assert!(!plan(&problem(RowsOp::Cpy, GgmlType::F32, GgmlType::F32, 64), &facts()).tiled);
     }
 
     #[test]
