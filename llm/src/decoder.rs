@@ -154,13 +154,8 @@ impl<O: Ops> Decoder<O> {
     /// Reads `model`'s tensors from its file onto `ops`' backend.
     pub fn load(model: &Model, ops: O) -> Result<Decoder<O>> {
         let file = GgufFile::open(model.path())?;
-        let get = |name: &str| -> Result<O::Tensor> { ops.upload(&file.tensor(name)?) };
-        let opt = |name: &str| -> Result<Option<O::Tensor>> {
-            match model.tensor(name) {
-                Some(_) => get(name).map(Some),
-                None => Ok(None),
-            }
-        };
+        // A tensor read from the file (kept on the host where it may be stacked with others),
+        // or read and uploaded; `opt_`: one the model may lack.
         let host = |name: &str| -> Result<HostTensor> { Ok(file.tensor(name)?) };
         let opt_host = |name: &str| -> Result<Option<HostTensor>> {
             match model.tensor(name) {
@@ -168,6 +163,8 @@ impl<O: Ops> Decoder<O> {
                 None => Ok(None),
             }
         };
+        let get = |name: &str| -> Result<O::Tensor> { ops.upload(&host(name)?) };
+        let opt = |name: &str| -> Result<Option<O::Tensor>> { opt_host(name)?.map(|t| ops.upload(&t)).transpose() };
         let mut layers = Vec::with_capacity(model.config.n_layer);
         for i in 0..model.config.n_layer {
             let n = LayerNames::new(i);

@@ -106,7 +106,8 @@ impl GpuOps {
         &self.ctx
     }
 
-    /// Device bytes of the activation pool (the buffers lent and free).
+    /// Device bytes of the pool's buffers, lent and free: the weights and each step's inputs
+    /// and activations (everything but the KV cache).
     pub fn pool_bytes(&self) -> u64 {
         self.pool.lock().unwrap_or_else(|e| e.into_inner()).made_bytes
     }
@@ -158,17 +159,9 @@ impl Ops for GpuOps {
     /// Weights and per-step inputs alike: a pool buffer written in order with the ops (so a
     /// step's token ids reuse the last step's buffer).
     fn upload(&self, t: &HostTensor) -> Result<GpuTensor> {
+        // `write` lays out a host tensor of any strides into the contiguous pool buffer.
         let dst = self.alloc(t.layout.ty, t.layout.ne)?;
-        let host = if t.layout.is_contiguous() {
-            std::borrow::Cow::Borrowed(t)
-        } else {
-            // The host tensor's own strides: let the context lay it out.
-            return Ok(GpuTensor {
-                tensor: self.ctx.upload(t).map_err(backend_error)?,
-                _lease: None,
-            });
-        };
-        self.ctx.write(&dst.tensor, &host).map_err(backend_error)?;
+        self.ctx.write(&dst.tensor, t).map_err(backend_error)?;
         Ok(dst)
     }
 

@@ -515,7 +515,7 @@ fn run_bench<O: Ops>(
                         Test::Generate(n) => (0, n),
                     };
                     let v = serde_json::json!({
-                        "build_commit": env!("CARGO_PKG_VERSION"),
+                        "version": env!("CARGO_PKG_VERSION"),
                         "model_filename": model.path().display().to_string(),
                         "model_type": name,
                         "model_size": size,
