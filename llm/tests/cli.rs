@@ -183,6 +183,14 @@ fn bench_reports_llama_bench_fields_per_test() {
         "nothing to measure",
     );
     assert_refused(&dawn_llm(&["bench", "-m", &model, "-r", "0"]), "nothing to measure");
+    assert_refused(
+        &dawn_llm(&["bench", "-m", &model, "--ubatch-size", "0"]),
+        "batch size 0",
+    );
+    assert_refused(
+        &dawn_llm(&["bench", "-m", &model, "--cache-type", "q5_9"]),
+        "cache type",
+    );
 }
 
 /// The text the perplexity tests read: ordinary English, some 600 tokens of the tiny vocabulary.
