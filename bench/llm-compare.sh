@@ -14,7 +14,8 @@
 # CUDA=1 builds llama.cpp's CUDA backend first (bench/llama-cuda.sh, about 5 minutes on 16 cores)
 # and adds it as a program; CUDA_BENCH names an llama-bench already built for CUDA.
 # Environment: TESTS (default "pp512 tg128"), DEPTHS (default "0 4096"), REPS (default 3),
-# PROGRAMS (default "dawn webgpu vulkan", plus cuda when CUDA_BENCH is set).
+# PROGRAMS (default "dawn webgpu vulkan", plus cuda when CUDA_BENCH is set), DAWN_ARGS (more
+# flags for `dawn-llm bench`, e.g. `--submit-dispatches 8,64`).
 # Results: $OUT/llm.jsonl (one line per program and test, llama-bench's fields plus "program"),
 # $OUT/memory.csv (time, MiB used) and $OUT/runs.txt (what ran when). Summarise with
 # `python3 bench/llm-table.py $OUT`.
@@ -56,7 +57,7 @@ run() {
     local lines
     echo "$(date +%s.%N) start $program $(basename "$model") $test d$depth" >>"$out/runs.txt"
     case $program in
-    dawn) lines=$("$llm/run" bench "${args[@]}" -o jsonl -v 2>>"$out/dawn-stderr.txt") ;;
+    dawn) lines=$("$llm/run" bench "${args[@]}" ${DAWN_ARGS:-} -o jsonl -v 2>>"$out/dawn-stderr.txt") ;;
     webgpu) lines=$("$bundle/run-llama" llama-bench "${args[@]}" -dev WebGPU -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;
     vulkan) lines=$("$bundle/run-llama" llama-bench "${args[@]}" -dev Vulkan0 -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;
     cuda) lines=$("$CUDA_BENCH" "${args[@]}" -dev CUDA0 -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;

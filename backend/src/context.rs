@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use crate::error::Result;
 pub use crate::error::{AdapterChoice, ContextError};
-use crate::exec::{DEFAULT_TIMEOUT, Stream};
+use crate::exec::{DEFAULT_TIMEOUT, Stream, SubmitPolicy};
 pub use crate::facts::Capabilities;
 use crate::facts::{DeviceFacts, MatrixConfig};
 use crate::kernel::PipelineCache;
@@ -57,6 +57,8 @@ pub struct ContextOptions {
     /// `None`: each purpose's buffer up to the device's largest binding.
     /// [`GpuContext::release_scratch`] gives them back.
     pub scratch_budget: Option<u64>,
+    /// How many dispatches the context's streams hand to the GPU at a time.
+    pub submit: SubmitPolicy,
 }
 
 impl Default for ContextOptions {
@@ -72,6 +74,7 @@ impl Default for ContextOptions {
             backend: None,
             adapter: None,
             scratch_budget: None,
+            submit: SubmitPolicy::default(),
         }
     }
 }
@@ -432,7 +435,7 @@ impl GpuContext {
         };
         let facts = DeviceFacts::of(&capabilities);
         let tuning = Tuning::with_overrides(&facts, &options.tuning)?;
-        let stream = Stream::with_timeout(&device, options.timeout)?;
+        let stream = Stream::with_policy(&device, options.timeout, options.submit)?;
         let scratch = Arc::new(Scratch::with_budget(options.scratch_budget));
         Ok(GpuContext {
             adapter,
@@ -518,7 +521,7 @@ impl GpuContext {
     /// A new stream on this device, whose waits take at most the context's timeout, for
     /// recording ops apart from the context's own stream (`ops::mul_mat::mul_mat` and the like).
     pub fn stream(&self) -> Result<Stream> {
-        Stream::with_timeout(&self.device, self.options.timeout)
+        Stream::with_policy(&self.device, self.options.timeout, self.options.submit)
     }
 
     /// Kernels compiled so far on this device.

@@ -15,13 +15,13 @@ use crate::format::wgsl_tables;
 use crate::kernel::{PARAMS_BYTES, Pipeline};
 use crate::memory::Binding;
 use crate::params::KernelParams;
+use crate::profile::{Profile, Profiler};
 use crate::shader_lib::ShaderVariant;
 
 /// Dispatches per submit at most (also the parameter buffer's slot count).
 pub const MAX_DISPATCHES: usize = 512;
-/// Dispatches of the first submit after a stream starts or synchronizes. Each later submit may
-/// hold twice as many as the one before, up to [`MAX_DISPATCHES`]: the GPU starts after a few
-/// dispatches instead of idling while hundreds are encoded, and long runs still get big submits.
+/// Dispatches of the first submit after a stream starts or synchronizes, by default
+/// ([`SubmitPolicy`]).
 pub const FIRST_SUBMIT_DISPATCHES: usize = 8;
 /// Submits that may be in flight before the next one waits for the oldest.
 pub const MAX_IN_FLIGHT: usize = 8;
@@ -29,6 +29,42 @@ pub const MAX_IN_FLIGHT: usize = 8;
 pub const WRITE_WG_SIZE: u32 = 256;
 /// How long a stream waits for an earlier submit at most, unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How many recorded dispatches a stream hands to the GPU at a time. The first submit after the
+/// stream starts or waits holds `first`; each later one may hold twice as many as the one before,
+/// up to `max`: the GPU starts after a few dispatches instead of idling while hundreds are
+/// encoded, and long runs still get big submits. A smaller `max` leaves less work to run after
+/// the host has recorded the last op of a step (what a single-token step waits for), at the cost
+/// of more submits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmitPolicy {
+    /// Dispatches of the first submit.
+    pub first: usize,
+    /// Dispatches of a submit at most (at most [`MAX_DISPATCHES`]).
+    pub max: usize,
+}
+
+impl Default for SubmitPolicy {
+    fn default() -> Self {
+        SubmitPolicy {
+            first: FIRST_SUBMIT_DISPATCHES,
+            max: MAX_DISPATCHES,
+        }
+    }
+}
+
+impl SubmitPolicy {
+    /// Fails unless `1 <= first <= max <= MAX_DISPATCHES`.
+    pub fn check(&self) -> Result<()> {
+        if self.first == 0 || self.first > self.max || self.max > MAX_DISPATCHES {
+            return Err(BackendError::InvalidOperands(format!(
+                "submit policy: first {} and max {} dispatches must satisfy 1 <= first <= max <= {MAX_DISPATCHES}",
+                self.first, self.max
+            )));
+        }
+        Ok(())
+    }
+}
 
 /// One storage binding of a dispatch.
 #[derive(Debug, Clone)]
@@ -80,8 +116,9 @@ pub struct Stream {
     /// The lookup tables of the grid formats, made when a kernel first needs them.
     tables: Option<Buffer>,
     in_flight: VecDeque<GpuFuture<()>>,
-    /// Dispatches after which `dispatch` submits (grows from [`FIRST_SUBMIT_DISPATCHES`]).
+    /// Dispatches after which `dispatch` submits (grows from `policy.first` to `policy.max`).
     submit_at: usize,
+    policy: SubmitPolicy,
     /// Dispatches and submits since the stream was made.
     counts: StreamCounts,
     /// The longest wait for an earlier submit.
@@ -90,6 +127,8 @@ pub struct Stream {
     /// reported), after which every call fails fast instead of waiting again. A timeout is not
     /// a failure: the work goes on.
     failed: Option<String>,
+    /// Set while the stream profiles ([`Stream::start_profile`]).
+    profiler: Option<Profiler>,
 }
 
 impl std::fmt::Debug for Stream {
@@ -108,6 +147,13 @@ impl Stream {
 
     /// A stream whose waits for earlier submits take at most `timeout`.
     pub fn with_timeout(device: &Device, timeout: Duration) -> Result<Stream> {
+        Stream::with_policy(device, timeout, SubmitPolicy::default())
+    }
+
+    /// A stream whose waits for earlier submits take at most `timeout`, submitting as `policy`
+    /// says.
+    pub fn with_policy(device: &Device, timeout: Duration, policy: SubmitPolicy) -> Result<Stream> {
+        policy.check()?;
         let slot_bytes = PARAMS_BYTES.next_multiple_of(u64::from(device.limits().min_uniform_buffer_offset_alignment));
         let params = device.create_buffer(&BufferDescriptor {
             label: Some("dispatch parameters"),
@@ -124,10 +170,12 @@ impl Stream {
             held: HashMap::new(),
             tables: None,
             in_flight: VecDeque::new(),
-            submit_at: FIRST_SUBMIT_DISPATCHES,
+            submit_at: policy.first,
+            policy,
             counts: StreamCounts::default(),
             timeout,
             failed: None,
+            profiler: None,
         })
     }
 
@@ -178,7 +226,7 @@ impl Stream {
         }
         if self.recorded.len() >= self.submit_at {
             self.flush()?;
-            self.submit_at = (self.submit_at * 2).min(MAX_DISPATCHES);
+            self.submit_at = (self.submit_at * 2).min(self.policy.max);
         }
         let group = self.bind_group(kernel, buffers)?;
         let slot = self.recorded.len() as u32;
@@ -211,10 +259,10 @@ impl Stream {
         }
         while self.recorded.len() + dispatches > self.submit_at {
             if self.recorded.is_empty() {
-                self.submit_at = MAX_DISPATCHES;
+                self.submit_at = dispatches;
             } else {
                 self.flush()?;
-                self.submit_at = (self.submit_at * 2).min(MAX_DISPATCHES);
+                self.submit_at = (self.submit_at * 2).min(self.policy.max.max(dispatches));
             }
         }
         Ok(())
@@ -381,7 +429,17 @@ impl Stream {
         }
         self.device.write_buffer(&self.params, 0, &self.arena)?;
         let mut encoder = self.device.create_command_encoder(Some("ops"))?;
-        {
+        if let Some(profiler) = &self.profiler {
+            // A pass per dispatch, timestamped at its begin and end.
+            for (i, r) in self.recorded.iter().enumerate() {
+                let mut pass = encoder.begin_compute_pass(Some("ops"), Some(profiler.pass(i)));
+                pass.set_pipeline(&r.kernel.pipeline);
+                pass.set_bind_group(0, &r.group, &[r.params_slot * self.slot_bytes as u32]);
+                let [x, y, z] = r.workgroups;
+                pass.dispatch(x, y, z)?;
+            }
+            profiler.resolve(&mut encoder, self.recorded.len())?;
+        } else {
             let mut pass = encoder.begin_compute_pass(Some("ops"), None);
             let mut current: Option<*const Pipeline> = None;
             for r in &self.recorded {
@@ -396,8 +454,19 @@ impl Stream {
         }
         self.device.submit([encoder.finish()?])?;
         self.counts.submits += 1;
+        let kernels: Vec<&'static str> = match self.profiler {
+            Some(_) => self.recorded.iter().map(|r| r.kernel.variant.file).collect(),
+            None => Vec::new(),
+        };
         self.recorded.clear();
         self.arena.clear();
+        if let Some(profiler) = &mut self.profiler {
+            match profiler.collect(&self.device, &kernels, self.timeout) {
+                Ok(()) => {}
+                Err(e @ BackendError::Dawn(dawn::Error::Timeout(_))) => return Err(e),
+                Err(e) => return Err(self.stop(e)),
+            }
+        }
         self.in_flight.push_back(self.device.on_submitted_work_done());
         self.wait_in_flight(MAX_IN_FLIGHT, self.timeout)
     }
@@ -438,7 +507,7 @@ impl Stream {
     /// [`Stream::poll`] takes it up.
     pub fn synchronize(&mut self, timeout: Duration) -> Result<()> {
         self.flush()?;
-        self.submit_at = FIRST_SUBMIT_DISPATCHES;
+        self.submit_at = self.policy.first;
         match self.device.synchronize(timeout) {
             Ok(()) => {
                 self.in_flight.clear();
@@ -447,6 +516,47 @@ impl Stream {
             Err(e @ dawn::Error::Timeout(_)) => Err(e.into()),
             Err(e) => Err(self.stop(e.into())),
         }
+    }
+
+    /// Submits what is recorded, then runs `read`, a copy out of the device that the queue
+    /// orders after those submits, and waits for it alone: when its bytes arrive every earlier
+    /// submit has run (Dawn completes a queue's submits in order), so one round trip to the GPU
+    /// does what [`Stream::synchronize`] then a read would do in two. A lost device or an error
+    /// Dawn reported stops the stream, as there; a timeout does not.
+    pub(crate) fn read_through<T>(&mut self, read: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.flush()?;
+        self.submit_at = self.policy.first;
+        let value = match read() {
+            Ok(value) => value,
+            Err(e @ BackendError::Dawn(dawn::Error::Timeout(_))) => return Err(e),
+            Err(e) => return Err(self.stop(e)),
+        };
+        if let Err(e) = self.device.check_lost() {
+            return Err(self.stop(e.into()));
+        }
+        if let Some(e) = self.device.take_uncaptured_errors().into_iter().next() {
+            return Err(self.stop(e.into()));
+        }
+        self.in_flight.clear();
+        Ok(value)
+    }
+
+    /// Starts timing each dispatch on the GPU (see [`crate::profile`]): what is recorded is
+    /// submitted first, and from then on each submit is waited for. Fails where the device has no
+    /// timestamp queries.
+    pub fn start_profile(&mut self) -> Result<()> {
+        self.flush()?;
+        if self.profiler.is_none() {
+            self.profiler = Some(Profiler::new(&self.device)?);
+        }
+        Ok(())
+    }
+
+    /// Submits what is recorded, stops profiling and returns what was measured since
+    /// [`Stream::start_profile`] (an empty profile if the stream was not profiling).
+    pub fn finish_profile(&mut self) -> Result<Profile> {
+        self.flush()?;
+        Ok(self.profiler.take().map(|mut p| p.take()).unwrap_or_default())
     }
 
     /// Dispatches recorded and submits made since the stream was made (what a step of a model

@@ -98,6 +98,7 @@ pub mod memory;
 pub mod ops;
 #[doc(hidden)]
 pub mod params;
+pub mod profile;
 pub mod reference;
 #[doc(hidden)]
 pub mod scratch;

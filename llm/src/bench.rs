@@ -59,6 +59,9 @@ pub struct BenchOptions {
     pub cache_type: GgmlType,
     /// The random tokens' seed.
     pub seed: u64,
+    /// After the timed repetitions, one more with the device timing each kernel
+    /// ([`ggml_dawn::profile`]), where the backend can.
+    pub profile: bool,
 }
 
 /// One test's figures.
@@ -74,6 +77,8 @@ pub struct BenchResult {
     pub steps: usize,
     /// GPU dispatches per token, where the backend counts them.
     pub dispatches_per_token: Option<f64>,
+    /// The profiled repetition's device time per kernel (over its `test.tokens()` tokens).
+    pub profile: Option<ggml_dawn::profile::Profile>,
 }
 
 impl BenchResult {
@@ -169,19 +174,7 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
         let mut tally = Tally::default();
         let first_dispatch = decoder.ops().dispatches();
         let start = Instant::now();
-        match options.test {
-            Test::Prompt(n) => {
-                let prompt = tokens.take(n, n_vocab);
-                eval(decoder, &mut cache, &prompt, options.depth, options.batch, &mut tally)?;
-            }
-            Test::Generate(n) => {
-                let mut token = tokens.next(n_vocab);
-                for i in 0..n {
-                    eval(decoder, &mut cache, &[token], options.depth + i, 1, &mut tally)?;
-                    token = tokens.next(n_vocab);
-                }
-            }
-        }
+        repetition(decoder, &mut cache, options, &mut tokens, &mut tally)?;
         let secs = start.elapsed().as_secs_f64();
         if round > 0 {
             samples_ts.push(n as f64 / secs);
@@ -192,6 +185,17 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
             }
         }
     }
+    let mut profile = None;
+    if options.profile {
+        if options.depth > 0 {
+            let fill = tokens.take(options.depth, n_vocab);
+            eval(decoder, &mut cache, &fill, 0, options.batch, &mut Tally::default())?;
+        }
+        if decoder.ops().start_profile()? {
+            repetition(decoder, &mut cache, options, &mut tokens, &mut Tally::default())?;
+            profile = decoder.ops().finish_profile()?;
+        }
+    }
     let timed_tokens = (n * options.repetitions) as u32;
     Ok(BenchResult {
         test: options.test,
@@ -200,7 +204,33 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
         host_per_token: host / timed_tokens.max(1),
         steps,
         dispatches_per_token: dispatches.map(|d| d as f64 / f64::from(timed_tokens.max(1))),
+        profile,
     })
+}
+
+/// One repetition of the test on a cache filled to `options.depth`.
+fn repetition<O: Ops>(
+    decoder: &Decoder<O>,
+    cache: &mut KvCache<O::Tensor>,
+    options: &BenchOptions,
+    tokens: &mut Tokens,
+    tally: &mut Tally,
+) -> Result<()> {
+    let n_vocab = decoder.params().n_vocab;
+    match options.test {
+        Test::Prompt(n) => {
+            let prompt = tokens.take(n, n_vocab);
+            eval(decoder, cache, &prompt, options.depth, options.batch, tally)
+        }
+        Test::Generate(n) => {
+            let mut token = tokens.next(n_vocab);
+            for i in 0..n {
+                eval(decoder, cache, &[token], options.depth + i, 1, tally)?;
+                token = tokens.next(n_vocab);
+            }
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -222,6 +252,7 @@ mod tests {
             host_per_token: Duration::ZERO,
             steps: 1,
             dispatches_per_token: None,
+            profile: None,
         };
         assert_eq!(r.avg_ts(), 12.0);
         assert!((r.stddev_ts() - 2.0).abs() < 1e-12);

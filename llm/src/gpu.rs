@@ -322,4 +322,16 @@ impl Ops for GpuOps {
     fn dispatches(&self) -> Option<u64> {
         Some(self.ctx.stream_counts().dispatches)
     }
+
+    fn start_profile(&self) -> Result<bool> {
+        if !self.ctx.capabilities().timestamp_query {
+            return Ok(false);
+        }
+        self.ctx.start_profile().map_err(backend_error)?;
+        Ok(true)
+    }
+
+    fn finish_profile(&self) -> Result<Option<ggml_dawn::profile::Profile>> {
+        Ok(Some(self.ctx.finish_profile().map_err(backend_error)?))
+    }
 }

@@ -219,6 +219,19 @@ struct BenchArgs {
     /// Also print the host's time per token and the steps per test.
     #[arg(short = 'v', long)]
     verbose: bool,
+    /// After each test's repetitions, one more with the GPU timing every kernel (timestamp
+    /// queries): device time per token by kernel, printed to stderr (md) or under `profile` (json).
+    #[arg(long)]
+    profile: bool,
+    /// Dispatches the GPU gets in the first submit of a step and in a submit at most
+    /// (`FIRST,MAX`; the backend's default when absent).
+    #[arg(
+        long = "submit-dispatches",
+        value_name = "FIRST,MAX",
+        value_delimiter = ',',
+        num_args = 2
+    )]
+    submit_dispatches: Option<Vec<usize>>,
 }
 
 /// What `bench` prints.
@@ -303,8 +316,12 @@ fn open(run: &RunArgs) -> Result<(Model, Tokenizer), LlmError> {
 
 /// A GPU context for the decoder.
 fn gpu_ops() -> Result<GpuOps, LlmError> {
-    let ctx = ggml_dawn::GpuContext::new(ggml_dawn::ContextOptions::default())
-        .map_err(|e| LlmError::Backend(e.to_string()))?;
+    gpu_ops_with(ggml_dawn::ContextOptions::default())
+}
+
+/// A GPU context for the decoder, made with `options`.
+fn gpu_ops_with(options: ggml_dawn::ContextOptions) -> Result<GpuOps, LlmError> {
+    let ctx = ggml_dawn::GpuContext::new(options).map_err(|e| LlmError::Backend(e.to_string()))?;
     Ok(GpuOps::new(ctx))
 }
 
@@ -447,8 +464,72 @@ fn bench(args: BenchArgs) -> Result<(), LlmError> {
     catch_interrupt();
     match args.backend {
         BackendChoice::Cpu => run_bench(&Decoder::load(&model, CpuOps)?, &model, &args, &tests, cache_type),
-        BackendChoice::Gpu => run_bench(&Decoder::load(&model, gpu_ops()?)?, &model, &args, &tests, cache_type),
+        BackendChoice::Gpu => {
+            let mut options = ggml_dawn::ContextOptions::default();
+            if let Some(d) = &args.submit_dispatches {
+                options.submit = ggml_dawn::exec::SubmitPolicy { first: d[0], max: d[1] };
+                options
+                    .submit
+                    .check()
+                    .map_err(|e| LlmError::InvalidArgument(e.to_string()))?;
+            }
+            run_bench(
+                &Decoder::load(&model, gpu_ops_with(options)?)?,
+                &model,
+                &args,
+                &tests,
+                cache_type,
+            )
+        }
     }
+}
+
+/// A profiled repetition as a table: device time per token by kernel, the busiest first.
+fn profile_table(test: &str, p: &ggml_dawn::profile::Profile, tokens: usize) -> String {
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / tokens.max(1) as f64;
+    let mut rows: Vec<_> = p.kernels.iter().collect();
+    rows.sort_by(|a, b| b.1.time.cmp(&a.1.time));
+    let mut s = format!(
+        "profile {test}: GPU {:.1} us a token in kernels, {:.1} us from each submit's first kernel to its last ({:.1} dispatches, {:.1} submits a token)\n| kernel | dispatches/token | us/token | share |\n| --- | ---: | ---: | ---: |\n",
+        per(p.busy()),
+        per(p.span),
+        p.dispatches() as f64 / tokens.max(1) as f64,
+        p.submits as f64 / tokens.max(1) as f64,
+    );
+    let busy = p.busy().as_secs_f64().max(f64::MIN_POSITIVE);
+    for (name, k) in rows {
+        s += &format!(
+            "| {name} | {:.1} | {:.1} | {:.1}% |\n",
+            k.dispatches as f64 / tokens.max(1) as f64,
+            per(k.time),
+            100.0 * k.time.as_secs_f64() / busy
+        );
+    }
+    s
+}
+
+/// A profiled repetition in JSON: per token, by kernel.
+fn profile_json(p: &ggml_dawn::profile::Profile, tokens: usize) -> serde_json::Value {
+    let n = tokens.max(1) as f64;
+    let kernels: serde_json::Map<String, serde_json::Value> = p
+        .kernels
+        .iter()
+        .map(|(name, k)| {
+            (
+                name.to_string(),
+                serde_json::json!({
+                    "dispatches_per_token": k.dispatches as f64 / n,
+                    "us_per_token": k.time.as_secs_f64() * 1e6 / n,
+                }),
+            )
+        })
+        .collect();
+    serde_json::json!({
+        "busy_us_per_token": p.busy().as_secs_f64() * 1e6 / n,
+        "span_us_per_token": p.span.as_secs_f64() * 1e6 / n,
+        "submits_per_token": p.submits as f64 / n,
+        "kernels": kernels,
+    })
 }
 
 fn run_bench<O: Ops>(
@@ -483,6 +564,7 @@ fn run_bench<O: Ops>(
                 batch: args.ubatch,
                 cache_type,
                 seed: 1234,
+                profile: args.profile,
             };
             let r = bench::run(decoder, &options)?;
             let host_us = r.host_per_token.as_secs_f64() * 1e6;
@@ -498,6 +580,9 @@ fn run_bench<O: Ops>(
                         r.avg_ts(),
                         r.stddev_ts()
                     )?;
+                    if let Some(p) = &r.profile {
+                        eprint!("{}", profile_table(&test.name(depth), p, test.tokens()));
+                    }
                     if args.verbose {
                         eprintln!(
                             "bench: {}: host {host_us:.1} us a token recording, {} steps a repetition{}",
@@ -534,6 +619,7 @@ fn run_bench<O: Ops>(
                         "host_us_per_token": host_us,
                         "steps": r.steps,
                         "dispatches_per_token": r.dispatches_per_token,
+                        "profile": r.profile.as_ref().map(|p| profile_json(p, test.tokens())),
                     });
                     if args.output == BenchFormat::Jsonl {
                         writeln!(out, "{v}")?;

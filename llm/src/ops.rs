@@ -81,6 +81,16 @@ pub trait Ops {
     fn dispatches(&self) -> Option<u64> {
         None
     }
+
+    /// Starts timing each kernel on the device, where the backend can (false where it cannot).
+    fn start_profile(&self) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Stops timing and returns the device time per kernel since [`Ops::start_profile`].
+    fn finish_profile(&self) -> Result<Option<ggml_dawn::profile::Profile>> {
+        Ok(None)
+    }
 }
 
 /// An i32 host vector (token ids, positions, cache rows) as a `[n, 1, 1, 1]` tensor.

@@ -65,8 +65,10 @@ impl GpuContext {
     /// Work recorded on other streams is not waited for: see [`GpuContext::read_after`].
     pub fn read(&self, tensor: &DeviceTensor) -> Result<HostTensor> {
         self.check_operands(&[tensor])?;
-        self.synchronize()?;
-        download_timeout(&self.device, tensor, self.options().timeout)
+        let timeout = self.options().timeout;
+        self.stream
+            .lock()
+            .read_through(|| download_timeout(&self.device, tensor, timeout))
     }
 
     /// Reads a tensor written by ops recorded on a stream of one's own ([`GpuContext::stream`]):
@@ -101,6 +103,18 @@ impl GpuContext {
     /// finished: a wait that never blocks, e.g. to keep a user interface responsive.
     pub fn poll(&self) -> Result<bool> {
         self.stream.lock().poll()
+    }
+
+    /// Starts timing the context's dispatches on the GPU ([`crate::profile`]); fails where the
+    /// device has no timestamp queries. Each submit is then waited for, so a profiled run is
+    /// slower than a plain one.
+    pub fn start_profile(&self) -> Result<()> {
+        self.stream.lock().start_profile()
+    }
+
+    /// Stops profiling and returns the GPU time per kernel since [`GpuContext::start_profile`].
+    pub fn finish_profile(&self) -> Result<crate::profile::Profile> {
+        self.stream.lock().finish_profile()
     }
 
     /// Submits the context's recorded work without waiting for it.
