@@ -102,6 +102,8 @@ pub struct GpuContext {
     scratch: Arc<Scratch>,
     /// The stream of the context's own ops (`GpuContext::mul_mat` and the like).
     pub(crate) stream: Arc<Mutex<Stream>>,
+    /// The buffer [`GpuContext::read`] copies into and maps, kept from read to read.
+    pub(crate) readback: Arc<Mutex<Option<dawn::Buffer>>>,
     /// Whether the context made its device with Dawn's validation and robustness on (safe mode,
     /// no toggle forced on); unknown, so false, for a device the caller made.
     pub(crate) robust: bool,
@@ -448,6 +450,7 @@ impl GpuContext {
             plan_kernels: Arc::default(),
             scratch,
             stream: Arc::new(Mutex::new(stream)),
+            readback: Arc::default(),
             robust,
         })
     }

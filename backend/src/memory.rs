@@ -327,6 +327,40 @@ pub fn download_timeout(device: &Device, tensor: &DeviceTensor, timeout: std::ti
     })
 }
 
+/// [`download_timeout`] through `staging`, a read-back buffer kept between calls (made, or
+/// replaced by a larger one, when it cannot hold the tensor): a step that reads its logits back
+/// creates no buffer. A failed wait drops the buffer (it may still be mapping).
+pub fn download_staged(
+    device: &Device,
+    tensor: &DeviceTensor,
+    staging: &mut Option<dawn::Buffer>,
+    timeout: std::time::Duration,
+) -> Result<HostTensor> {
+    let start = tensor.base / 8 * 8;
+    let skip = (tensor.base - start) as usize;
+    let len = (skip as u64 + tensor.storage_bytes).next_multiple_of(4);
+    let buffer = match staging.take() {
+        Some(buffer) if buffer.size() >= len => buffer,
+        _ => device.create_buffer(&dawn::BufferDescriptor {
+            label: Some("readback"),
+            size: len.next_power_of_two().max(256),
+            usage: dawn::BufferUsage::MAP_READ | dawn::BufferUsage::COPY_DST,
+        })?,
+    };
+    let mut encoder = device.create_command_encoder(Some("readback"))?;
+    encoder.copy_buffer_to_buffer(&tensor.buffer, start, &buffer, 0, len)?;
+    device.submit([encoder.finish()?])?;
+    let bytes = {
+        let mapping = buffer.map(dawn::MapMode::Read, 0, len).wait_timeout(timeout)?;
+        mapping.bytes()[skip..skip + tensor.storage_bytes as usize].to_vec()
+    };
+    *staging = Some(buffer);
+    Ok(HostTensor {
+        layout: tensor.layout,
+        data: bytes,
+    })
+}
+
 /// Fails, naming `op` and the operand, when `dst` shares bytes with one of `inputs` (by their
 /// spans, [`DeviceTensor::byte_span`]): a kernel that writes what it reads gives garbage, and
 /// without Dawn's validation nothing else refuses it.

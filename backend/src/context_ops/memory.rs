@@ -66,9 +66,10 @@ impl GpuContext {
     pub fn read(&self, tensor: &DeviceTensor) -> Result<HostTensor> {
         self.check_operands(&[tensor])?;
         let timeout = self.options().timeout;
+        let mut staging = self.readback.lock();
         self.stream
             .lock()
-            .read_through(|| download_timeout(&self.device, tensor, timeout))
+            .read_through(|| crate::memory::download_staged(&self.device, tensor, &mut staging, timeout))
     }
 
     /// Reads a tensor written by ops recorded on a stream of one's own ([`GpuContext::stream`]):
