@@ -73,6 +73,9 @@ pub struct BenchResult {
     pub samples_ts: Vec<f64>,
     /// Host time recording the steps, per token, averaged over the repetitions.
     pub host_per_token: Duration,
+    /// The recording thread's CPU time over the same steps, per token (below the wall time
+    /// when the thread waits or is descheduled; where the platform has a thread clock).
+    pub host_cpu_per_token: Option<Duration>,
     /// Steps (graph evaluations) per repetition.
     pub steps: usize,
     /// GPU dispatches per token, where the backend counts them.
@@ -122,6 +125,7 @@ impl Tokens {
 #[derive(Debug, Default)]
 struct Tally {
     host: Duration,
+    host_cpu: Option<Duration>,
     steps: usize,
 }
 
@@ -137,9 +141,12 @@ fn eval<O: Ops>(
 ) -> Result<()> {
     let mut past = n_past;
     for chunk in tokens.chunks(batch) {
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), thread_cpu_time());
         let logits = decoder.forward(cache, chunk, past, Some(&[chunk.len() - 1]))?;
         tally.host += start.elapsed();
+        if let (Some(a), Some(b)) = (cpu, thread_cpu_time()) {
+            *tally.host_cpu.get_or_insert(Duration::ZERO) += b.saturating_sub(a);
+        }
         tally.steps += 1;
         decoder.ops().read_f32(&logits)?;
         past += chunk.len();
@@ -162,6 +169,7 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
     let mut tokens = Tokens(options.seed);
     let mut samples_ts = Vec::with_capacity(options.repetitions);
     let mut host = Duration::ZERO;
+    let mut host_cpu: Option<Duration> = None;
     let mut steps = 0;
     let mut dispatches: Option<u64> = None;
     // Round 0 is the warm-up (its first steps compile the kernels).
@@ -179,6 +187,9 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
         if round > 0 {
             samples_ts.push(n as f64 / secs);
             host += tally.host;
+            if let Some(c) = tally.host_cpu {
+                *host_cpu.get_or_insert(Duration::ZERO) += c;
+            }
             steps = tally.steps;
             if let (Some(a), Some(b)) = (first_dispatch, decoder.ops().dispatches()) {
                 *dispatches.get_or_insert(0) += b - a;
@@ -202,10 +213,26 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
         depth: options.depth,
         samples_ts,
         host_per_token: host / timed_tokens.max(1),
+        host_cpu_per_token: host_cpu.map(|c| c / timed_tokens.max(1)),
         steps,
         dispatches_per_token: dispatches.map(|d| d as f64 / f64::from(timed_tokens.max(1))),
         profile,
     })
+}
+
+/// The calling thread's CPU time, where the platform has a per-thread clock.
+fn thread_cpu_time() -> Option<Duration> {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec for the call; the clock id is a constant.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
 }
 
 /// One repetition of the test on a cache filled to `options.depth`.
@@ -250,6 +277,7 @@ mod tests {
             depth: 0,
             samples_ts: vec![10.0, 12.0, 14.0],
             host_per_token: Duration::ZERO,
+            host_cpu_per_token: None,
             steps: 1,
             dispatches_per_token: None,
             profile: None,

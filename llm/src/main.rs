@@ -225,13 +225,8 @@ struct BenchArgs {
     profile: bool,
     /// Dispatches the GPU gets in the first submit of a step and in a submit at most
     /// (`FIRST,MAX`; the backend's default when absent).
-    #[arg(
-        long = "submit-dispatches",
-        value_name = "FIRST,MAX",
-        value_delimiter = ',',
-        num_args = 2
-    )]
-    submit_dispatches: Option<Vec<usize>>,
+    #[arg(long = "submit-dispatches", value_name = "FIRST,MAX")]
+    submit_dispatches: Option<String>,
 }
 
 /// What `bench` prints.
@@ -314,13 +309,27 @@ fn open(run: &RunArgs) -> Result<(Model, Tokenizer), LlmError> {
     Ok((model, tokenizer))
 }
 
+/// `FIRST,MAX` as a submit policy.
+fn submit_policy(text: &str) -> Result<ggml_dawn::exec::SubmitPolicy, LlmError> {
+    let bad = || LlmError::InvalidArgument(format!("--submit-dispatches {text}: FIRST,MAX (two counts)"));
+    let (first, max) = text.split_once(',').ok_or_else(bad)?;
+    let policy = ggml_dawn::exec::SubmitPolicy {
+        first: first.trim().parse().map_err(|_| bad())?,
+        max: max.trim().parse().map_err(|_| bad())?,
+    };
+    policy.check().map_err(|e| LlmError::InvalidArgument(e.to_string()))?;
+    Ok(policy)
+}
+
 /// A GPU context for the decoder.
 fn gpu_ops() -> Result<GpuOps, LlmError> {
     gpu_ops_with(ggml_dawn::ContextOptions::default())
 }
 
-/// A GPU context for the decoder, made with `options`.
-fn gpu_ops_with(options: ggml_dawn::ContextOptions) -> Result<GpuOps, LlmError> {
+/// A GPU context for the decoder, made with `options` and the tuning overrides of the
+/// environment (`GGML_DAWN_MUL_MAT`, `GGML_DAWN_FA`, as `backend-ops` reads them).
+fn gpu_ops_with(mut options: ggml_dawn::ContextOptions) -> Result<GpuOps, LlmError> {
+    options.tuning = ggml_dawn::tuning::Overrides::from_env().map_err(LlmError::InvalidArgument)?;
     let ctx = ggml_dawn::GpuContext::new(options).map_err(|e| LlmError::Backend(e.to_string()))?;
     Ok(GpuOps::new(ctx))
 }
@@ -466,12 +475,8 @@ fn bench(args: BenchArgs) -> Result<(), LlmError> {
         BackendChoice::Cpu => run_bench(&Decoder::load(&model, CpuOps)?, &model, &args, &tests, cache_type),
         BackendChoice::Gpu => {
             let mut options = ggml_dawn::ContextOptions::default();
-            if let Some(d) = &args.submit_dispatches {
-                options.submit = ggml_dawn::exec::SubmitPolicy { first: d[0], max: d[1] };
-                options
-                    .submit
-                    .check()
-                    .map_err(|e| LlmError::InvalidArgument(e.to_string()))?;
+            if let Some(text) = &args.submit_dispatches {
+                options.submit = submit_policy(text)?;
             }
             run_bench(
                 &Decoder::load(&model, gpu_ops_with(options)?)?,
@@ -585,8 +590,11 @@ fn run_bench<O: Ops>(
                     }
                     if args.verbose {
                         eprintln!(
-                            "bench: {}: host {host_us:.1} us a token recording, {} steps a repetition{}",
+                            "bench: {}: host {host_us:.1} us a token recording{}, {} steps a repetition{}",
                             test.name(depth),
+                            r.host_cpu_per_token
+                                .map(|c| format!(" ({:.1} us of it on the CPU)", c.as_secs_f64() * 1e6))
+                                .unwrap_or_default(),
                             r.steps,
                             r.dispatches_per_token
                                 .map(|d| format!(", {d:.1} dispatches a token"))
@@ -617,6 +625,7 @@ fn run_bench<O: Ops>(
                         "stddev_ts": r.stddev_ts(),
                         "samples_ts": r.samples_ts,
                         "host_us_per_token": host_us,
+                        "host_cpu_us_per_token": r.host_cpu_per_token.map(|c| c.as_secs_f64() * 1e6),
                         "steps": r.steps,
                         "dispatches_per_token": r.dispatches_per_token,
                         "profile": r.profile.as_ref().map(|p| profile_json(p, test.tokens())),

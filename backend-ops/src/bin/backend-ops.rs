@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ggml_dawn::tuning::Overrides;
+use ggml_dawn::tuning::{FLASH_ATTN_ENV, MUL_MAT_ENV, Overrides};
 use ggml_dawn::{ContextOptions, GpuContext};
 use ggml_dawn_bench::cases::Case;
 use ggml_dawn_bench::compare::{self, Entry, Mode, Outcome, Row, upstream::UpstreamCommand};
@@ -295,25 +295,10 @@ fn parse_config(text: &str) -> Result<(u32, u32, u32), String> {
     }
 }
 
-/// The knobs of `GGML_DAWN_MUL_MAT` and `GGML_DAWN_FA` (unset: the defaults). The tool is the
-/// one place that reads them; the library takes [`Overrides`] of its profiles per context.
+/// The knobs of the tuning variables (unset: the defaults).
 fn env_tuning() -> Result<Overrides, String> {
-    let var = |name: &str| match std::env::var(name) {
-        Ok(text) => Ok(text),
-        Err(std::env::VarError::NotPresent) => Ok(String::new()),
-        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name}: the value is not UTF-8")),
-    };
-    let (mul_mat, flash_attn) = (var(MUL_MAT_ENV)?, var(FLASH_ATTN_ENV)?);
-    // Each text checked alone first, so that the error names the variable it came from.
-    Overrides::parse(&mul_mat, "").map_err(|e| format!("{MUL_MAT_ENV}: {e}"))?;
-    Overrides::parse("", &flash_attn).map_err(|e| format!("{FLASH_ATTN_ENV}: {e}"))?;
-    Overrides::parse(&mul_mat, &flash_attn).map_err(|e| e.to_string())
+    Overrides::from_env()
 }
-
-/// The environment variable the tool reads MUL_MAT's tuning overrides from (`name=value,…`).
-const MUL_MAT_ENV: &str = "GGML_DAWN_MUL_MAT";
-/// The environment variable the tool reads FLASH_ATTN_EXT's tuning overrides from.
-const FLASH_ATTN_ENV: &str = "GGML_DAWN_FA";
 
 /// Log lines of the library (a kernel's first compilation, with its time) on standard error:
 /// with `-v` the library's `info` lines, else warnings only; `RUST_LOG` overrides both.

@@ -14,6 +14,12 @@ use crate::facts::DeviceFacts;
 pub use crate::ops::flash_attn::tuning::FlashAttnTuning;
 pub use crate::ops::mul_mat::tuning::MulMatTuning;
 
+/// The environment variable programs read MUL_MAT's tuning overrides from (`name=value,…`;
+/// [`Overrides::from_env`]).
+pub const MUL_MAT_ENV: &str = "GGML_DAWN_MUL_MAT";
+/// The environment variable programs read FLASH_ATTN_EXT's tuning overrides from.
+pub const FLASH_ATTN_ENV: &str = "GGML_DAWN_FA";
+
 /// What a MUL_MAT knob's error names (the library reads no environment: a program passes the
 /// overrides' text, from wherever it takes it).
 pub const MUL_MAT_SETTING: &str = "MUL_MAT tuning";
@@ -68,6 +74,22 @@ impl Overrides {
     /// No overrides: the profile as it is.
     pub fn none() -> Overrides {
         Overrides::default()
+    }
+
+    /// The overrides in the environment variables [`MUL_MAT_ENV`] and [`FLASH_ATTN_ENV`]
+    /// (unset: none), for programs that take their tuning from there (`backend-ops`,
+    /// `dawn-llm`); an error names the variable whose text is wrong.
+    pub fn from_env() -> std::result::Result<Overrides, String> {
+        let var = |name: &str| match std::env::var(name) {
+            Ok(text) => Ok(text),
+            Err(std::env::VarError::NotPresent) => Ok(String::new()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name}: the value is not UTF-8")),
+        };
+        let (mul_mat, flash_attn) = (var(MUL_MAT_ENV)?, var(FLASH_ATTN_ENV)?);
+        // Each text checked alone first, so that the error names the variable it came from.
+        Overrides::parse(&mul_mat, "").map_err(|e| format!("{MUL_MAT_ENV}: {e}"))?;
+        Overrides::parse("", &flash_attn).map_err(|e| format!("{FLASH_ATTN_ENV}: {e}"))?;
+        Overrides::parse(&mul_mat, &flash_attn).map_err(|e| e.to_string())
     }
 
     /// Overrides of MUL_MAT's knobs (as [`MulMatTuning::apply`] reads them) and of

@@ -48,6 +48,10 @@ crate::knobs! {
         /// The integer mat-vec (b quantized to 8-bit blocks once per call, packed 4x8-bit dot
         /// products) for n up to this, for the formats that have it.
         vec_int_max_n: u32 [range(0, 64)],
+        /// ... for an a of at least this many KiB: below it the float mat-vec runs, which reads
+        /// b as it is, so a small MUL_MAT is one dispatch instead of a quantize pass and the
+        /// kernel (in a model's decode step, where dispatches rather than bytes take the time).
+        vec_int_min_a_kib: u32 [range(0, 1 << 22)],
         /// Its rows per row group, for 32-element blocks / super-blocks.
         vec_int_rows: Pair [range(1, 64)],
         /// Its row groups per workgroup, for 32-element blocks / super-blocks.

@@ -45,6 +45,7 @@ fn hopper() -> MulMatTuning {
         // bench/results/2026-12-04-h200-decode-prefill.md: whole words faster for q6_K only (74.7 against 85.8 us at n=1).
         vec_words: TypeSet::of(&[Q6_K]),
         vec_int_max_n: 8,
+        vec_int_min_a_kib: 0,
         // bench/results/2026-12-03-h200-int-matvec-sweep.md: 4 groups of 2 rows at n=1 (q4_K 23.7 against 25.0 us with 8 of 1).
         vec_int_rows: Pair(2, 2),
         vec_int_groups: Pair(4, 4),

@@ -121,6 +121,11 @@ pub fn int_a_vec4(p: &Problem) -> bool {
     formats && p.a_align >= 16
 }
 
+/// Bytes of a (one batch of it: the matrix the kernel streams).
+fn a_bytes(p: &Problem) -> u64 {
+    p.a_type.row_bytes(p.k as usize).map_or(u64::MAX, |row| row as u64 * p.m)
+}
+
 /// The mat-vec for `p`.
 pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<MatVecPlan> {
     let cols = p.n.max(1) as u32;
@@ -134,6 +139,7 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
     let four_bit_levels = iq4nl || iq4xs || fp4;
     let int_dot = (has_int_dot(p.a_type) || four_bit_levels)
         && p.n <= u64::from(t.vec_int_max_n)
+        && a_bytes(p) >= u64::from(t.vec_int_min_a_kib) * 1024
         && (p.a_align >= 2 || mxfp4)
         && p.k > 0
         && p.k.is_multiple_of(32)
