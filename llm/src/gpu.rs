@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use ggml_dawn::exec::SubmitPolicy;
 use ggml_dawn::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
 use ggml_dawn::reference::RopeParams;
 use ggml_dawn::reference::binary::BinaryOp;
@@ -21,6 +22,27 @@ use ggml_dawn::{DeviceTensor, GgmlType, GpuContext, HostTensor, Layout};
 
 use crate::error::{LlmError, Result};
 use crate::ops::Ops;
+
+/// How many dispatches a decode step hands the GPU at a time, by the model's weight bytes a
+/// layer (the first row whose bound is at least the model's applies). A single-token step's
+/// time is the host's recording plus what the GPU still has to run after the last submit, so
+/// small models, whose kernels are short, want small submits; large ones are bound by the GPU
+/// and only pay for more submits. Measured on an H100, tg128 tokens/s (submits of FIRST,MAX):
+/// SmolLM2-135M Q4_1, 3 MiB a layer: 8,32 427, 4,32 428, 16,64 399, 8,64 367, 8,128 312,
+/// 8,512 321 (the backend's default); Llama-3-8B q4_0, 138 MiB a layer (tg64): 8,128 218,
+/// 8,64 216, 8,512 185 (bench/results/2026-12-07-h100-decode-submits.md).
+pub const SUBMIT_POLICIES: &[(u64, SubmitPolicy)] = &[
+    (32 << 20, SubmitPolicy { first: 8, max: 32 }),
+    (u64::MAX, SubmitPolicy { first: 8, max: 128 }),
+];
+
+/// The submit policy [`SUBMIT_POLICIES`] gives a model of `layer_bytes` weight bytes a layer.
+pub fn submit_policy(layer_bytes: u64) -> SubmitPolicy {
+    SUBMIT_POLICIES
+        .iter()
+        .find(|(bound, _)| layer_bytes <= *bound)
+        .map_or_else(SubmitPolicy::default, |(_, policy)| *policy)
+}
 
 /// Pool buffers are whole multiples of this many bytes, so tensors of nearly the same size
 /// share them.
@@ -333,5 +355,19 @@ impl Ops for GpuOps {
 
     fn finish_profile(&self) -> Result<Option<ggml_dawn::profile::Profile>> {
         Ok(Some(self.ctx.finish_profile().map_err(backend_error)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn submit_policies_are_valid_and_chosen_by_layer_size() {
+        assert!(SUBMIT_POLICIES.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(SUBMIT_POLICIES.iter().all(|(_, p)| p.check().is_ok()));
+        // SmolLM2-135M Q4_1 (92 MiB over 30 layers) and Llama-3-8B q4_0 (4.4 GiB over 32).
+        assert_eq!(submit_policy((92 << 20) / 30), SubmitPolicy { first: 8, max: 32 });
+        assert_eq!(submit_policy((4437 << 20) / 32), SubmitPolicy { first: 8, max: 128 });
     }
 }

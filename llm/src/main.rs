@@ -322,8 +322,18 @@ fn submit_policy(text: &str) -> Result<ggml_dawn::exec::SubmitPolicy, LlmError> 
 }
 
 /// A GPU context for the decoder.
-fn gpu_ops() -> Result<GpuOps, LlmError> {
-    gpu_ops_with(ggml_dawn::ContextOptions::default())
+fn gpu_ops(model: &Model) -> Result<GpuOps, LlmError> {
+    gpu_ops_with(gpu_options(model))
+}
+
+/// The context options for `model`: the backend's, with the decode step's submit policy
+/// (`ggml_dawn_llm::gpu::SUBMIT_POLICIES`).
+fn gpu_options(model: &Model) -> ggml_dawn::ContextOptions {
+    let layer_bytes = model.weight_bytes() as u64 / model.config.n_layer.max(1) as u64;
+    ggml_dawn::ContextOptions {
+        submit: ggml_dawn_llm::gpu::submit_policy(layer_bytes),
+        ..Default::default()
+    }
 }
 
 /// A GPU context for the decoder, made with `options` and the tuning overrides of the
@@ -372,7 +382,7 @@ fn generate(args: GenerateArgs) -> Result<(), LlmError> {
             run_generate(&decoder, &tokenizer, &prompt, n_ctx, &args, sampler)
         }
         BackendChoice::Gpu => {
-            let decoder = Decoder::load(&model, gpu_ops()?)?;
+            let decoder = Decoder::load(&model, gpu_ops(&model)?)?;
             run_generate(&decoder, &tokenizer, &prompt, n_ctx, &args, sampler)
         }
     }
@@ -474,7 +484,7 @@ fn bench(args: BenchArgs) -> Result<(), LlmError> {
     match args.backend {
         BackendChoice::Cpu => run_bench(&Decoder::load(&model, CpuOps)?, &model, &args, &tests, cache_type),
         BackendChoice::Gpu => {
-            let mut options = ggml_dawn::ContextOptions::default();
+            let mut options = gpu_options(&model);
             if let Some(text) = &args.submit_dispatches {
                 options.submit = submit_policy(text)?;
             }
@@ -669,7 +679,7 @@ fn perplexity(args: PerplexityArgs) -> Result<(), LlmError> {
     catch_interrupt();
     match args.run.backend {
         BackendChoice::Cpu => run_perplexity(&Decoder::load(&model, CpuOps)?, &tokenizer, &args, max_chunks),
-        BackendChoice::Gpu => run_perplexity(&Decoder::load(&model, gpu_ops()?)?, &tokenizer, &args, max_chunks),
+        BackendChoice::Gpu => run_perplexity(&Decoder::load(&model, gpu_ops(&model)?)?, &tokenizer, &args, max_chunks),
     }
 }
 

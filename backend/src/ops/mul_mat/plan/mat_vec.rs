@@ -123,7 +123,9 @@ pub fn int_a_vec4(p: &Problem) -> bool {
 
 /// Bytes of a (one batch of it: the matrix the kernel streams).
 fn a_bytes(p: &Problem) -> u64 {
-    p.a_type.row_bytes(p.k as usize).map_or(u64::MAX, |row| row as u64 * p.m)
+    p.a_type
+        .row_bytes(p.k as usize)
+        .map_or(u64::MAX, |row| row as u64 * p.m)
 }
 
 /// The mat-vec for `p`.
