@@ -101,8 +101,44 @@ impl Ops for CpuOps {
         f32_result(ne, out)
     }
 
-    fn set_rows(&self, dst: &mut HostTensor, src: &HostTensor, ids: &HostTensor) -> Result<()> {
-        *dst = reference::set_rows(dst, src, ids).map_err(backend_error)?;
+    fn rope_in_place(
+        &self,
+        t: &mut HostTensor,
+        view: Layout,
+        pos: &HostTensor,
+        freq_factors: Option<&HostTensor>,
+        params: &RopeParams,
+    ) -> Result<()> {
+        if view.ty != GgmlType::F32 {
+            return Err(LlmError::Backend(format!("ROPE in place on {} (f32 only)", view.ty)));
+        }
+        let values =
+            reference::rope(&t.view(view).map_err(backend_error)?, pos, freq_factors, params).map_err(backend_error)?;
+        // The values in logical order, each back at its element's byte offset in the view.
+        let [n0, n1, n2, n3] = view.ne;
+        let mut values = values.into_iter();
+        for i3 in 0..n3 {
+            for i2 in 0..n2 {
+                for i1 in 0..n1 {
+                    for i0 in 0..n0 {
+                        let at = view.offset + i0 * view.nb[0] + i1 * view.nb[1] + i2 * view.nb[2] + i3 * view.nb[3];
+                        let value = values
+                            .next()
+                            .ok_or_else(|| LlmError::Backend("ROPE returned too few values".into()))?;
+                        t.data
+                            .get_mut(at..at + 4)
+                            .ok_or_else(|| LlmError::Backend("ROPE's view passes its tensor's end".into()))?
+                            .copy_from_slice(&value.to_le_bytes());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn set_rows(&self, dst: &mut HostTensor, view: Layout, src: &HostTensor, ids: &HostTensor) -> Result<()> {
+        let written = reference::set_rows(&dst.view(view).map_err(backend_error)?, src, ids).map_err(backend_error)?;
+        dst.data = written.data;
         Ok(())
     }
 

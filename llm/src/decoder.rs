@@ -251,13 +251,10 @@ impl<O: Ops> Decoder<O> {
                 ty.block_size()
             )));
         }
-        let mut k = Vec::with_capacity(self.params.n_layer);
-        let mut v = Vec::with_capacity(self.params.n_layer);
-        for _ in 0..self.params.n_layer {
-            k.push(self.ops.zeros(ty, [width, n_ctx, 1, 1])?);
-            v.push(self.ops.zeros(ty, [width, n_ctx, 1, 1])?);
-        }
-        Ok(KvCache { k, v, n_ctx, ty })
+        let kv = (0..self.params.n_layer)
+            .map(|_| self.ops.zeros(ty, [2 * width, n_ctx, 1, 1]))
+            .collect::<Result<_>>()?;
+        Ok(KvCache { kv, n_ctx, ty })
     }
 
     /// Runs `tokens` at positions `n_past..`, writing their keys and values into `cache`, and
@@ -331,34 +328,36 @@ impl<O: Ops> Decoder<O> {
             };
             // q [d, n_head, n_tokens] and k [d, n_head_kv, n_tokens] roped, k and v as rows
             // [e_kv, n_tokens] for the cache.
-            let (q, k, v) = match &l.qkv {
+            // Each layer's cache row holds a cell's keys, then its values: q [d, n_head,
+            // n_tokens] roped, and the cache's rows written.
+            let cells = &mut cache.kv[il];
+            let whole = ops.layout(cells);
+            let q = match &l.qkv {
                 Qkv::Fused { w, b } => {
                     // Each token's row holds q's heads, then k's, then v: q and k are roped in
-                    // one op over their heads together.
-                    let y = proj(w, b)?;
+                    // place, in one op over their heads together, and k and v, side by side,
+                    // go to the cache in one SET_ROWS.
+                    let mut y = proj(w, b)?;
                     let row = ops.layout(&y).nb[1];
-                    let qk = self.sub_view(&y, [d, p.n_head + p.n_head_kv, n_tokens], [d * 4, row], 0)?;
-                    let qk = ops.rope(&qk, &pos, self.rope_freqs.as_ref(), &p.rope)?;
-                    let qk_row = (p.n_head + p.n_head_kv) * d * 4;
-                    (
-                        self.sub_view(&qk, [d, p.n_head, n_tokens], [d * 4, qk_row], 0)?,
-                        self.sub_view(&qk, [e_kv, n_tokens, 1], [qk_row, qk_row], p.n_head * d * 4)?,
-                        self.sub_view(&y, [e_kv, n_tokens, 1], [row, row], (p.n_head * d + e_kv) * 4)?,
-                    )
+                    let qk = self.sub_layout(&y, [d, p.n_head + p.n_head_kv, n_tokens], [d * 4, row], 0);
+                    ops.rope_in_place(&mut y, qk, &pos, self.rope_freqs.as_ref(), &p.rope)?;
+                    let kv = self.sub_view(&y, [2 * e_kv, n_tokens, 1], [row, row], p.n_head * d * 4)?;
+                    ops.set_rows(cells, whole, &kv, &pos)?;
+                    self.sub_view(&y, [d, p.n_head, n_tokens], [d * 4, row], 0)?
                 }
                 Qkv::Separate { wq, wk, wv, bq, bk, bv } => {
                     let q = self.reshape(&proj(wq, bq)?, [d, p.n_head, n_tokens, 1])?;
                     let k = self.reshape(&proj(wk, bk)?, [d, p.n_head_kv, n_tokens, 1])?;
                     let q = ops.rope(&q, &pos, self.rope_freqs.as_ref(), &p.rope)?;
                     let k = ops.rope(&k, &pos, self.rope_freqs.as_ref(), &p.rope)?;
-                    (q, self.reshape(&k, [e_kv, n_tokens, 1, 1])?, proj(wv, bv)?)
+                    let k = self.reshape(&k, [e_kv, n_tokens, 1, 1])?;
+                    ops.set_rows(cells, self.cache_half(whole, 0)?, &k, &pos)?;
+                    ops.set_rows(cells, self.cache_half(whole, 1)?, &proj(wv, bv)?, &pos)?;
+                    q
                 }
             };
-
-            ops.set_rows(&mut cache.k[il], &k, &pos)?;
-            ops.set_rows(&mut cache.v[il], &v, &pos)?;
-            let k_all = self.heads_view(&cache.k[il], n_kv)?;
-            let v_all = self.heads_view(&cache.v[il], n_kv)?;
+            let k_all = self.heads_view(cells, n_kv, 0)?;
+            let v_all = self.heads_view(cells, n_kv, 1)?;
             // Q as ggml permutes it for attention: [d, n_tokens, n_head].
             let q = ops.view(&q, ops.layout(&q).permute([0, 2, 1, 3])?)?;
             let attn = ops.flash_attn(&q, &k_all, &v_all, mask.as_ref(), p.kq_scale)?;
@@ -390,22 +389,46 @@ impl<O: Ops> Decoder<O> {
 
     /// A view of f32 `t` at `offset` bytes: extents `ne` (three), strides `nb[1..3]` in bytes.
     fn sub_view(&self, t: &O::Tensor, ne: [usize; 3], nb: [usize; 2], offset: usize) -> Result<O::Tensor> {
+        self.ops.view(t, self.sub_layout(t, ne, nb, offset))
+    }
+
+    /// The layout [`Decoder::sub_view`] views `t` through.
+    fn sub_layout(&self, t: &O::Tensor, ne: [usize; 3], nb: [usize; 2], offset: usize) -> Layout {
         let whole = self.ops.layout(t);
-        let layout = Layout {
+        Layout {
             ty: whole.ty,
             ne: [ne[0], ne[1], ne[2], 1],
             nb: [4, nb[0], nb[1], nb[1] * ne[2]],
             offset: whole.offset + offset,
-        };
-        self.ops.view(t, layout)
+        }
+    }
+
+    /// Byte offset of the keys (`half` 0) or the values (1) in a cache row of `whole`'s type.
+    fn half_offset(&self, whole: &Layout, half: usize) -> Result<usize> {
+        let e_kv = self.params.n_embd_kv();
+        let bytes = whole
+            .ty
+            .row_bytes(e_kv)
+            .ok_or_else(|| LlmError::Backend(format!("{}: partial block in a cache row", whole.ty)))?;
+        Ok(half * bytes)
+    }
+
+    /// The keys (`half` 0) or the values (1) of every cell of a layer's cache `whole`
+    /// (`[2 · n_embd_kv, n_ctx]`) as rows `[n_embd_kv, n_ctx]`.
+    fn cache_half(&self, whole: Layout, half: usize) -> Result<Layout> {
+        let mut layout = whole;
+        layout.ne[0] = self.params.n_embd_kv();
+        layout.offset += self.half_offset(&whole, half)?;
+        Ok(layout)
     }
 
     fn reshape(&self, t: &O::Tensor, ne: [usize; 4]) -> Result<O::Tensor> {
         self.ops.view(t, self.ops.layout(t).reshape(ne)?)
     }
 
-    /// The first `n_kv` cells of a cache tensor `[n_embd_kv, n_ctx]` as `[d, n_kv, n_head_kv]`.
-    fn heads_view(&self, cache: &O::Tensor, n_kv: usize) -> Result<O::Tensor> {
+    /// The keys (`half` 0) or values (1) of the first `n_kv` cells of a layer's cache
+    /// `[2 · n_embd_kv, n_ctx]` as `[d, n_kv, n_head_kv]`.
+    fn heads_view(&self, cache: &O::Tensor, n_kv: usize, half: usize) -> Result<O::Tensor> {
         let p = &self.params;
         let whole = self.ops.layout(cache);
         let row = whole.nb[1];
@@ -417,7 +440,7 @@ impl<O: Ops> Decoder<O> {
             ty: whole.ty,
             ne: [p.head_dim, n_kv, p.n_head_kv, 1],
             nb: [whole.nb[0], row, head, row * n_kv],
-            offset: whole.offset,
+            offset: whole.offset + self.half_offset(&whole, half)?,
         };
         self.ops.view(cache, layout)
     }
@@ -462,11 +485,12 @@ fn causal_mask(n_past: usize, n_tokens: usize) -> Result<HostTensor> {
     Ok(HostTensor::from_f32(GgmlType::F16, [n_kv, n_tokens, 1, 1], &values)?)
 }
 
-/// Each layer's cached keys and values: `[n_embd_kv, n_ctx]` per layer, cell = position.
+/// Each layer's cached keys and values: `[2 · n_embd_kv, n_ctx]` per layer, cell = position,
+/// a cell's keys then its values in one row (so a step writes both with one SET_ROWS where the
+/// projections are stacked).
 #[derive(Debug)]
 pub struct KvCache<T> {
-    k: Vec<T>,
-    v: Vec<T>,
+    kv: Vec<T>,
     n_ctx: usize,
     ty: GgmlType,
 }

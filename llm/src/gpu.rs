@@ -295,9 +295,26 @@ impl Ops for GpuOps {
         Ok(dst)
     }
 
-    fn set_rows(&self, dst: &mut GpuTensor, src: &GpuTensor, ids: &GpuTensor) -> Result<()> {
+    fn rope_in_place(
+        &self,
+        t: &mut GpuTensor,
+        view: Layout,
+        pos: &GpuTensor,
+        freq_factors: Option<&GpuTensor>,
+        params: &RopeParams,
+    ) -> Result<()> {
+        // The same view as source and destination: the op runs in place.
+        let x = t.tensor.view(view).map_err(backend_error)?;
         self.ctx
-            .set_rows(&dst.tensor, &src.tensor, &ids.tensor)
+            .rope_into(&x, &pos.tensor, freq_factors.map(|f| &f.tensor), &x, params)
+            .map_err(backend_error)?;
+        Ok(())
+    }
+
+    fn set_rows(&self, dst: &mut GpuTensor, view: Layout, src: &GpuTensor, ids: &GpuTensor) -> Result<()> {
+        let rows = dst.tensor.view(view).map_err(backend_error)?;
+        self.ctx
+            .set_rows(&rows, &src.tensor, &ids.tensor)
             .map_err(backend_error)?;
         Ok(())
     }

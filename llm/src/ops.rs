@@ -60,8 +60,20 @@ pub trait Ops {
     /// SWIGLU: `silu(gate) · up`, split (two tensors) or, with `up` left out, over the halves
     /// of each row of `gate` (gate first, ggml's fused form).
     fn swiglu(&self, gate: &Self::Tensor, up: Option<&Self::Tensor>) -> Result<Self::Tensor>;
-    /// SET_ROWS: the rows of `src` written into `dst` at the i32 `ids`, converted to its type.
-    fn set_rows(&self, dst: &mut Self::Tensor, src: &Self::Tensor, ids: &Self::Tensor) -> Result<()>;
+    /// ROPE in place: the elements of `t` that `view` (a layout over `t`'s storage, f32,
+    /// `[d, heads, tokens, 1]`) selects, roped at the i32 positions `pos` and written back where
+    /// they were.
+    fn rope_in_place(
+        &self,
+        t: &mut Self::Tensor,
+        view: Layout,
+        pos: &Self::Tensor,
+        freq_factors: Option<&Self::Tensor>,
+        params: &RopeParams,
+    ) -> Result<()>;
+    /// SET_ROWS: the rows of `src` written at the i32 `ids` into the rows of `dst` that `view`
+    /// (a layout over `dst`'s storage) selects, converted to its type.
+    fn set_rows(&self, dst: &mut Self::Tensor, view: Layout, src: &Self::Tensor, ids: &Self::Tensor) -> Result<()>;
     /// FLASH_ATTN_EXT: `softmax(q·kᵀ·scale + mask)·v`, `[d_v, n_head, n_q, 1]`; no mask: every
     /// key is attended to.
     fn flash_attn(

@@ -5,7 +5,7 @@ mod common;
 
 use ggml_dawn::reference::metric;
 use ggml_dawn::{ContextOptions, GgmlType, GpuContext};
-use ggml_dawn_llm::synth::ModelShape;
+use ggml_dawn_llm::synth::{ModelShape, WeightType};
 use ggml_dawn_llm::{Architecture, CpuOps, Decoder, GpuOps, Model, Session};
 
 use common::{TempDir, WTYPE, synth_bytes};
@@ -27,9 +27,9 @@ fn tiny_shape(architecture: Architecture) -> ModelShape {
     }
 }
 
-fn tiny_model(dir: &TempDir, architecture: Architecture) -> Model {
-    let path = dir.path().join(format!("tiny-{}.gguf", architecture.name()));
-    std::fs::write(&path, synth_bytes(&tiny_shape(architecture), WTYPE, 5)).unwrap();
+fn tiny_model(dir: &TempDir, architecture: Architecture, wtype: WeightType) -> Model {
+    let path = dir.path().join(format!("tiny-{}-{}.gguf", architecture.name(), wtype));
+    std::fs::write(&path, synth_bytes(&tiny_shape(architecture), wtype, 5)).unwrap();
     Model::open(&path).unwrap()
 }
 
@@ -43,24 +43,43 @@ fn gpu_decoder(model: &Model) -> Decoder<GpuOps> {
 #[test]
 fn gpu_logits_follow_the_cpu_decoder() {
     for architecture in [Architecture::Llama, Architecture::Qwen2] {
-        gpu_logits_follow_the_cpu_decoder_for(architecture);
+        gpu_logits_follow_the_cpu_decoder_for(architecture, WTYPE, GgmlType::F16);
     }
 }
 
-fn gpu_logits_follow_the_cpu_decoder_for(architecture: Architecture) {
+/// A q4_K_M mixture, whose last layer's V has more bits than its Q and K (so that layer's
+/// projections stay separate MUL_MATs and its keys and values go to the cache apart), with an
+/// f16 and a q8_0 cache.
+#[test]
+fn gpu_logits_follow_the_cpu_decoder_with_separate_projections_and_a_q8_0_cache() {
+    for cache in [GgmlType::F16, GgmlType::Q8_0] {
+        gpu_logits_follow_the_cpu_decoder_for(Architecture::Llama, WeightType::Q4KM, cache);
+    }
+}
+
+fn gpu_logits_follow_the_cpu_decoder_for(architecture: Architecture, wtype: WeightType, cache: GgmlType) {
     let dir = TempDir::new("gpu-decoder");
-    let model = tiny_model(&dir, architecture);
+    let model = tiny_model(&dir, architecture, wtype);
+    let types = |name: &str| model.tensors().iter().find(|t| t.name == name).map(|t| t.ty);
+    if wtype == WeightType::Q4KM {
+        assert_ne!(types("blk.1.attn_q.weight"), types("blk.1.attn_v.weight"));
+    }
     let gpu = gpu_decoder(&model);
     let cpu = Decoder::load(&model, CpuOps).unwrap();
-    let mut on_gpu = Session::new(&gpu, 32, GgmlType::F16).unwrap();
-    let mut on_cpu = Session::new(&cpu, 32, GgmlType::F16).unwrap();
+    let mut on_gpu = Session::new(&gpu, 32, cache).unwrap();
+    let mut on_cpu = Session::new(&cpu, 32, cache).unwrap();
     let prompt = [298, 17, 101, 5, 250, 64];
     let mut input = prompt.to_vec();
     for step in 0..4 {
         let want = on_cpu.eval(&input).unwrap();
         let got = on_gpu.eval(&input).unwrap();
         let nmse = metric::nmse(&want, &got);
-        assert!(nmse <= 5e-4, "{}: step {step}: NMSE {nmse}", architecture.name());
+        assert!(
+            nmse <= 5e-4,
+            "{} {} cache {cache}: step {step}: NMSE {nmse}",
+            architecture.name(),
+            wtype
+        );
         // Both follow the CPU's greedy choice, so the caches hold the same tokens.
         input = vec![ggml_dawn_llm::sampling::argmax(&want).unwrap()];
     }
@@ -77,7 +96,7 @@ fn gpu_logits_follow_the_cpu_decoder_for(architecture: Architecture) {
 #[test]
 fn decode_steps_reuse_the_activation_pool() {
     let dir = TempDir::new("gpu-decoder-pool");
-    let model = tiny_model(&dir, Architecture::Llama);
+    let model = tiny_model(&dir, Architecture::Llama, WTYPE);
     let gpu = gpu_decoder(&model);
     let mut session = Session::new(&gpu, 32, GgmlType::F16).unwrap();
     let mut token = session.eval_greedy(&[298, 17, 101]).unwrap();
