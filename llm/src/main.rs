@@ -503,7 +503,7 @@ fn bench(args: BenchArgs) -> Result<(), LlmError> {
 fn profile_table(test: &str, p: &ggml_dawn::profile::Profile, tokens: usize) -> String {
     let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / tokens.max(1) as f64;
     let mut rows: Vec<_> = p.kernels.iter().collect();
-    rows.sort_by(|a, b| b.1.time.cmp(&a.1.time));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1.time));
     let mut s = format!(
         "profile {test}: GPU {:.1} us a token in kernels, {:.1} us from each submit's first kernel to its last ({:.1} dispatches, {:.1} submits a token)\n| kernel | dispatches/token | us/token | share |\n| --- | ---: | ---: | ---: |\n",
         per(p.busy()),
