@@ -157,3 +157,79 @@ fn weights_load_from_gguf_files() {
         assert!(weights.tensor("nope").is_err());
     }
 }
+
+/// `ContextOptions::submit`: the first submit holds `first` dispatches, each later one twice the
+/// one before up to `max`; a read submits what is left and starts over. A policy outside
+/// `1 <= first <= max <= 512` is refused when the context is made.
+#[test]
+fn the_submit_policy_sizes_the_submits_and_reads_see_every_recorded_op() {
+    use ggml_dawn::exec::SubmitPolicy;
+    let ctx = GpuContext::new(ContextOptions {
+        submit: SubmitPolicy { first: 2, max: 4 },
+        ..Default::default()
+    })
+    .unwrap();
+    let x = ctx.from_f32(GgmlType::F32, [64, 1, 1, 1], &values(64, 3)).unwrap();
+    let before = ctx.stream_counts();
+    // 13 ops of one dispatch each: submits of 2, 4, 4 as they are recorded, 3 left for the read.
+    let mut y = x.clone();
+    for _ in 0..13 {
+        y = ctx.scale(&y, 2.0, 0.0).unwrap();
+    }
+    let recorded = ctx.stream_counts();
+    assert_eq!(recorded.dispatches - before.dispatches, 13);
+    assert_eq!(recorded.submits - before.submits, 3);
+    let want: Vec<f32> = values(64, 3).iter().map(|v| v * 8192.0).collect();
+    assert_eq!(ctx.read_f32(&y).unwrap(), want);
+    assert_eq!(ctx.stream_counts().submits - before.submits, 4);
+    for bad in [
+        SubmitPolicy { first: 0, max: 4 },
+        SubmitPolicy { first: 8, max: 4 },
+        SubmitPolicy { first: 8, max: 513 },
+    ] {
+        let made = GpuContext::new(ContextOptions {
+            submit: bad,
+            ..Default::default()
+        });
+        assert!(made.is_err(), "{bad:?} was accepted");
+    }
+}
+
+/// Profiling times every dispatch on the GPU by kernel (where the adapter has timestamp
+/// queries, as lavapipe does): as many timed dispatches as were recorded, under the kernels'
+/// shader files, and a span at least as long as the kernels' time.
+#[test]
+fn profiling_times_each_dispatch_by_kernel() {
+    let ctx = GpuContext::new(ContextOptions::default()).unwrap();
+    if !ctx.capabilities().timestamp_query {
+        eprintln!("skipped: no timestamp queries");
+        return;
+    }
+    let a = ctx
+        .from_f32(GgmlType::F32, [64, 32, 1, 1], &values(64 * 32, 1))
+        .unwrap();
+    let b = ctx
+        .from_f32(GgmlType::F32, [64, 16, 1, 1], &values(64 * 16, 2))
+        .unwrap();
+    ctx.start_profile().unwrap();
+    let before = ctx.stream_counts().dispatches;
+    let c = ctx.mul_mat(&a, &b).unwrap();
+    let d = ctx.scale(&c, 0.5, 1.0).unwrap();
+    let got = ctx.read_f32(&d).unwrap();
+    let recorded = ctx.stream_counts().dispatches - before;
+    let profile = ctx.finish_profile().unwrap();
+    assert_eq!(profile.dispatches(), recorded, "{profile:?}");
+    assert!(profile.kernels.keys().any(|k| k.starts_with("mul_mat")), "{profile:?}");
+    assert!(profile.kernels.contains_key("scale.wgsl"), "{profile:?}");
+    assert!(
+        profile.submits >= 1 && profile.span >= profile.busy() / 2,
+        "{profile:?}"
+    );
+    // The results are the ops' own, profiled or not.
+    let want = ctx
+        .read_f32(&ctx.scale(&ctx.mul_mat(&a, &b).unwrap(), 0.5, 1.0).unwrap())
+        .unwrap();
+    assert_eq!(got, want);
+    // After finishing, nothing is timed.
+    assert_eq!(ctx.finish_profile().unwrap().dispatches(), 0);
+}
