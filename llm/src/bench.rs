@@ -80,6 +80,8 @@ pub struct BenchResult {
     pub steps: usize,
     /// GPU dispatches per token, where the backend counts them.
     pub dispatches_per_token: Option<f64>,
+    /// Device memory the backend held at the end of the test, where it counts it.
+    pub device_bytes: Option<crate::ops::DeviceBytes>,
     /// The profiled repetition's device time per kernel (over its `test.tokens()` tokens).
     pub profile: Option<ggml_dawn::profile::Profile>,
 }
@@ -216,6 +218,7 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
         host_cpu_per_token: host_cpu.map(|c| c / timed_tokens.max(1)),
         steps,
         dispatches_per_token: dispatches.map(|d| d as f64 / f64::from(timed_tokens.max(1))),
+        device_bytes: decoder.ops().device_bytes(),
         profile,
     })
 }
@@ -280,6 +283,7 @@ mod tests {
             host_cpu_per_token: None,
             steps: 1,
             dispatches_per_token: None,
+            device_bytes: None,
             profile: None,
         };
         assert_eq!(r.avg_ts(), 12.0);

@@ -108,6 +108,8 @@ impl GpuTensor {
 pub struct GpuOps {
     ctx: GpuContext,
     pool: Arc<Mutex<Pool>>,
+    /// Bytes of the tensors `zeros` made (the KV cache).
+    zeroed: std::sync::atomic::AtomicU64,
 }
 
 fn backend_error(e: impl std::fmt::Display) -> LlmError {
@@ -120,6 +122,7 @@ impl GpuOps {
         GpuOps {
             ctx,
             pool: Arc::default(),
+            zeroed: Default::default(),
         }
     }
 
@@ -188,10 +191,10 @@ impl Ops for GpuOps {
     }
 
     fn zeros(&self, ty: GgmlType, ne: [usize; 4]) -> Result<GpuTensor> {
-        Ok(GpuTensor {
-            tensor: self.ctx.zeros(ty, ne).map_err(backend_error)?,
-            _lease: None,
-        })
+        let tensor = self.ctx.zeros(ty, ne).map_err(backend_error)?;
+        self.zeroed
+            .fetch_add(tensor.storage_bytes(), std::sync::atomic::Ordering::Relaxed);
+        Ok(GpuTensor { tensor, _lease: None })
     }
 
     fn layout(&self, t: &GpuTensor) -> Layout {
@@ -360,6 +363,14 @@ impl Ops for GpuOps {
 
     fn dispatches(&self) -> Option<u64> {
         Some(self.ctx.stream_counts().dispatches)
+    }
+
+    fn device_bytes(&self) -> Option<crate::ops::DeviceBytes> {
+        Some(crate::ops::DeviceBytes {
+            pool: self.pool_bytes(),
+            zeroed: self.zeroed.load(std::sync::atomic::Ordering::Relaxed),
+            scratch: self.ctx.scratch_bytes(),
+        })
     }
 
     fn start_profile(&self) -> Result<bool> {

@@ -610,6 +610,18 @@ fn run_bench<O: Ops>(
                                 .map(|d| format!(", {d:.1} dispatches a token"))
                                 .unwrap_or_default()
                         );
+                        if let Some(m) = r.device_bytes {
+                            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+                            eprintln!(
+                                "bench: {}: device memory {:.0} MiB: weights and activations {:.0} (weights {:.0}), KV cache {:.0}, scratch {:.0}",
+                                test.name(depth),
+                                mib(m.pool + m.zeroed + m.scratch),
+                                mib(m.pool),
+                                mib(size as u64),
+                                mib(m.zeroed),
+                                mib(m.scratch)
+                            );
+                        }
                     }
                 }
                 BenchFormat::Json | BenchFormat::Jsonl => {
@@ -638,6 +650,9 @@ fn run_bench<O: Ops>(
                         "host_cpu_us_per_token": r.host_cpu_per_token.map(|c| c.as_secs_f64() * 1e6),
                         "steps": r.steps,
                         "dispatches_per_token": r.dispatches_per_token,
+                        "device_bytes": r.device_bytes.map(|m| serde_json::json!({
+                            "pool": m.pool, "kv_cache": m.zeroed, "scratch": m.scratch,
+                        })),
                         "profile": r.profile.as_ref().map(|p| profile_json(p, test.tokens())),
                     });
                     if args.output == BenchFormat::Jsonl {

@@ -11,6 +11,17 @@ use ggml_dawn::{GgmlType, HostTensor, Layout};
 
 use crate::error::Result;
 
+/// Device memory a backend holds, by purpose (what `bench -v` prints).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceBytes {
+    /// Buffers of the activation pool, the weights among them.
+    pub pool: u64,
+    /// Tensors made by [`Ops::zeros`]: the KV cache.
+    pub zeroed: u64,
+    /// The backend's scratch (f16 copies for prefill, 8-bit b, attention's split partials).
+    pub scratch: u64,
+}
+
 /// The ops of llama.cpp's `llama` graph, on some backend's tensors.
 pub trait Ops {
     /// A tensor on this backend: weights, activations, the KV cache.
@@ -91,6 +102,11 @@ pub trait Ops {
 
     /// GPU dispatches recorded so far, where the backend has them (the host's work per step).
     fn dispatches(&self) -> Option<u64> {
+        None
+    }
+
+    /// Device memory the backend holds, where it counts it.
+    fn device_bytes(&self) -> Option<DeviceBytes> {
         None
     }
 

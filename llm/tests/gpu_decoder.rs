@@ -6,7 +6,7 @@ mod common;
 use ggml_dawn::reference::metric;
 use ggml_dawn::{ContextOptions, GgmlType, GpuContext};
 use ggml_dawn_llm::synth::{ModelShape, WeightType};
-use ggml_dawn_llm::{Architecture, CpuOps, Decoder, GpuOps, Model, Session};
+use ggml_dawn_llm::{Architecture, CpuOps, Decoder, GpuOps, Model, Ops, Session};
 
 use common::{TempDir, WTYPE, synth_bytes};
 
@@ -113,4 +113,12 @@ fn decode_steps_reuse_the_activation_pool() {
             "a decode step made bind groups"
         );
     }
+    // What `bench -v` reports: the pool holds the weights (and the activations), the cache is
+    // one row of keys and values a cell per layer, in f16.
+    let bytes = gpu.ops().device_bytes().unwrap();
+    assert_eq!(bytes.pool, pool);
+    assert!(bytes.pool >= model.weight_bytes() as u64);
+    let shape = tiny_shape(Architecture::Llama);
+    let e_kv = shape.n_embd / shape.n_head * shape.n_head_kv;
+    assert_eq!(bytes.zeroed, (shape.n_layer * 2 * e_kv * 32 * 2) as u64);
 }
