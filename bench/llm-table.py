@@ -2,7 +2,8 @@
 """The table of bench/llm-compare.sh's results: tokens/s per model, test and program, the
 ratios of dawn-llm to each llama.cpp backend, and each program's peak device memory per model.
 
-Usage: python3 bench/llm-table.py OUT_DIR  (the folder llm-compare.sh wrote)
+Usage: python3 bench/llm-table.py OUT_DIR [--svg FILE]  (the folder llm-compare.sh wrote; --svg
+also draws the chart: each test's tokens/s per program, as bars relative to the fastest)
 """
 import json
 import os
@@ -63,8 +64,46 @@ def peaks(out):
     return result
 
 
+COLOURS = {"dawn": "#d9480f", "webgpu": "#1c7ed6", "vulkan": "#2f9e44", "cuda": "#495057"}
+
+
+def svg_chart(table, programs, gpu, path):
+    """Grouped horizontal bars: per model and test, each program's tokens/s as a share of the
+    fastest program's, labelled with the figure."""
+    rows = [(k, by) for k, by in table.items() if any("avg_ts" in r for r in by.values())]
+    bar, gap, left, width = 11, 10, 250, 420
+    height = 40 + sum(len(programs) * bar + gap for _ in rows) + 30
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 110}" height="{height}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<text x="10" y="18" font-size="13">tokens/s beside llama.cpp ({gpu})</text>',
+    ]
+    for i, p in enumerate(programs):
+        x = left + i * 130
+        parts.append(f'<rect x="{x}" y="26" width="10" height="10" fill="{COLOURS.get(p, "#868e96")}"/>')
+        parts.append(f'<text x="{x + 14}" y="35">{"dawn-llm" if p == "dawn" else "llama.cpp " + p}</text>')
+    y = 50
+    for (model, test), by in rows:
+        best = max(r["avg_ts"] for r in by.values() if "avg_ts" in r)
+        parts.append(f'<text x="{left - 8}" y="{y + len(programs) * bar / 2 + 4}" text-anchor="end">'
+                     f"{model.removesuffix('.gguf')} {test}</text>")
+        for p in programs:
+            r = by.get(p, {})
+            if "avg_ts" in r:
+                w = width * r["avg_ts"] / best
+                parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar - 2}" '
+                             f'fill="{COLOURS.get(p, "#868e96")}"/>')
+                parts.append(f'<text x="{left + w + 4:.1f}" y="{y + bar - 3}">{r["avg_ts"]:.0f}</text>')
+            y += bar
+        y += gap
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
 def main():
     out = sys.argv[1]
+    svg = sys.argv[sys.argv.index("--svg") + 1] if "--svg" in sys.argv[2:-1] else None
     rows = load(out)
     programs = []
     table = defaultdict(dict)
@@ -99,6 +138,8 @@ def main():
             d = r.get("dispatches_per_token")
             extra = f", {d:.1f} dispatches a token" if d else ""
             print(f"- {model} {test}: {r['host_us_per_token']:.1f} us, {r.get('steps', '?')} steps a repetition{extra}")
+    if svg:
+        svg_chart(table, programs, gpu, svg)
     mem = peaks(out)
     if mem:
         print("\nPeak device memory while running (MiB over the reading before the program started):\n")

@@ -3,12 +3,16 @@
 # timed by upstream's program, then the same case strings by ours (the programs alternate op by
 # op), compared with `backend-ops compare`; then the `rows` suite in GB/s.
 #
-# Usage (on the GPU machine, from the repository root, with an unpacked bundle and upstream's
-# package, e.g. .bench/upstream/ as /work/shared/upstream/README.md says):
+# Usage (on the GPU machine, from the repository root, with an unpacked bundle of backend-ops, or
+# a dawn-llm bundle made with --with-backend-ops, and upstream's test-backend-ops built against
+# the same Dawn with its `run-upstream` launcher):
 #   BUNDLE=gpu-bundle UPSTREAM_RUN=.bench/upstream/run-upstream OUT=/tmp/rows-out bash bench/rows.sh
 # OPS narrows the ops (default: every decoder op upstream's perf list may hold).
 set -u
 B=${BUNDLE:-gpu-bundle}
+# backend-ops: the bundle's `run`, or its `run-ops` in a dawn-llm bundle made with --with-backend-ops.
+TOOL=$B/run
+[ -x "$B/run-ops" ] && TOOL=$B/run-ops
 O=${OUT:-/tmp/rows-out}
 UP=${UPSTREAM_RUN:-.bench/upstream/run-upstream}
 OPS=${OPS:-"ADD MUL SWIGLU RMS_NORM SOFT_MAX ARGMAX SCALE GET_ROWS SET_ROWS CPY ROPE"}
@@ -22,10 +26,10 @@ for op in $OPS; do
     sed -E 's/\x1b\[[0-9;]*m//g' "$O/upstream-$op.txt" | grep -E '^\s+[A-Z_]+\(' |
         sed -E 's/^\s+//; s/\):.*/)/' >"$O/cases-$op.txt"
     if [ -s "$O/cases-$op.txt" ]; then
-        "$B/run" --output json perf --cases-file "$O/cases-$op.txt" >>"$O/ours.jsonl" 2>"$O/ours-$op.err"
+        "$TOOL" --output json perf --cases-file "$O/cases-$op.txt" >>"$O/ours.jsonl" 2>"$O/ours-$op.err"
     fi
     echo "$op: $(grep -c . "$O/cases-$op.txt") upstream perf cases"
 done
-"$B/run" compare --upstream "$O/upstream.txt" --ours "$O/ours.jsonl" | tee "$O/compare.md"
-"$B/run" --output json perf --suite rows >"$O/rows.jsonl"
-"$B/run" perf --suite rows -v | tee "$O/rows.txt"
+"$TOOL" compare --upstream "$O/upstream.txt" --ours "$O/ours.jsonl" | tee "$O/compare.md"
+"$TOOL" --output json perf --suite rows >"$O/rows.jsonl"
+"$TOOL" perf --suite rows -v | tee "$O/rows.txt"

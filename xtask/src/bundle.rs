@@ -4,7 +4,6 @@
 //! Sid's Dawn needs a newer C library than most machines have; running the program through the
 //! bundled `ld-linux-x86-64.so.2` with `--library-path` sidesteps the system's one entirely.
 
-use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -56,7 +55,15 @@ pub struct BundleArgs {
     /// CUDA build (`llama-<rev>-source.tar.xz`).
     #[arg(long)]
     no_upstream: bool,
+    /// Also bundle `backend-ops` (package ggml-dawn-bench) beside the binary, launched by
+    /// `run-ops`: one folder then carries `dawn-llm`, `backend-ops` and upstream's programs
+    /// (what `bench/llm-compare.sh`, `bench/rows.sh` and `bench/anchors.sh` use together).
+    #[arg(long)]
+    with_backend_ops: bool,
 }
+
+/// The package and binary `--with-backend-ops` adds, and its launcher.
+const OPS: (&str, &str, &str) = ("ggml-dawn-bench", "backend-ops", "run-ops");
 
 /// Fails on a `--bin` that is not a plain file name: it names a folder under the target folder.
 fn check_bin_name(bin: &str) -> Result<()> {
@@ -126,7 +133,8 @@ fn made_by_older_xtask(dir: &Path, bin: &str) -> bool {
 
 pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     check(args)?;
-    let build: Vec<OsString> = [
+    let also_ops = args.with_backend_ops && args.bin != OPS.1;
+    let mut build = vec![
         "cargo",
         "build",
         "--release",
@@ -135,21 +143,27 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
         &args.package,
         "--bin",
         &args.bin,
-    ]
-    .map(OsString::from)
-    .into();
-    sandbox::run_in_root(
-        root,
-        &build.iter().map(|s| s.to_str().unwrap_or_default()).collect::<Vec<_>>(),
-        "Fix the build error above.",
-    )?;
-    let binary = sandbox::target_dir().join("release").join(&args.bin);
-    let inside = binary.display().to_string();
-    let ldd = sandbox::output_in_root(root, &["ldd", &inside], "ldd could not read the program.")?;
+    ];
+    if also_ops {
+        build.extend(["--package", OPS.0, "--bin", OPS.1]);
+    }
+    sandbox::run_in_root(root, &build, "Fix the build error above.")?;
+    let binaries: Vec<String> = std::iter::once(args.bin.as_str())
+        .chain(also_ops.then_some(OPS.1))
+        .map(|bin| sandbox::target_dir().join("release").join(bin).display().to_string())
+        .collect();
 
     // Gather inside the root, where `cp -L` resolves the root's own symbolic links (its loader
     // link points at an absolute path that, seen from the host, is the host's loader).
-    let mut libraries: Vec<String> = ldd.lines().filter_map(resolved_path).collect();
+    let mut libraries: Vec<String> = Vec::new();
+    for inside in &binaries {
+        let ldd = sandbox::output_in_root(root, &["ldd", inside], "ldd could not read the program.")?;
+        for library in ldd.lines().filter_map(resolved_path) {
+            if !libraries.contains(&library) {
+                libraries.push(library);
+            }
+        }
+    }
     libraries.extend(
         DRIVER_LIBRARIES
             .iter()
@@ -158,7 +172,8 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     let staging = staging_dir(&args.bin);
     owned::fresh_dir(&staging, owned::Kind::BundleStaging)?;
     let staging_str = staging.display().to_string();
-    let mut cp = vec!["cp", "-L", "--target-directory", &staging_str, &inside];
+    let mut cp = vec!["cp", "-L", "--target-directory", &staging_str];
+    cp.extend(binaries.iter().map(String::as_str));
     cp.extend(libraries.iter().map(String::as_str));
     sandbox::run_in_root(
         root,
@@ -177,6 +192,12 @@ pub fn bundle(root: &Path, args: &BundleArgs) -> Result<()> {
     let launcher = args.out.join("run");
     fs::write(&launcher, launcher_script(&args.bin)).with_context(|| format!("writing {}", launcher.display()))?;
     fs::set_permissions(&launcher, fs::Permissions::from_mode(0o755))?;
+    if also_ops {
+        let ops = args.out.join(OPS.2);
+        fs::write(&ops, launcher_script(OPS.1)).with_context(|| format!("writing {}", ops.display()))?;
+        fs::set_permissions(&ops, fs::Permissions::from_mode(0o755))?;
+        eprintln!("xtask: added {} as `{}/{} ARGS`", OPS.1, args.out.display(), OPS.2);
+    }
     eprintln!(
         "xtask: bundled {} with {} libraries into {}; run it there as `{}/run ARGS`",
         args.bin,
