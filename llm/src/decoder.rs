@@ -301,6 +301,9 @@ impl<O: Ops> Decoder<O> {
         };
         // Every input goes up before the first op: a write after recorded ops submits them.
         let out_rows = match outputs {
+            // Every row, in order (a single token's step): no rows to pick, so the last residual
+            // ADD stays fused into the output norm.
+            Some(rows) if rows.iter().copied().eq(0..n_tokens) => None,
             Some(rows) => {
                 if let Some(&bad) = rows.iter().find(|&&r| r >= n_tokens) {
                     return Err(LlmError::InvalidArgument(format!(
