@@ -130,10 +130,23 @@ pub fn op_of(case: &str) -> &str {
 /// (fields in upstream's order, defaults filled in, numbers as upstream prints them); otherwise
 /// (an op this crate does not know) the text without white space.
 pub fn normalise_case(text: &str) -> String {
-    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    match compact.parse::<Case>() {
-        Ok(case) => case.to_string(),
-        Err(_) => compact,
+    let mut compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    loop {
+        match compact.parse::<Case>() {
+            Ok(case) => return case.to_string(),
+            // A field the case lists predate, at zero (newer upstreams print `src_overlap=0`
+            // and the like): the case as the lists mean it, so it goes.
+            Err(crate::cases::CaseError::UnknownField { field, .. }) => {
+                let (op, fields) = split_fields(&compact);
+                let zero = format!("{field}=0");
+                if !fields.contains(&zero.as_str()) {
+                    return compact;
+                }
+                let kept: Vec<&str> = fields.into_iter().filter(|f| *f != zero).collect();
+                compact = format!("{op}({})", kept.join(","));
+            }
+            Err(_) => return compact,
+        }
     }
 }
 

@@ -143,6 +143,16 @@ fn case_strings_normalise_and_shorten() {
 }
 
 #[test]
+fn newer_upstream_fields_at_zero_normalise_away() {
+    let ours = "MUL_MAT(type_a=q4_0,type_b=f32,m=4096,n=1,k=14336,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1)";
+    let newer = "MUL_MAT(type_a=q4_0,type_b=f32,m=4096,n=1,k=14336,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0,m_v=0,pad=0)";
+    assert_eq!(normalise_case(newer), normalise_case(ours));
+    // Not at zero: another case, left as it came.
+    let other = newer.replace("src_overlap=0", "src_overlap=1");
+    assert_ne!(normalise_case(&other), normalise_case(ours));
+}
+
+#[test]
 fn exact_patterns_escape_upstream_vars() {
     let case = "FLASH_ATTN_EXT(hsk=64,hsv=64,nh=8,nr23=[8,1],kv=7680,nb=1,mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K=f16,type_V=f16,permute=[0,1,2,3],kv_view=1,v_is_view_of_k=0)";
     let vars = upstream::vars(case);
@@ -154,6 +164,9 @@ fn exact_patterns_escape_upstream_vars() {
     let re = regex::Regex::new(&pattern).unwrap();
     assert!(re.is_match(vars));
     assert!(!re.is_match(&format!("{vars},x=1")));
+    // A newer upstream's fields the lists predate, at zero: the same case.
+    assert!(re.is_match(&format!("{vars},src_overlap=0,m_v=0")));
+    assert!(!re.is_match(&format!("{vars},src_overlap=1")));
     assert!(!re.is_match(&vars.replace("nb=1,", "nb=16,")));
     let cmd = UpstreamCommand {
         program: PathBuf::from("run-upstream"),

@@ -214,9 +214,11 @@ pub fn vars(case: &str) -> &str {
 }
 
 /// A regular expression (ECMAScript, as upstream's `std::regex` reads it) that matches exactly
-/// `vars`: anchored, with every special character escaped.
+/// `vars`: anchored, with every special character escaped, and followed only by fields at zero
+/// (newer upstreams print fields such as `src_overlap=0` that the case lists predate; their
+/// zero is the case as the lists mean it).
 pub fn exact_pattern(vars: &str) -> String {
-    let mut out = String::with_capacity(vars.len() + 16);
+    let mut out = String::with_capacity(vars.len() + 32);
     out.push('^');
     for c in vars.chars() {
         if "\\^$.|?*+()[]{}".contains(c) {
@@ -224,7 +226,7 @@ pub fn exact_pattern(vars: &str) -> String {
         }
         out.push(c);
     }
-    out.push('$');
+    out.push_str("(,[a-z_0-9]+=0)*$");
     out
 }
 
