@@ -351,6 +351,7 @@ mod tests {
             bin: bin.into(),
             out: out.to_owned(),
             no_upstream: false,
+            with_backend_ops: false,
         }
     }
 
