@@ -327,13 +327,17 @@ mod tests {
         };
         assert_eq!(
             format!("{args:?}"),
-            r#"BundleArgs { package: "ggml-dawn-bench", bin: "x", out: "/tmp/b", no_upstream: false }"#
+            r#"BundleArgs { package: "ggml-dawn-bench", bin: "x", out: "/tmp/b", no_upstream: false, with_backend_ops: false }"#
         );
         assert!(parse(&["bundle", "--frob"]).is_err());
         let Command::Bundle(args) = parse(&["bundle", "--no-upstream"]).unwrap().command else {
             panic!("not bundle");
         };
         assert!(format!("{args:?}").contains("no_upstream: true"));
+        let Command::Bundle(args) = parse(&["bundle", "--with-backend-ops"]).unwrap().command else {
+            panic!("not bundle");
+        };
+        assert!(format!("{args:?}").contains("with_backend_ops: true"));
     }
 
     #[test]
