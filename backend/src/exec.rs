@@ -528,7 +528,9 @@ impl Stream {
         self.submit_at = self.policy.first;
         let value = match read() {
             Ok(value) => value,
-            Err(e @ BackendError::Dawn(dawn::Error::Timeout(_))) => return Err(e),
+            // The read's own failure (a timeout, a refused copy) leaves the stream as it is,
+            // unless the device was lost meanwhile.
+            Err(e) if self.device.check_lost().is_ok() => return Err(e),
             Err(e) => return Err(self.stop(e)),
         };
         if let Err(e) = self.device.check_lost() {
