@@ -15,7 +15,7 @@ use crate::format::wgsl_tables;
 use crate::kernel::{PARAMS_BYTES, Pipeline};
 use crate::memory::Binding;
 use crate::params::KernelParams;
-use crate::profile::{Profile, Profiler};
+use crate::profile::{Profile, ProfileMode, Profiler};
 use crate::shader_lib::ShaderVariant;
 
 /// Dispatches per submit at most (also the parameter buffer's slot count).
@@ -429,7 +429,8 @@ impl Stream {
         }
         self.device.write_buffer(&self.params, 0, &self.arena)?;
         let mut encoder = self.device.create_command_encoder(Some("ops"))?;
-        if let Some(profiler) = &self.profiler {
+        let per_kernel = self.profiler.as_ref().is_some_and(|p| p.mode == ProfileMode::Kernels);
+        if let (Some(profiler), true) = (&self.profiler, per_kernel) {
             // A pass per dispatch, timestamped at its begin and end.
             for (i, r) in self.recorded.iter().enumerate() {
                 let mut pass = encoder.begin_compute_pass(Some("ops"), Some(profiler.pass(i)));
@@ -440,7 +441,9 @@ impl Stream {
             }
             profiler.resolve(&mut encoder, self.recorded.len())?;
         } else {
-            let mut pass = encoder.begin_compute_pass(Some("ops"), None);
+            // One pass; timestamped at its begin and end when profiling by submit.
+            let stamps = self.profiler.as_ref().map(Profiler::whole_pass);
+            let mut pass = encoder.begin_compute_pass(Some("ops"), stamps);
             let mut current: Option<*const Pipeline> = None;
             for r in &self.recorded {
                 if current != Some(Arc::as_ptr(&r.kernel)) {
@@ -452,16 +455,24 @@ impl Stream {
                 pass.dispatch(x, y, z)?;
             }
         }
+        if let (Some(profiler), false) = (&self.profiler, per_kernel) {
+            profiler.resolve(&mut encoder, 1)?;
+        }
         self.device.submit([encoder.finish()?])?;
         self.counts.submits += 1;
-        let kernels: Vec<&'static str> = match self.profiler {
-            Some(_) => self.recorded.iter().map(|r| r.kernel.variant.file).collect(),
-            None => Vec::new(),
+        let kernels: Vec<&'static str> = if per_kernel {
+            self.recorded.iter().map(|r| r.kernel.variant.file).collect()
+        } else {
+            Vec::new()
         };
         self.recorded.clear();
         self.arena.clear();
         if let Some(profiler) = &mut self.profiler {
-            match profiler.collect(&self.device, &kernels, self.timeout) {
+            let collected = match profiler.mode {
+                ProfileMode::Kernels => profiler.collect(&self.device, &kernels, self.timeout),
+                ProfileMode::Submits => profiler.collect_span(&self.device, self.timeout),
+            };
+            match collected {
                 Ok(()) => {}
                 Err(e @ BackendError::Dawn(dawn::Error::Timeout(_))) => return Err(e),
                 Err(e) => return Err(self.stop(e)),
@@ -543,13 +554,14 @@ impl Stream {
         Ok(value)
     }
 
-    /// Starts timing each dispatch on the GPU (see [`crate::profile`]): what is recorded is
-    /// submitted first, and from then on each submit is waited for. Fails where the device has no
-    /// timestamp queries.
-    pub fn start_profile(&mut self) -> Result<()> {
+    /// Starts timing the work on the GPU, by kernel or by submit (see [`crate::profile`]): what
+    /// is recorded is submitted first, and from then on each submit is waited for. Fails where
+    /// the device has no timestamp queries.
+    pub fn start_profile(&mut self, mode: ProfileMode) -> Result<()> {
         self.flush()?;
-        if self.profiler.is_none() {
-            self.profiler = Some(Profiler::new(&self.device)?);
+        match &mut self.profiler {
+            Some(p) => p.mode = mode,
+            None => self.profiler = Some(Profiler::new(&self.device, mode)?),
         }
         Ok(())
     }

@@ -1,7 +1,9 @@
-//! GPU time per kernel, from timestamp queries: while a stream profiles, each dispatch runs in a
-//! compute pass of its own whose begin and end the GPU timestamps, and each submit is waited for
-//! and its timestamps read back. Profiling changes what it measures (a wait per submit, a pass per
-//! dispatch), so it answers "which kernels take the GPU's time", not "how fast is a step".
+//! GPU time from timestamp queries, in one of two modes ([`ProfileMode`]). By kernel: each
+//! dispatch runs in a compute pass of its own whose begin and end the GPU timestamps; that costs
+//! a pass per dispatch, so it answers "which kernels, how many", not "how fast is a step". By
+//! submit: each submit's one pass is timestamped at its begin and end, so the dispatches run as
+//! they always do and the spans add up to the GPU's time for the work (barriers included). Either
+//! way each submit is waited for and its timestamps read back.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -45,16 +47,26 @@ impl Profile {
     }
 }
 
+/// What a profiling stream times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileMode {
+    /// Each dispatch in a pass of its own: time per kernel, and the submits' spans.
+    Kernels,
+    /// Each submit's pass as it is: the submits' spans only ([`Profile::kernels`] stays empty).
+    Submits,
+}
+
 /// The queries and resolve buffer of a profiling stream, and what it has measured.
 pub(crate) struct Profiler {
     queries: QuerySet,
     resolve: Buffer,
     profile: Profile,
+    pub(crate) mode: ProfileMode,
 }
 
 impl Profiler {
     /// Timestamp queries for a full submit; fails where the device has no `timestamp-query`.
-    pub(crate) fn new(device: &Device) -> Result<Profiler> {
+    pub(crate) fn new(device: &Device, mode: ProfileMode) -> Result<Profiler> {
         let count = 2 * MAX_DISPATCHES as u32;
         let queries = device
             .create_timestamp_queries(Some("profile"), count)
@@ -68,7 +80,21 @@ impl Profiler {
             queries,
             resolve,
             profile: Profile::default(),
+            mode,
         })
+    }
+
+    /// The timestamps a submit's one pass writes at its begin and end ([`ProfileMode::Submits`]).
+    pub(crate) fn whole_pass(&self) -> PassTimestamps<'_> {
+        self.pass(0)
+    }
+
+    /// Reads back a submit's span ([`ProfileMode::Submits`]; waits at most `timeout`).
+    pub(crate) fn collect_span(&mut self, device: &Device, timeout: Duration) -> Result<()> {
+        let stamps: Vec<u64> = device.read_buffer_timeout(&self.resolve, 0, 16, timeout)?;
+        self.profile.span += dawn::elapsed(stamps[0], stamps[1]);
+        self.profile.submits += 1;
+        Ok(())
     }
 
     /// The timestamps dispatch `i` of a submit writes at its pass's begin and end.

@@ -59,9 +59,9 @@ pub struct BenchOptions {
     pub cache_type: GgmlType,
     /// The random tokens' seed.
     pub seed: u64,
-    /// After the timed repetitions, one more with the device timing each kernel
-    /// ([`ggml_dawn::profile`]), where the backend can.
-    pub profile: bool,
+    /// After the timed repetitions, one more with the device timing the work by kernel or by
+    /// submit ([`ggml_dawn::profile`]), where the backend can.
+    pub profile: Option<ggml_dawn::profile::ProfileMode>,
 }
 
 /// One test's figures.
@@ -199,12 +199,12 @@ pub fn run<O: Ops>(decoder: &Decoder<O>, options: &BenchOptions) -> Result<Bench
         }
     }
     let mut profile = None;
-    if options.profile {
+    if let Some(mode) = options.profile {
         if options.depth > 0 {
             let fill = tokens.take(options.depth, n_vocab);
             eval(decoder, &mut cache, &fill, 0, options.batch, &mut Tally::default())?;
         }
-        if decoder.ops().start_profile()? {
+        if decoder.ops().start_profile(mode)? {
             repetition(decoder, &mut cache, options, &mut tokens, &mut Tally::default())?;
             profile = decoder.ops().finish_profile()?;
         }

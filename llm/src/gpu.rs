@@ -373,11 +373,11 @@ impl Ops for GpuOps {
         })
     }
 
-    fn start_profile(&self) -> Result<bool> {
+    fn start_profile(&self, mode: ggml_dawn::profile::ProfileMode) -> Result<bool> {
         if !self.ctx.capabilities().timestamp_query {
             return Ok(false);
         }
-        self.ctx.start_profile().map_err(backend_error)?;
+        self.ctx.start_profile(mode).map_err(backend_error)?;
         Ok(true)
     }
 

@@ -219,14 +219,32 @@ struct BenchArgs {
     /// Also print the host's time per token and the steps per test.
     #[arg(short = 'v', long)]
     verbose: bool,
-    /// After each test's repetitions, one more with the GPU timing every kernel (timestamp
-    /// queries): device time per token by kernel, printed to stderr (md) or under `profile` (json).
-    #[arg(long)]
-    profile: bool,
+    /// After each test's repetitions, one more with the GPU timing the work (timestamp queries):
+    /// `kernels` (the default) by kernel, each dispatch in a pass of its own; `submits` each
+    /// submit's pass as it runs, whose spans add up to the GPU's time a token. Printed to stderr
+    /// (md) or under `profile` (json).
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "kernels")]
+    profile: Option<ProfileArg>,
     /// Dispatches the GPU gets in the first submit of a step and in a submit at most
     /// (`FIRST,MAX`; the backend's default when absent).
     #[arg(long = "submit-dispatches", value_name = "FIRST,MAX")]
     submit_dispatches: Option<String>,
+}
+
+/// What `bench --profile` times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProfileArg {
+    Kernels,
+    Submits,
+}
+
+impl From<ProfileArg> for ggml_dawn::profile::ProfileMode {
+    fn from(arg: ProfileArg) -> Self {
+        match arg {
+            ProfileArg::Kernels => ggml_dawn::profile::ProfileMode::Kernels,
+            ProfileArg::Submits => ggml_dawn::profile::ProfileMode::Submits,
+        }
+    }
 }
 
 /// What `bench` prints.
@@ -504,6 +522,13 @@ fn profile_table(test: &str, p: &ggml_dawn::profile::Profile, tokens: usize) -> 
     let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / tokens.max(1) as f64;
     let mut rows: Vec<_> = p.kernels.iter().collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.1.time));
+    if p.kernels.is_empty() {
+        return format!(
+            "profile {test}: GPU {:.1} us a token over {:.1} submits (each submit's pass, begin to end)\n",
+            per(p.span),
+            p.submits as f64 / tokens.max(1) as f64,
+        );
+    }
     let mut s = format!(
         "profile {test}: GPU {:.1} us a token in kernels, {:.1} us from each submit's first kernel to its last ({:.1} dispatches, {:.1} submits a token)\n| kernel | dispatches/token | us/token | share |\n| --- | ---: | ---: | ---: |\n",
         per(p.busy()),
@@ -579,7 +604,7 @@ fn run_bench<O: Ops>(
                 batch: args.ubatch,
                 cache_type,
                 seed: 1234,
-                profile: args.profile,
+                profile: args.profile.map(Into::into),
             };
             let r = bench::run(decoder, &options)?;
             let host_us = r.host_per_token.as_secs_f64() * 1e6;

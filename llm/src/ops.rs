@@ -110,8 +110,9 @@ pub trait Ops {
         None
     }
 
-    /// Starts timing each kernel on the device, where the backend can (false where it cannot).
-    fn start_profile(&self) -> Result<bool> {
+    /// Starts timing the work on the device, by kernel or by submit, where the backend can
+    /// (false where it cannot).
+    fn start_profile(&self, _mode: ggml_dawn::profile::ProfileMode) -> Result<bool> {
         Ok(false)
     }
 

@@ -200,6 +200,7 @@ fn the_submit_policy_sizes_the_submits_and_reads_see_every_recorded_op() {
 /// shader files, and a span at least as long as the kernels' time.
 #[test]
 fn profiling_times_each_dispatch_by_kernel() {
+    use ggml_dawn::profile::ProfileMode;
     let ctx = GpuContext::new(ContextOptions::default()).unwrap();
     if !ctx.capabilities().timestamp_query {
         eprintln!("skipped: no timestamp queries");
@@ -211,7 +212,7 @@ fn profiling_times_each_dispatch_by_kernel() {
     let b = ctx
         .from_f32(GgmlType::F32, [64, 16, 1, 1], &values(64 * 16, 2))
         .unwrap();
-    ctx.start_profile().unwrap();
+    ctx.start_profile(ProfileMode::Kernels).unwrap();
     let before = ctx.stream_counts().dispatches;
     let c = ctx.mul_mat(&a, &b).unwrap();
     let d = ctx.scale(&c, 0.5, 1.0).unwrap();
@@ -232,4 +233,13 @@ fn profiling_times_each_dispatch_by_kernel() {
     assert_eq!(got, want);
     // After finishing, nothing is timed.
     assert_eq!(ctx.finish_profile().unwrap().dispatches(), 0);
+    // By submit: each submit's one pass, no kernels; the same results.
+    ctx.start_profile(ProfileMode::Submits).unwrap();
+    let again = ctx
+        .read_f32(&ctx.scale(&ctx.mul_mat(&a, &b).unwrap(), 0.5, 1.0).unwrap())
+        .unwrap();
+    let spans = ctx.finish_profile().unwrap();
+    assert_eq!(again, want);
+    assert!(spans.kernels.is_empty() && spans.submits >= 1, "{spans:?}");
+    assert!(spans.span > std::time::Duration::ZERO, "{spans:?}");
 }

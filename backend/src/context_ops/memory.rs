@@ -106,11 +106,11 @@ impl GpuContext {
         self.stream.lock().poll()
     }
 
-    /// Starts timing the context's dispatches on the GPU ([`crate::profile`]); fails where the
-    /// device has no timestamp queries. Each submit is then waited for, so a profiled run is
-    /// slower than a plain one.
-    pub fn start_profile(&self) -> Result<()> {
-        self.stream.lock().start_profile()
+    /// Starts timing the context's work on the GPU, by kernel or by submit ([`crate::profile`]);
+    /// fails where the device has no timestamp queries. Each submit is then waited for, so a
+    /// profiled run is slower than a plain one.
+    pub fn start_profile(&self, mode: crate::profile::ProfileMode) -> Result<()> {
+        self.stream.lock().start_profile(mode)
     }
 
     /// Stops profiling and returns the GPU time per kernel since [`GpuContext::start_profile`].
