@@ -317,44 +317,24 @@ pub fn download(device: &Device, tensor: &DeviceTensor) -> Result<HostTensor> {
 
 /// [`download`], waiting at most `timeout` for the device.
 pub fn download_timeout(device: &Device, tensor: &DeviceTensor, timeout: std::time::Duration) -> Result<HostTensor> {
-    let start = tensor.base / 8 * 8;
-    let skip = (tensor.base - start) as usize;
-    let len = (skip as u64 + tensor.storage_bytes).next_multiple_of(4);
-    let bytes: Vec<u8> = device.read_buffer_timeout(&tensor.buffer, start, len, timeout)?;
-    Ok(HostTensor {
-        layout: tensor.layout,
-        data: bytes[skip..skip + tensor.storage_bytes as usize].to_vec(),
-    })
+    download_staged(device, tensor, &mut None, timeout)
 }
 
-/// [`download_timeout`] through `staging`, a read-back buffer kept between calls (made, or
-/// replaced by a larger one, when it cannot hold the tensor): a step that reads its logits back
-/// creates no buffer. A failed wait drops the buffer (it may still be mapping).
+/// [`download_timeout`] through `staging`, a read-back buffer kept between calls
+/// ([`Device::read_buffer_staged`]): a step that reads its logits back creates no buffer.
 pub fn download_staged(
     device: &Device,
     tensor: &DeviceTensor,
     staging: &mut Option<dawn::Buffer>,
     timeout: std::time::Duration,
 ) -> Result<HostTensor> {
+    // Whole words from an 8-byte boundary, as mapping wants; the tensor's bytes cut out after.
     let start = tensor.base / 8 * 8;
     let skip = (tensor.base - start) as usize;
     let len = (skip as u64 + tensor.storage_bytes).next_multiple_of(4);
-    let buffer = match staging.take() {
-        Some(buffer) if buffer.size() >= len => buffer,
-        _ => device.create_buffer(&dawn::BufferDescriptor {
-            label: Some("readback"),
-            size: len.next_power_of_two().max(256),
-            usage: dawn::BufferUsage::MAP_READ | dawn::BufferUsage::COPY_DST,
-        })?,
-    };
-    let mut encoder = device.create_command_encoder(Some("readback"))?;
-    encoder.copy_buffer_to_buffer(&tensor.buffer, start, &buffer, 0, len)?;
-    device.submit([encoder.finish()?])?;
-    let bytes = {
-        let mapping = buffer.map(dawn::MapMode::Read, 0, len).wait_timeout(timeout)?;
-        mapping.bytes()[skip..skip + tensor.storage_bytes as usize].to_vec()
-    };
-    *staging = Some(buffer);
+    let mut bytes: Vec<u8> = device.read_buffer_staged(&tensor.buffer, start, len, staging, timeout)?;
+    bytes.truncate(skip + tensor.storage_bytes as usize);
+    bytes.drain(..skip);
     Ok(HostTensor {
         layout: tensor.layout,
         data: bytes,

@@ -183,21 +183,40 @@ impl Device {
         size: u64,
         timeout: std::time::Duration,
     ) -> Result<Vec<T>> {
+        self.read_buffer_staged(buffer, offset, size, &mut None, timeout)
+    }
+
+    /// [`Device::read_buffer_timeout`] through `staging`, a read-back buffer the caller keeps
+    /// between reads: used when it holds `size` bytes, else made (or replaced) to fit, so reads
+    /// of one size create no buffer after the first. A failed copy or wait leaves `staging`
+    /// empty (the buffer may still be mapping).
+    pub fn read_buffer_staged<T: bytemuck::AnyBitPattern>(
+        &self,
+        buffer: &Buffer,
+        offset: u64,
+        size: u64,
+        staging: &mut Option<Buffer>,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<T>> {
         if !buffer.usage().contains(BufferUsage::COPY_SRC) {
             return Err(Error::InvalidArgument(
                 "read_buffer needs a buffer with COPY_SRC usage".into(),
             ));
         }
-        let staging = self.create_buffer(&BufferDescriptor {
-            label: Some("readback"),
-            size,
-            usage: BufferUsage::MAP_READ | BufferUsage::COPY_DST,
-        })?;
+        let kept = match staging.take() {
+            Some(kept) if kept.size() >= size && kept.state.device.as_raw() == self.as_raw() => kept,
+            _ => self.create_buffer(&BufferDescriptor {
+                label: Some("readback"),
+                size,
+                usage: BufferUsage::MAP_READ | BufferUsage::COPY_DST,
+            })?,
+        };
         let mut encoder = self.create_command_encoder(Some("readback"))?;
-        encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size)?;
+        encoder.copy_buffer_to_buffer(buffer, offset, &kept, 0, size)?;
         self.submit([encoder.finish()?])?;
-        let mapping = staging.map(MapMode::Read, 0, size).wait_timeout(timeout)?;
-        mapping.to_vec()
+        let values = kept.map(MapMode::Read, 0, size).wait_timeout(timeout)?.to_vec()?;
+        *staging = Some(kept);
+        Ok(values)
     }
 }
 

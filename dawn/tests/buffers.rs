@@ -66,6 +66,43 @@ fn map_for_writing_then_copy_and_read_back() {
     assert_eq!(back, (1000..1016).collect::<Vec<u32>>());
 }
 
+/// A staged read keeps its staging buffer for the next read of that size or less, makes a larger
+/// one when it must, and refuses a source without COPY_SRC.
+#[test]
+fn staged_reads_keep_their_staging_buffer() {
+    let device = common::device();
+    let values: Vec<u32> = (0..64).collect();
+    let storage = device
+        .create_buffer(&desc(
+            256,
+            BufferUsage::STORAGE | BufferUsage::COPY_DST | BufferUsage::COPY_SRC,
+        ))
+        .unwrap();
+    device.write_buffer(&storage, 0, &values).unwrap();
+    let timeout = std::time::Duration::from_secs(60);
+    let mut staging = None;
+    let first: Vec<u32> = device
+        .read_buffer_staged(&storage, 0, 64, &mut staging, timeout)
+        .unwrap();
+    assert_eq!(first, values[..16]);
+    let kept = staging.as_ref().unwrap().as_raw();
+    let second: Vec<u32> = device
+        .read_buffer_staged(&storage, 16, 32, &mut staging, timeout)
+        .unwrap();
+    assert_eq!(second, values[4..12]);
+    assert_eq!(staging.as_ref().unwrap().as_raw(), kept, "a smaller read made a buffer");
+    let whole: Vec<u32> = device
+        .read_buffer_staged(&storage, 0, 256, &mut staging, timeout)
+        .unwrap();
+    assert_eq!(whole, values);
+    assert_eq!(staging.as_ref().unwrap().size(), 256);
+    let no_copy = device.create_buffer(&desc(64, BufferUsage::STORAGE)).unwrap();
+    assert!(matches!(
+        device.read_buffer_staged::<u32>(&no_copy, 0, 64, &mut staging, timeout),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
 #[test]
 fn a_read_mapping_cannot_be_written() {
     let device = common::device();
