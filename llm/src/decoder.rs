@@ -406,22 +406,17 @@ impl<O: Ops> Decoder<O> {
         }
     }
 
-    /// Byte offset of the keys (`half` 0) or the values (1) in a cache row of `whole`'s type.
-    fn half_offset(&self, whole: &Layout, half: usize) -> Result<usize> {
-        let e_kv = self.params.n_embd_kv();
-        let bytes = whole
-            .ty
-            .row_bytes(e_kv)
-            .ok_or_else(|| LlmError::Backend(format!("{}: partial block in a cache row", whole.ty)))?;
-        Ok(half * bytes)
-    }
-
     /// The keys (`half` 0) or the values (1) of every cell of a layer's cache `whole`
     /// (`[2 · n_embd_kv, n_ctx]`) as rows `[n_embd_kv, n_ctx]`.
     fn cache_half(&self, whole: Layout, half: usize) -> Result<Layout> {
+        let e_kv = self.params.n_embd_kv();
+        let half_bytes = whole
+            .ty
+            .row_bytes(e_kv)
+            .ok_or_else(|| LlmError::Backend(format!("{}: partial block in a cache row", whole.ty)))?;
         let mut layout = whole;
-        layout.ne[0] = self.params.n_embd_kv();
-        layout.offset += self.half_offset(&whole, half)?;
+        layout.ne[0] = e_kv;
+        layout.offset += half * half_bytes;
         Ok(layout)
     }
 
@@ -440,10 +435,9 @@ impl<O: Ops> Decoder<O> {
             .row_bytes(p.head_dim)
             .ok_or_else(|| LlmError::Backend(format!("{}: partial block in a head", whole.ty)))?;
         let layout = Layout {
-            ty: whole.ty,
             ne: [p.head_dim, n_kv, p.n_head_kv, 1],
             nb: [whole.nb[0], row, head, row * n_kv],
-            offset: whole.offset + self.half_offset(&whole, half)?,
+            ..self.cache_half(whole, half)?
         };
         self.ops.view(cache, layout)
     }

@@ -520,8 +520,6 @@ fn bench(args: BenchArgs) -> Result<(), LlmError> {
 /// A profiled repetition as a table: device time per token by kernel, the busiest first.
 fn profile_table(test: &str, p: &ggml_dawn::profile::Profile, tokens: usize) -> String {
     let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / tokens.max(1) as f64;
-    let mut rows: Vec<_> = p.kernels.iter().collect();
-    rows.sort_by_key(|r| std::cmp::Reverse(r.1.time));
     if p.kernels.is_empty() {
         return format!(
             "profile {test}: GPU {:.1} us a token over {:.1} submits (each submit's pass, begin to end)\n",
@@ -537,6 +535,8 @@ fn profile_table(test: &str, p: &ggml_dawn::profile::Profile, tokens: usize) -> 
         p.submits as f64 / tokens.max(1) as f64,
     );
     let busy = p.busy().as_secs_f64().max(f64::MIN_POSITIVE);
+    let mut rows: Vec<_> = p.kernels.iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1.time));
     for (name, k) in rows {
         s += &format!(
             "| {name} | {:.1} | {:.1} | {:.1}% |\n",

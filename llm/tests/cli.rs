@@ -193,6 +193,50 @@ fn bench_reports_llama_bench_fields_per_test() {
     );
 }
 
+/// `bench`'s GPU flags: submit sizes and tuning from the environment refused with one line when
+/// wrong; `--profile submits` and `-v`'s device memory in the JSON row.
+#[test]
+fn bench_takes_submit_sizes_tuning_and_profiling() {
+    let dir = TempDir::new("cli-bench-gpu");
+    let model = tiny_model(dir.path());
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["bench", "-m", model.as_str(), "-p", "0", "-n", "2", "-r", "1"];
+        args.extend_from_slice(extra);
+        dawn_llm(&args)
+    };
+    assert_refused(&bench(&["--submit-dispatches", "8"]), "--submit-dispatches 8");
+    assert_refused(&bench(&["--submit-dispatches", "8,x"]), "--submit-dispatches 8,x");
+    assert_refused(&bench(&["--submit-dispatches", "64,8"]), "submit policy");
+    let env_refused = Command::new(env!("CARGO_BIN_EXE_dawn-llm"))
+        .args(["bench", "-m", &model, "-p", "0", "-n", "2", "-r", "1"])
+        .env("GGML_DAWN_MUL_MAT", "no_such_knob=1")
+        .output()
+        .unwrap();
+    assert_refused(&env_refused, "GGML_DAWN_MUL_MAT");
+
+    let out = bench(&[
+        "--submit-dispatches",
+        "2,4",
+        "--profile",
+        "submits",
+        "-o",
+        "jsonl",
+        "-v",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let row: serde_json::Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    let memory = &row["device_bytes"];
+    assert!(
+        memory["pool"].as_u64().unwrap() > 0 && memory["kv_cache"].as_u64().unwrap() > 0,
+        "{row}"
+    );
+    // lavapipe has timestamp queries; an adapter without them leaves `profile` out.
+    if !row["profile"].is_null() {
+        assert!(row["profile"]["submits_per_token"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["profile"]["kernels"].as_object().unwrap().is_empty(), "{row}");
+    }
+}
+
 /// The text the perplexity tests read: ordinary English, some 600 tokens of the tiny vocabulary.
 fn ppl_text(dir: &Path) -> String {
     let text = "the quick brown fox jumps over the lazy dog while the cat sleeps. ".repeat(12);
