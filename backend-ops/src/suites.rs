@@ -196,13 +196,15 @@ pub const SUITES: &[Suite] = &[
     },
     Suite {
         name: "rows",
-        description: "the memory-bound decoder ops in GB/s: RMS_NORM (and fused) over 4096x512 and 4096x4096 f32 and one decode row, SOFT_MAX, ARGMAX over a vocabulary, SCALE, CPY of 4096x4096 (converting, transposed, quantizing), GET_ROWS of 4096 rows of a 32000-row table, SET_ROWS into a cache, ROPE of a 4096-token prefill and one decode token",
+        description: "the memory-bound decoder ops in GB/s: RMS_NORM (and fused) over 4096x512 and 4096x4096 f32 and one decode row, ADD and a broadcast MUL over 4096x512, SOFT_MAX, ARGMAX over a vocabulary, SCALE, CPY of 4096x4096 (converting, transposed, quantizing), GET_ROWS of 4096 rows of a 32000-row table, SET_ROWS into a cache, ROPE of a 4096-token prefill and one decode token",
         min_time: 0.5,
         sources: &[
             C("RMS_NORM(type=f32,ne=[4096,512,1,1],v=0,eps=0.000001,inplace=0)"),
             C("RMS_NORM(type=f32,ne=[4096,4096,1,1],v=0,eps=0.000001,inplace=0)"),
             C("RMS_NORM(type=f32,ne=[4096,1,1,1],v=0,eps=0.000001,inplace=0)"),
             C("RMS_NORM_MUL_ADD(type=f32,ne=[4096,512,1,1],eps=0.000001,broadcast=0,multi_add=0)"),
+            C("ADD(type=f32,ne=[4096,512,1,1],nr=[1,1,1,1],nf=1,perm1=0,src_overlap=0)"),
+            C("MUL(type=f32,ne=[4096,1,1,1],nr=[1,512,1,1],nf=1,perm1=0,src_overlap=0)"),
             C(
                 "SOFT_MAX(type=f32,ne=[4096,512,1,1],mask=0,sinks=0,m_prec=f32,nr23=[1,1],scale=1.000000,max_bias=0.000000,inplace=0)",
             ),

@@ -399,6 +399,8 @@ pub fn soft_max(plan: &SoftMaxPlan) -> ShaderVariant {
         .flag("HAS_MASK", plan.mask.is_some())
         .flag("MASK_F16", plan.mask == Some(GgmlType::F16))
         .flag("HAS_SINKS", plan.sinks)
+        .flag("CACHED", plan.cached)
+        .define("CACHED_UNITS", format!("{}u", crate::ops::soft_max::plan::CACHED_UNITS))
 }
 
 /// The kernel of an ARGMAX plan.
@@ -880,12 +882,13 @@ fn add_row_ops(add: &mut Add<'_>, device: &DeviceFacts) {
                         add(rms_norm(&plan), Op::RmsNorm, path, &example);
                     }
                     for mask in [None, Some(GgmlType::F32), Some(GgmlType::F16)] {
-                        for sinks in [false, true] {
+                        for (sinks, cached) in [(false, false), (true, false), (false, true), (true, true)] {
                             let plan = SoftMaxPlan {
                                 rows: r,
                                 mask,
                                 sinks,
                                 in_place,
+                                cached,
                             };
                             add(soft_max(&plan), Op::SoftMax, path, &example);
                         }

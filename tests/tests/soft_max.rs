@@ -110,6 +110,41 @@ fn masked_rows_on_every_path() {
     assert!(metric::check(&want, &got, 1e-6).is_ok(), "in place {plan}");
 }
 
+/// Rows at the register-held path's limit and one vector past it (a thread's share of the row
+/// then no longer fits [`soft_max::plan::CACHED_UNITS`]): both paths, with a mask, against the
+/// reference, and the plan says which ran.
+#[test]
+fn rows_at_the_cached_limit_take_each_path() {
+    let ctx = ctx();
+    let mut rng = Rng::new(11);
+    for (row, cached) in [(32768, true), (32772, false), (1000, true)] {
+        let ne = [row, 3, 1, 1];
+        let n = row * 3;
+        let hx = HostTensor::from_f32(GgmlType::F32, ne, &rng.fill(n, -8.0, 8.0)).unwrap();
+        let mut m = rng.fill(row * 3, -2.0, 2.0);
+        m.iter_mut().step_by(5).for_each(|v| *v = f32::NEG_INFINITY);
+        let hm = HostTensor::from_f32(GgmlType::F32, ne, &m).unwrap();
+        let p = SoftMaxParams {
+            scale: 0.5,
+            max_bias: 0.0,
+        };
+        let rp = reference::SoftMaxParams {
+            scale: 0.5,
+            max_bias: 0.0,
+        };
+        let want = reference::soft_max(&hx, Some(&hm), None, rp).unwrap();
+        let (x, mask) = (ctx.upload(&hx).unwrap(), ctx.upload(&hm).unwrap());
+        let dst = ctx
+            .filled(Layout::contiguous(GgmlType::F32, ne).unwrap(), 0xff)
+            .unwrap();
+        let plan = ctx.soft_max_into(&x, Some(&mask), None, &dst, p).unwrap();
+        assert_eq!(plan.cached, cached, "{plan}");
+        let got = ctx.read_f32(&dst).unwrap();
+        let e = metric::check(&want, &got, 1e-6);
+        assert!(e.is_ok(), "{plan}: {e:?}");
+    }
+}
+
 fn refused(r: Result<impl std::fmt::Debug, BackendError>, words: &[&str]) {
     let e = r.expect_err("refused").to_string();
     for w in words {

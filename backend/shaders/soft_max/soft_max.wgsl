@@ -1,9 +1,11 @@
 // SOFT_MAX of each row (ggml's soft_max_ext): s = x·scale + slope_h·mask, then
 // y = exp(s − M) / (Σ exp(s − M) + exp(sink_h − M)), M the row's max (the sink's included).
-// One pass keeps a running max and sum per thread (the sum rescaled when the max grows), the
-// group merges them, a second pass writes.
+// With CACHED (the row is at most CACHED_UNITS units a thread), each thread holds its units in
+// registers: one read, the group's max, one exponential each, the group's sum, the write.
+// Otherwise one pass keeps a running max and sum per thread (the sum rescaled when the max
+// grows), the group merges them, a second pass reads the row again and writes.
 //
-// Defines: WG_SIZE, GROUP_SIZE, VEC4 (x, dst and the mask as 16-byte (f32) or 8-byte (f16)
+// Defines: WG_SIZE, GROUP_SIZE, CACHED, CACHED_UNITS, VEC4 (x, dst and the mask as 16-byte (f32) or 8-byte (f16)
 // vectors: units of 4 elements), USE_SUBGROUPS, INPLACE (x is dst), HAS_MASK, MASK_F16,
 // HAS_SINKS, and the bindings' numbers X_BINDING, MASK_BINDING, SINKS_BINDING, DST_BINDING,
 // PARAMS_BINDING.
@@ -23,8 +25,20 @@ enable subgroups;
 
 #ifdef VEC4
 alias V = vec4<f32>;
+fn hsum(v: V) -> f32 {
+    return (v.x + v.y) + (v.z + v.w);
+}
+fn hmax(v: V) -> f32 {
+    return max(max(v.x, v.y), max(v.z, v.w));
+}
 #else
 alias V = f32;
+fn hsum(v: V) -> f32 {
+    return v;
+}
+fn hmax(v: V) -> f32 {
+    return v;
+}
 #endif
 
 struct Params {
@@ -148,6 +162,49 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
     // −∞ from a runtime value: WGSL refuses it as a constant.
     let neg_inf = bitcast<f32>(NEG_INF_BITS | (p.n_rows & 0u));
+#ifdef CACHED
+    // The thread's units of the row, read once (−∞ past its end): the max, then each
+    // element's exponential once, kept for the write.
+    var vals: array<V, CACHED_UNITS>;
+    var mx = V(neg_inf);
+    for (var k = 0u; k < CACHED_UNITS; k += 1u) {
+        let i = lane + k * GROUP_SIZE;
+        var s = V(neg_inf);
+        if (valid && i < p.ne0) {
+            s = SRC[xb + i * p.x_nb0] * p.scale;
+#ifdef HAS_MASK
+            s += sl * mask_at(mb + i);
+#endif
+        }
+        vals[k] = s;
+        mx = max(mx, s);
+    }
+    var m = row_max(hmax(mx), l);
+#ifdef HAS_SINKS
+    let sink = sinks[p.sinks_start + h];
+    m = max(m, sink);
+#endif
+    var part = V(0.0);
+    for (var k = 0u; k < CACHED_UNITS; k += 1u) {
+        let e = exp(vals[k] - V(m));
+        vals[k] = e;
+        part += e;
+    }
+    var sum = row_sum(hsum(part), l);
+#ifdef HAS_SINKS
+    sum += exp(sink - m);
+#endif
+    if (!valid) {
+        return;
+    }
+    let db = p.dst_start + i1 * p.dst_nb1 + h * p.dst_nb2 + i3 * p.dst_nb3;
+    for (var k = 0u; k < CACHED_UNITS; k += 1u) {
+        let i = lane + k * GROUP_SIZE;
+        if (i < p.ne0) {
+            dst[db + i * p.dst_nb0] = vals[k] / sum;
+        }
+    }
+#else
     var st = vec2<f32>(neg_inf, 0.0);
     if (valid) {
         for (var i = lane; i < p.ne0; i += GROUP_SIZE) {
@@ -190,4 +247,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endif
         dst[db + i * p.dst_nb0] = exp(s - V(m)) / sum;
     }
+#endif
 }

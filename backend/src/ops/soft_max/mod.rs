@@ -117,11 +117,13 @@ pub fn soft_max(
     crate::memory::check_output_disjoint(OP, dst, &inputs)?;
     let bound = encode::Bound::new(env, x, mask, sinks, dst)?;
     let l = x.layout();
+    let rows = plan(l.ne[0], l.rows(), bound.vec4_allowed(), &env.facts());
     let plan = SoftMaxPlan {
-        rows: plan(l.ne[0], l.rows(), bound.vec4_allowed(), &env.facts()),
+        rows,
         mask: mask.map(|m| m.layout().ty),
         sinks: sinks.is_some(),
         in_place,
+        cached: plan::fits_cached(&rows),
     };
     encode::record(env, stream, &bound, x, mask, sinks, dst, params, &plan)?;
     Ok(plan)
