@@ -339,6 +339,7 @@ pub fn rope(plan: &RopePlan) -> ShaderVariant {
         .define("FF", flag(p.freq_factors))
         .define("INPLACE", flag(p.in_place))
         .define("DST_ATOMIC", flag(plan.atomic))
+        .define("WORDS", flag(plan.words))
         .define("WG_SIZE", format!("{}u", plan.wg_size))
 }
 
@@ -792,18 +793,24 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
                     if in_place && src_type != dst_type {
                         continue;
                     }
-                    let problem = rope_plan::Problem {
-                        src_type,
-                        dst_type,
-                        mode,
-                        freq_factors,
-                        in_place,
-                        ne0: 128,
-                        rows: 64,
-                        pairs: 32,
-                    };
-                    let plan = rope_plan::plan(&problem, device);
-                    add(rope(&plan), Op::Rope, "rope", &|| format!("{problem:?}"));
+                    for dst_words in [false, true] {
+                        if dst_words && dst_type != GgmlType::F16 {
+                            continue;
+                        }
+                        let problem = rope_plan::Problem {
+                            src_type,
+                            dst_type,
+                            mode,
+                            freq_factors,
+                            in_place,
+                            ne0: 128,
+                            rows: 64,
+                            pairs: 32,
+                            dst_words,
+                        };
+                        let plan = rope_plan::plan(&problem, device);
+                        add(rope(&plan), Op::Rope, "rope", &|| format!("{problem:?}"));
+                    }
                 }
             }
         }

@@ -93,6 +93,49 @@ fn in_place_matches_out_of_place() {
     }
 }
 
+/// f16 destinations take the whole-word path (two pairs a thread) where the layout allows it
+/// and the atomic path where it does not (an odd count of pairs, an odd row),
+/// each mode, out of place and in place, against the reference.
+#[test]
+fn f16_rows_take_whole_words_or_atomics() {
+    let ctx = context();
+    // (row, n_dims, n_offs, whole words)
+    let shapes = [
+        (64, 48, 0, true),
+        (64, 40, 8, true),
+        (64, 6, 0, false),
+        (66, 44, 2, true),
+        (63, 48, 0, false),
+    ];
+    for (ne0, n_dims, n_offs, words) in shapes {
+        let ne = [ne0, 3, 5, 1];
+        let n: usize = ne.iter().product();
+        let values: Vec<f32> = (0..n).map(|i| ((i * 29 % 113) as f32 - 56.0) / 40.0).collect();
+        for mode in [RopeMode::Normal, RopeMode::Neox, RopeMode::Mrope] {
+            let mut params = RopeParams::new(n_dims, mode);
+            params.n_offs = n_offs;
+            if mode == RopeMode::Mrope {
+                params.sections = [n_dims / 6, n_dims / 6, n_dims / 6, 0];
+            }
+            let (pos_host, pos) = positions(&ctx, 4 * ne[2]);
+            let x_host = HostTensor::from_f32(GgmlType::F16, ne, &values).unwrap();
+            let want = reference::rope(&x_host, &pos_host, None, &params).unwrap();
+            let x = ctx.upload(&x_host).unwrap();
+            let dst = ctx
+                .filled(Layout::contiguous(GgmlType::F16, ne).unwrap(), 0xff)
+                .unwrap();
+            let plan = ctx.rope_into(&x, &pos, None, &dst, &params).unwrap();
+            assert_eq!((plan.words, plan.atomic), (words, !words), "{plan}");
+            let got = ctx.read_f32(&dst).unwrap();
+            let nmse = metric::nmse(&want, &got);
+            assert!(nmse < 1e-6, "{plan}: nmse {nmse}");
+            let in_place = ctx.rope_into(&x, &pos, None, &x, &params).unwrap();
+            assert_eq!(in_place.words, words, "{in_place}");
+            assert_eq!(ctx.read_f32(&x).unwrap(), got, "in place {in_place}");
+        }
+    }
+}
+
 /// Each check refuses with an error naming the rule.
 #[test]
 fn bad_operands_are_errors() {

@@ -7,7 +7,8 @@
 // Defines: SRC_TYPE, DST_TYPE (TYPE_F32 or TYPE_F16), MODE (ggml's mode number: 0, 2, 8, 24,
 // 40), FF (frequency factors bound), INPLACE (no src binding: the row is read from dst, which
 // has src's layout), DST_ATOMIC (dst as atomic words: 16-bit elements of different threads share
-// words), WG_SIZE.
+// words), WORDS (an f16 dst of whole words: a thread rotates pairs 2t and 2t+1, or copies two
+// consecutive elements, and stores whole words that no other thread touches), WG_SIZE.
 //
 // Bytes touched: the elements src's and dst's layouts address (rows i1, i2, i3 below their
 // extents, elements below ne0); pos element i2 + section·ne2 (the host checks pos holds
@@ -148,6 +149,13 @@ fn store_elem(at: u32, v: f32) {
 }
 
 // The position section of pair k's sector (ggml's chains).
+#if WORDS
+// Two f16 values into the word at byte `at` (a multiple of 4), lo first.
+fn store_word(at: u32, lo: f32, hi: f32) {
+    dst[at >> 2u] = f16_to_bits(lo) | (f16_to_bits(hi) << 16u);
+}
+#endif
+
 fn section_of(sector: u32) -> u32 {
     let p = params;
 #if MODE == 40
@@ -253,6 +261,46 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i3 = row / (p.ne1 * p.ne2);
     let src_row = p.src_start + i1 * p.src_nb1 + i2 * p.src_nb2 + i3 * p.src_nb3;
     let dst_row = p.dst_start + i1 * p.dst_nb1 + i2 * p.dst_nb2 + i3 * p.dst_nb3;
+#if WORDS
+    let half_pairs = p.pairs / 2u;
+    if (t >= half_pairs) {
+        // Two elements outside the rotated dims (n_offs and n_dims even: one side of them).
+        let c = 2u * (t - half_pairs);
+        let e = select(c + p.n_dims, c, c < p.n_offs);
+        let a = load_elem(src_row + e * p.src_nb0);
+        let b = load_elem(src_row + (e + 1u) * p.src_nb0);
+        store_word(dst_row + e * 2u, a, b);
+        return;
+    }
+    let k = 2u * t;
+    let c0 = angle(k, i2);
+    let c1 = angle(k + 1u, i2);
+#if MODE == 0
+    // Pairs k and k+1 are elements ic..ic+3: two words.
+    let ic = p.n_offs + 2u * k;
+    let a0 = load_elem(src_row + ic * p.src_nb0);
+    let b0 = load_elem(src_row + (ic + 1u) * p.src_nb0);
+    let a1 = load_elem(src_row + (ic + 2u) * p.src_nb0);
+    let b1 = load_elem(src_row + (ic + 3u) * p.src_nb0);
+    store_word(dst_row + ic * 2u, a0 * c0.x - b0 * c0.y, a0 * c0.y + b0 * c0.x);
+    store_word(dst_row + (ic + 2u) * 2u, a1 * c1.x - b1 * c1.y, a1 * c1.y + b1 * c1.x);
+#else
+#if MODE == 24
+    let ic = k;
+    let partner = k + p.n_dims;
+#else
+    let ic = p.n_offs + k;
+    let partner = ic + p.n_dims / 2u;
+#endif
+    // Pairs k and k+1: the word at ic and the word at partner.
+    let a0 = load_elem(src_row + ic * p.src_nb0);
+    let a1 = load_elem(src_row + (ic + 1u) * p.src_nb0);
+    let b0 = load_elem(src_row + partner * p.src_nb0);
+    let b1 = load_elem(src_row + (partner + 1u) * p.src_nb0);
+    store_word(dst_row + ic * 2u, a0 * c0.x - b0 * c0.y, a1 * c1.x - b1 * c1.y);
+    store_word(dst_row + partner * 2u, a0 * c0.y + b0 * c0.x, a1 * c1.y + b1 * c1.x);
+#endif
+#else
     if (t >= p.pairs) {
         // An element outside the rotated dims: copied.
         let c = t - p.pairs;
@@ -275,4 +323,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let x1 = load_elem(src_row + partner * p.src_nb0);
     store_elem(dst_row + ic * p.dst_nb0, x0 * cs.x - x1 * cs.y);
     store_elem(dst_row + partner * p.dst_nb0, x0 * cs.y + x1 * cs.x);
+#endif
 }

@@ -110,6 +110,13 @@ pub fn check(x: &Layout, pos: &Layout, ff: Option<&Layout>, dst: &Layout, params
         ne0: ne0 as u64,
         rows: (x.ne[1] * x.ne[2] * x.ne[3]) as u64,
         pairs: pairs as u64,
+        // The start's alignment is the caller's to add (`rope`): the layout does not hold it.
+        dst_words: dst.ty == GgmlType::F16
+            && dst.nb[0] == 2
+            && dst.nb[1..].iter().all(|nb| nb.is_multiple_of(4))
+            && pairs.is_multiple_of(2)
+            && n_offs.is_multiple_of(2)
+            && ne0.is_multiple_of(2),
     })
 }
 
@@ -137,6 +144,7 @@ pub fn rope(
         return Err(invalid("in place needs dst of x's type"));
     }
     p.in_place = in_place;
+    p.dst_words = p.dst_words && dst.byte_span()?.start.is_multiple_of(4);
     let mut all = vec![x, pos, dst];
     all.extend(freq_factors);
     env.check_operands(&all)?;

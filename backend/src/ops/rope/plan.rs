@@ -1,6 +1,8 @@
 //! The plan of ROPE: one dispatch, one thread per rotated pair of a row or per element outside
-//! the rotated dims (copied). f16 destinations are bound as atomic words: a pair's two elements
-//! lie apart (NeoX, multi-section) and share words with other threads' elements.
+//! the rotated dims (copied). An f16 destination whose layout lets each thread fill whole words
+//! takes two pairs (and two copied elements) a thread and plain word stores; any other f16
+//! destination is bound as atomic words, since a pair's two elements lie apart (NeoX,
+//! multi-section) and share words with other threads' elements.
 
 use std::fmt;
 
@@ -25,15 +27,21 @@ pub struct Problem {
     pub rows: u64,
     /// Rotated pairs per row.
     pub pairs: u64,
+    /// dst is f16 and two consecutive pairs' elements (and two consecutive copied elements) fill
+    /// whole 4-byte words of it: packed rows, word-aligned start and strides, an even count of
+    /// pairs, an even n_offs and an even row.
+    pub dst_words: bool,
 }
 
 /// How the kernel runs one ROPE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RopePlan {
     pub problem: Problem,
-    /// Threads per row: the pairs, then the copied elements.
+    /// Threads per row: the pairs, then the copied elements (two of each a thread with `words`).
     pub row_units: u64,
     pub units: u64,
+    /// Two pairs a thread, each writing whole words of an f16 dst with plain stores.
+    pub words: bool,
     pub atomic: bool,
     pub wg_size: u32,
     pub grid: [u32; 3],
@@ -41,14 +49,21 @@ pub struct RopePlan {
 
 /// The plan for `p` on `device`.
 pub fn plan(p: &Problem, device: &DeviceFacts) -> RopePlan {
-    let row_units = p.pairs + (p.ne0 - 2 * p.pairs);
+    let words = p.dst_words;
+    let copied = p.ne0 - 2 * p.pairs;
+    let row_units = if words {
+        p.pairs / 2 + copied / 2
+    } else {
+        p.pairs + copied
+    };
     let units = row_units * p.rows;
     let groups = u32::try_from(units.div_ceil(u64::from(WG_SIZE))).unwrap_or(u32::MAX);
     RopePlan {
         problem: *p,
         row_units,
         units,
-        atomic: p.dst_type == GgmlType::F16,
+        words,
+        atomic: p.dst_type == GgmlType::F16 && !words,
         wg_size: WG_SIZE,
         grid: grid_2d(groups, device.max_workgroups_per_dim),
     }
@@ -68,7 +83,11 @@ impl fmt::Display for RopePlan {
             self.row_units,
             p.pairs,
             p.rows,
-            if self.atomic { "merged (atomic)" } else { "word" },
+            match (self.words, self.atomic) {
+                (true, _) => "two pairs a thread, whole-word",
+                (false, true) => "merged (atomic)",
+                (false, false) => "word",
+            },
             self.grid,
             self.wg_size
         )
@@ -91,6 +110,7 @@ mod tests {
             ne0: 128,
             rows: 32 * 512,
             pairs: 32,
+            dst_words: false,
         };
         let plan = plan(&p, &facts);
         // 32 rotated pairs, 64 copied elements.
@@ -106,5 +126,15 @@ mod tests {
             &facts,
         );
         assert!(h.atomic);
+        // An f16 dst of whole words: two pairs and two copied elements a thread, no atomics.
+        let w = super::plan(
+            &Problem {
+                dst_type: GgmlType::F16,
+                dst_words: true,
+                ..p
+            },
+            &facts,
+        );
+        assert_eq!((w.row_units, w.words, w.atomic), (16 + 32, true, false));
     }
 }
