@@ -4,7 +4,9 @@
 //! buffers, so repeated ops create none, and let go at the next submit once nothing but the cache
 //! holds one of their buffers. At most [`MAX_IN_FLIGHT`] submits run unawaited.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,11 +110,11 @@ pub struct Stream {
     slot_bytes: u64,
     arena: Vec<u8>,
     recorded: Vec<Recorded>,
-    groups: HashMap<GroupKey, BindGroup>,
+    groups: FxHashMap<GroupKey, BindGroup>,
     /// One handle to each buffer the cached bind groups bind, by raw handle: a buffer whose only
     /// handle is this one is held by nothing but the cache, and its bind groups are let go at
     /// the next submit ([`Stream::sweep`]).
-    held: HashMap<usize, Buffer>,
+    held: FxHashMap<usize, Buffer>,
     /// The lookup tables of the grid formats, made when a kernel first needs them.
     tables: Option<Buffer>,
     in_flight: VecDeque<GpuFuture<()>>,
@@ -166,8 +168,8 @@ impl Stream {
             slot_bytes,
             arena: Vec::new(),
             recorded: Vec::new(),
-            groups: HashMap::new(),
-            held: HashMap::new(),
+            groups: FxHashMap::default(),
+            held: FxHashMap::default(),
             tables: None,
             in_flight: VecDeque::new(),
             submit_at: policy.first,

@@ -16,13 +16,51 @@ use crate::scratch::Scratch;
 use crate::shader_lib::ShaderVariant;
 use crate::tuning::Tuning;
 
-use super::{flash_attn, mul_mat};
+use super::{argmax, binary, flash_attn, glu, mul_mat, norm, rope, rows, scale, soft_max};
 
 /// The compiled kernels of the ops' recent plans, per device (see [`crate::kernel::PlanMemo`]).
 #[derive(Debug, Default)]
 pub(crate) struct PlanKernelMemos {
     pub mul_mat: PlanMemo<mul_mat::MulMatPlan, Arc<mul_mat::encode::PlanKernels>>,
     pub flash_attn: PlanMemo<flash_attn::FlashAttnPlan, Arc<flash_attn::PlanKernels>>,
+    /// The one-kernel ops: their plan and bindings' access name the kernel.
+    pub single: PlanMemo<(SinglePlan, AccessKey), Arc<Pipeline>>,
+}
+
+/// The plan of an op that records one kernel: a kernel's variant is a function of it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum SinglePlan {
+    Norm(norm::NormPlan),
+    Rope(rope::RopePlan),
+    SoftMax(soft_max::SoftMaxPlan),
+    Scale(scale::ScalePlan),
+    Argmax(argmax::ArgmaxPlan),
+    Glu(glu::GluPlan),
+    Rows(rows::RowsPlan),
+    Binary(binary::BinaryPlan),
+}
+
+/// A kernel's storage bindings' access, in order, as a small value (at most 16 bindings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AccessKey {
+    len: u8,
+    writes: u16,
+}
+
+impl AccessKey {
+    fn of(access: &[Access]) -> Option<AccessKey> {
+        if access.len() > 16 {
+            return None;
+        }
+        let writes = access
+            .iter()
+            .enumerate()
+            .fold(0u16, |w, (i, a)| if *a == Access::ReadWrite { w | (1 << i) } else { w });
+        Some(AccessKey {
+            len: access.len() as u8,
+            writes,
+        })
+    }
 }
 
 /// The device and what runs on it, as the ops see it (borrowed from a context).
@@ -89,6 +127,23 @@ impl<'a> Env<'a> {
     /// The kernel of `variant`, compiled on first use.
     pub(crate) fn kernel(&self, variant: &ShaderVariant, storage: &[Access]) -> Result<Arc<Pipeline>> {
         self.kernels.get(self.device, variant, storage)
+    }
+
+    /// The kernel of a one-kernel op's `plan` binding `storage`: found by comparing plans among
+    /// the recent ones, else `variant`'s (built only then, compiled on first use).
+    pub(crate) fn plan_kernel(
+        &self,
+        plan: SinglePlan,
+        storage: &[Access],
+        variant: impl FnOnce() -> ShaderVariant,
+    ) -> Result<Arc<Pipeline>> {
+        match AccessKey::of(storage) {
+            Some(key) => self
+                .plan_kernels
+                .single
+                .get_or_try_insert(&(plan, key), || self.kernel(&variant(), storage)),
+            None => self.kernel(&variant(), storage),
+        }
     }
 
     /// The kernels of the ops' recent plans.

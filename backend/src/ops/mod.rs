@@ -23,4 +23,4 @@ pub mod soft_max;
 pub mod write;
 
 pub use env::Env;
-pub(crate) use env::PlanKernelMemos;
+pub(crate) use env::{PlanKernelMemos, SinglePlan};

@@ -10,6 +10,7 @@ use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::Env;
+use crate::ops::SinglePlan;
 use crate::ops::row_plan::{units, vector_binding, word};
 use crate::params::ArgmaxUniforms;
 
@@ -69,7 +70,9 @@ pub(super) fn record(
         n_rows: word(OP, "rows", rows.rows)?,
         groups_x: grid[0],
     };
-    let kernel = env.kernel(&crate::variants::argmax(plan), &[Access::Read, Access::ReadWrite])?;
+    let kernel = env.plan_kernel(SinglePlan::Argmax(*plan), &[Access::Read, Access::ReadWrite], || {
+        crate::variants::argmax(plan)
+    })?;
     stream.dispatch(
         &kernel,
         &[

@@ -10,6 +10,7 @@ use crate::exec::{BufferRange, Stream};
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::Env;
+use crate::ops::SinglePlan;
 use crate::ops::elementwise::units;
 use crate::ops::row_plan::word;
 use crate::params::BinaryUniforms;
@@ -60,9 +61,9 @@ pub(crate) fn encode(
         dst_nb2: ud.nb[2],
         dst_nb3: ud.nb[3],
     };
-    let variant = crate::variants::binary_variant(plan);
+    let variant = || crate::variants::binary_variant(plan);
     if p.in_place {
-        let kernel = env.kernel(&variant, &[Access::Read, Access::ReadWrite])?;
+        let kernel = env.plan_kernel(SinglePlan::Binary(*plan), &[Access::Read, Access::ReadWrite], variant)?;
         stream.dispatch(
             &kernel,
             &[BufferRange::new(b.buffer(), bb), BufferRange::new(dst.buffer(), db)],
@@ -70,7 +71,11 @@ pub(crate) fn encode(
             plan.workgroups,
         )
     } else {
-        let kernel = env.kernel(&variant, &[Access::Read, Access::Read, Access::ReadWrite])?;
+        let kernel = env.plan_kernel(
+            SinglePlan::Binary(*plan),
+            &[Access::Read, Access::Read, Access::ReadWrite],
+            variant,
+        )?;
         stream.dispatch(
             &kernel,
             &[

@@ -11,6 +11,7 @@ use crate::exec::{BufferRange, Stream};
 use crate::kernel::Access;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
+use crate::ops::SinglePlan;
 use crate::ops::elementwise::units;
 use crate::ops::row_plan::word;
 use crate::params::GluUniforms;
@@ -74,9 +75,10 @@ pub(crate) fn encode(
         alpha: params.alpha,
         limit: params.limit,
     };
-    let kernel = env.kernel(
-        &crate::variants::glu_variant(plan),
+    let kernel = env.plan_kernel(
+        SinglePlan::Glu(*plan),
         &[Access::Read, Access::Read, Access::ReadWrite],
+        || crate::variants::glu_variant(plan),
     )?;
     stream.dispatch(
         &kernel,

@@ -11,6 +11,7 @@ use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::Env;
+use crate::ops::SinglePlan;
 use crate::ops::row_plan::{Units, units, vector_binding, word};
 use crate::params::RmsNormUniforms;
 
@@ -202,6 +203,6 @@ pub(super) fn record(
         buffers.push(BufferRange::new(t.buffer(), *binding));
         access.push(Access::ReadWrite);
     }
-    let kernel = env.kernel(&crate::variants::rms_norm(plan), &access)?;
+    let kernel = env.plan_kernel(SinglePlan::Norm(*plan), &access, || crate::variants::rms_norm(plan))?;
     stream.dispatch(&kernel, &buffers, &params, grid)
 }

@@ -10,6 +10,7 @@ use crate::exec::{BufferRange, Stream};
 use crate::kernel::Access;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
+use crate::ops::SinglePlan;
 use crate::params::RopeUniforms;
 use crate::reference::{RopeParams, rope_angles};
 
@@ -123,6 +124,6 @@ pub fn encode(
     }
     buffers.push(BufferRange::new(dst.buffer(), d));
     access.push(Access::ReadWrite);
-    let kernel = env.kernel(&crate::variants::rope(plan), &access)?;
+    let kernel = env.plan_kernel(SinglePlan::Rope(*plan), &access, || crate::variants::rope(plan))?;
     stream.dispatch(&kernel, &buffers, &u, plan.grid)
 }

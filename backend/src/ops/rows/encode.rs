@@ -12,6 +12,7 @@ use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
+use crate::ops::SinglePlan;
 use crate::params::{RowsUniforms, TransposeUniforms};
 
 use super::plan::{self, RowsOp, RowsPlan};
@@ -106,7 +107,7 @@ pub fn encode(env: &Env, stream: &mut Stream, ops: &Operands<'_>, plan: &RowsPla
     }
     buffers.push(BufferRange::new(ops.dst.buffer(), d));
     access.push(Access::ReadWrite);
-    let kernel = env.kernel(&crate::variants::rows(plan), &access)?;
+    let kernel = env.plan_kernel(SinglePlan::Rows(*plan), &access, || crate::variants::rows(plan))?;
     stream.dispatch(&kernel, &buffers, &params, plan.grid)
 }
 
@@ -157,6 +158,8 @@ fn encode_tiled(
         BufferRange::new(ops.src.buffer(), s),
         BufferRange::new(ops.dst.buffer(), d),
     ];
-    let kernel = env.kernel(&crate::variants::rows(plan), &[Access::Read, Access::ReadWrite])?;
+    let kernel = env.plan_kernel(SinglePlan::Rows(*plan), &[Access::Read, Access::ReadWrite], || {
+        crate::variants::rows(plan)
+    })?;
     stream.dispatch(&kernel, &buffers, &params, plan.grid)
 }

@@ -11,6 +11,7 @@ use crate::exec::{BufferRange, Stream, grid_2d};
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::Env;
+use crate::ops::SinglePlan;
 use crate::ops::row_plan::{units, vector_binding, word};
 use crate::params::ScaleUniforms;
 
@@ -93,6 +94,6 @@ pub(super) fn record(
             vec![Access::Read, Access::ReadWrite],
         )
     };
-    let kernel = env.kernel(&crate::variants::scale(plan), &access)?;
+    let kernel = env.plan_kernel(SinglePlan::Scale(*plan), &access, || crate::variants::scale(plan))?;
     stream.dispatch(&kernel, &buffers, &params, grid)
 }

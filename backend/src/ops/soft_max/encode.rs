@@ -13,6 +13,7 @@ use crate::ggml_type::GgmlType;
 use crate::kernel::Access;
 use crate::memory::{Binding, DeviceTensor};
 use crate::ops::Env;
+use crate::ops::SinglePlan;
 use crate::ops::row_plan::{units, vector_binding, word};
 use crate::params::{SoftMaxUniforms, alibi_slopes};
 
@@ -145,6 +146,6 @@ pub(super) fn record(
     buffers.push(BufferRange::new(dst.buffer(), bd));
     access.push(Access::ReadWrite);
     debug_assert!(plan.mask.is_none_or(|t| matches!(t, GgmlType::F32 | GgmlType::F16)));
-    let kernel = env.kernel(&crate::variants::soft_max(plan), &access)?;
+    let kernel = env.plan_kernel(SinglePlan::SoftMax(*plan), &access, || crate::variants::soft_max(plan))?;
     stream.dispatch(&kernel, &buffers, &params, grid)
 }
