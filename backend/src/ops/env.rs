@@ -180,3 +180,19 @@ impl<'a> Env<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_keys_tell_bindings_apart() {
+        use Access::{Read, ReadWrite};
+        let k = |a: &[Access]| AccessKey::of(a).expect("at most 16 bindings");
+        assert_eq!(k(&[Read, ReadWrite]), k(&[Read, ReadWrite]));
+        assert_ne!(k(&[Read, ReadWrite]), k(&[Read, Read, ReadWrite]));
+        assert_ne!(k(&[Read, ReadWrite]), k(&[ReadWrite, Read]));
+        assert_ne!(k(&[Read]), k(&[Read, Read]));
+        assert!(AccessKey::of(&[Read; 17]).is_none());
+    }
+}
