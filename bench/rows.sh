@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The decoder ops beside upstream on the GPU machine: for each op, upstream's WebGPU perf cases
 # timed by upstream's program, then the same case strings by ours (the programs alternate op by
-# op), compared with `backend-ops compare`; then the `rows` suite in GB/s.
+# op), compared with `backend-ops compare`; then the `rows` suite in GB/s, by the wall clock and
+# by the GPU's own clock.
 #
 # Usage (on the GPU machine, from the repository root, with an unpacked bundle of backend-ops, or
 # a dawn-llm bundle made with --with-backend-ops, and upstream's test-backend-ops built against
@@ -31,5 +32,17 @@ for op in $OPS; do
     echo "$op: $(grep -c . "$O/cases-$op.txt") upstream perf cases"
 done
 "$TOOL" compare --upstream "$O/upstream.txt" --ours "$O/ours.jsonl" | tee "$O/compare.md"
-"$TOOL" --output json perf --suite rows >"$O/rows.jsonl"
-"$TOOL" perf --suite rows -v | tee "$O/rows.txt"
+# The rows suite by the wall clock and by the GPU's timestamps (a small op's wall-clock time
+# is the host's recording of its one dispatch; the GPU's own time is the kernel's).
+"$TOOL" --output json perf --suite rows --gpu-time >"$O/rows.jsonl"
+python3 - "$O/rows.jsonl" <<'PY' | tee "$O/rows.md"
+import json, sys
+print("| case | us/run | GB/s | GPU us/run | GPU GB/s |")
+print("|---|---:|---:|---:|---:|")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("mode") == "perf" and "us_per_run" in r:
+        g = r.get("gpu_us_per_run")
+        print(f"| {r['case']} | {r['us_per_run']:.2f} | {r['gbps']:.0f} | "
+              + (f"{g:.2f} | {r['gpu_gbps']:.0f} |" if g else "— | — |"))
+PY

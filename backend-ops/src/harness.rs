@@ -11,6 +11,7 @@ use ggml_dawn::ggml_type::GgmlType;
 use ggml_dawn::memory::DeviceTensor;
 use ggml_dawn::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
 use ggml_dawn::ops::{flash_attn, mul_mat};
+use ggml_dawn::profile::ProfileMode;
 use ggml_dawn::reference::{self, metric};
 use ggml_dawn::tensor::{HostTensor, Layout};
 
@@ -529,6 +530,9 @@ pub struct Timing {
     pub bytes_per_run: u64,
     /// The plan the op followed, in words.
     pub plan: String,
+    /// The GPU's own time a run, from timestamps around each submit ([`gpu_time_case`]): what
+    /// the kernel takes whatever the host's pace (`None` unless asked for).
+    pub gpu_us_per_run: Option<f64>,
 }
 
 impl Timing {
@@ -539,6 +543,11 @@ impl Timing {
     /// Bytes read and written per second, in GB/s (0 where bytes are not counted).
     pub fn gbps(&self) -> f64 {
         self.bytes_per_run as f64 / self.us_per_run / 1e3
+    }
+
+    /// Bytes read and written per second of the GPU's own time, in GB/s.
+    pub fn gpu_gbps(&self) -> Option<f64> {
+        self.gpu_us_per_run.map(|us| self.bytes_per_run as f64 / us / 1e3)
     }
 }
 
@@ -584,7 +593,42 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
         flops_per_run: flops,
         bytes_per_run: bytes,
         plan: plan.to_string(),
+        gpu_us_per_run: None,
     })
+}
+
+/// The GPU's own time a run of `case`, in us: the same graphs as [`perf_case`], each submit's
+/// pass timestamped at its begin and end ([`ProfileMode::Submits`]), summed over graphs run for
+/// at least `min_time` and divided by the runs. Small ops whose wall-clock time is the host's
+/// (one dispatch recorded per run) are judged by this. Needs timestamp queries.
+pub fn gpu_time_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats: u64) -> Result<f64> {
+    let prepared = prepare(ctx, case, 1, false)?;
+    let flops = case.flops().max(1);
+    let bytes = case_bytes(case);
+    let per_graph = if case.flops() == 0 && bytes > 0 {
+        (32u64 << 30) / bytes
+    } else {
+        100_000_000_000 / flops
+    };
+    let repeats = (per_graph.min(8191) + 1).min(max_repeats.max(1));
+    let mut stream = ctx.stream()?;
+    let graph = |stream: &mut Stream| -> Result<()> {
+        for _ in 0..repeats {
+            prepared.record(ctx, stream)?;
+        }
+        stream.flush()
+    };
+    graph(&mut stream)?;
+    stream.synchronize(TIMEOUT)?;
+    stream.start_profile(ProfileMode::Submits)?;
+    let start = Instant::now();
+    let mut runs = 0;
+    while runs == 0 || start.elapsed() < min_time {
+        graph(&mut stream)?;
+        runs += repeats;
+    }
+    let profile = stream.finish_profile()?;
+    Ok(profile.span.as_secs_f64() * 1e6 / runs as f64)
 }
 
 /// The bytes a case's op reads and writes once, as upstream's `op_size` counts them (the decoder

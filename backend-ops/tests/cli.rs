@@ -121,6 +121,47 @@ fn perf_mode_prints_timings() {
     );
 }
 
+/// `--gpu-time` adds the GPU's own time a run (timestamps around each submit) and its GB/s, in
+/// text and in JSON, for a memory-bound op.
+#[test]
+fn perf_gpu_time_reports_the_gpus_own_time() {
+    let case = "RMS_NORM(type=f32,ne=[256,4,1,1],v=0,eps=0.000001,inplace=0)";
+    let args = [
+        "perf",
+        "--gpu-time",
+        "--min-time",
+        "0",
+        "--max-repeats",
+        "4",
+        "--case",
+        case,
+    ];
+    let out = backend_ops(&args);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    let gpu = text.lines().find(|l| l.contains("gpu ")).expect("a gpu line");
+    assert!(gpu.contains(" us/run, ") && gpu.ends_with(" GB/s"), "{gpu}");
+    let out = backend_ops(&[
+        "--output",
+        "json",
+        "perf",
+        "--gpu-time",
+        "--min-time",
+        "0",
+        "--max-repeats",
+        "4",
+        "--case",
+        case,
+    ]);
+    let row = stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["case"] == case)
+        .expect("the case's line");
+    let us = row["gpu_us_per_run"].as_f64().expect("gpu_us_per_run");
+    assert!(us > 0.0 && row["gpu_gbps"].as_f64().is_some_and(|g| g > 0.0), "{row}");
+}
+
 #[test]
 fn support_mode_judges_without_running() {
     // A head size no path handles is reported, not run.

@@ -155,6 +155,10 @@ enum Command {
         /// Cap the repetitions of the op in one graph (1 to 8192; upstream: up to 8192).
         #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=8192))]
         max_repeats: u64,
+        /// Also time each case by the GPU's own clock (timestamps around each submit, as long
+        /// again as the wall-clock timing): the kernel's time and GB/s whatever the host's pace.
+        #[arg(long)]
+        gpu_time: bool,
     },
     /// Check against ggml's results stored as GGUF files (files, or folders searched for .gguf).
     Golden {
@@ -365,11 +369,18 @@ fn main() -> ExitCode {
             selection,
             min_time,
             max_repeats,
+            gpu_time,
         } => {
             let verbose = selection.verbose;
             min_time_of(min_time, &selection).and_then(|min_time| {
-                select(&selection, Default::Perf)
-                    .and_then(|cases| perf(options, &cases, min_time, max_repeats, verbose, cli.output))
+                select(&selection, Default::Perf).and_then(|cases| {
+                    let timing = PerfTiming {
+                        min_time,
+                        max_repeats,
+                        gpu_time,
+                    };
+                    perf(options, &cases, timing, verbose, cli.output)
+                })
             })
         }
         Command::Golden { paths } => golden_files(options, &paths, cli.output).map(End::from),
@@ -831,14 +842,26 @@ fn refusal_line(mode: &str, case: &Case, status: &Status, output: Output) -> Opt
     })
 }
 
+/// How `perf` times each case.
+struct PerfTiming {
+    min_time: Duration,
+    max_repeats: u64,
+    /// Also by the GPU's timestamps ([`harness::gpu_time_case`]).
+    gpu_time: bool,
+}
+
 fn perf(
     options: ContextOptions,
     selected: &Selected,
-    min_time: Duration,
-    max_repeats: u64,
+    timing: PerfTiming,
     verbose: bool,
     output: Output,
 ) -> Result<End, String> {
+    let PerfTiming {
+        min_time,
+        max_repeats,
+        gpu_time,
+    } = timing;
     let cases = &selected.cases;
     let total = cases.len() + selected.malformed.len();
     print_malformed("perf", selected, output);
@@ -874,13 +897,22 @@ fn perf(
             progress.advance(false);
             continue;
         }
-        let timed = guarded(|| harness::perf_case(&ctx, case, min_time, max_repeats))
-            .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
+        let timed = guarded(|| {
+            let mut t = harness::perf_case(&ctx, case, min_time, max_repeats)?;
+            if gpu_time {
+                t.gpu_us_per_run = Some(harness::gpu_time_case(&ctx, case, min_time, max_repeats)?);
+            }
+            Ok(t)
+        })
+        .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
         let failed = matches!(&timed, Err(e) if !matches!(e, ggml_dawn::error::BackendError::Unsupported(_)));
         match timed {
             Ok(t) => match output {
                 Output::Text => {
                     progress.println(perf_line(&text, &t));
+                    if let (Some(us), Some(gbps)) = (t.gpu_us_per_run, t.gpu_gbps()) {
+                        progress.println(format!("      gpu {us:.2} us/run, {gbps:.2} GB/s"));
+                    }
                     if verbose {
                         progress.println(format!("      host {:.2} us/run; {}", t.host_us_per_run, t.plan));
                     }
@@ -891,6 +923,7 @@ fn perf(
                             "us_per_run": t.us_per_run, "host_us_per_run": t.host_us_per_run,
                             "flops_per_run": t.flops_per_run, "tflops": t.tflops(),
                             "bytes_per_run": t.bytes_per_run, "gbps": t.gbps(),
+                            "gpu_us_per_run": t.gpu_us_per_run, "gpu_gbps": t.gpu_gbps(),
                             "path": t.plan })
                 ),
             },
