@@ -458,7 +458,7 @@ kernel_params! {
 }
 
 kernel_params! {
-    /// `rope.wgsl`: one thread per rotated pair or copied element.
+    /// `rope.wgsl`: one thread per rotated pair or copied element (or a workgroup per token).
     RopeUniforms in "rope.wgsl" {
         src_start: u32,
         dst_start: u32,
@@ -492,6 +492,7 @@ kernel_params! {
         corr0: f32,
         corr1: f32,
         mscale_ext: f32,
+        tokens: u32,
     }
 }
 

@@ -340,6 +340,8 @@ pub fn rope(plan: &RopePlan) -> ShaderVariant {
         .define("INPLACE", flag(p.in_place))
         .define("DST_ATOMIC", flag(plan.atomic))
         .define("WORDS", flag(plan.words))
+        .define("SHARED", flag(plan.shared))
+        .define("SHARED_PAIRS", format!("{}u", rope_plan::SHARED_PAIRS))
         .define("WG_SIZE", format!("{}u", plan.wg_size))
 }
 
@@ -797,19 +799,22 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
                         if dst_words && dst_type != GgmlType::F16 {
                             continue;
                         }
-                        let problem = rope_plan::Problem {
-                            src_type,
-                            dst_type,
-                            mode,
-                            freq_factors,
-                            in_place,
-                            ne0: 128,
-                            rows: 64,
-                            pairs: 32,
-                            dst_words,
-                        };
-                        let plan = rope_plan::plan(&problem, device);
-                        add(rope(&plan), Op::Rope, "rope", &|| format!("{problem:?}"));
+                        for heads in [1, 8] {
+                            let problem = rope_plan::Problem {
+                                src_type,
+                                dst_type,
+                                mode,
+                                freq_factors,
+                                in_place,
+                                ne0: 128,
+                                rows: 64,
+                                heads,
+                                pairs: 32,
+                                dst_words,
+                            };
+                            let plan = rope_plan::plan(&problem, device);
+                            add(rope(&plan), Op::Rope, "rope", &|| format!("{problem:?}"));
+                        }
                     }
                 }
             }

@@ -7,7 +7,8 @@
 // Defines: SRC_TYPE, DST_TYPE (TYPE_F32 or TYPE_F16), MODE (ggml's mode number: 0, 2, 8, 24,
 // 40), FF (frequency factors bound), INPLACE (no src binding: the row is read from dst, which
 // has src's layout), DST_ATOMIC (dst as atomic words: 16-bit elements of different threads share
-// words), WORDS (an f16 dst of whole words: a thread rotates pairs 2t and 2t+1, or copies two
+// words), SHARED and SHARED_PAIRS (a workgroup a token: its angles once into workgroup memory,
+// then its ne1 rows' units; the grid counts tokens), WORDS (an f16 dst of whole words: a thread rotates pairs 2t and 2t+1, or copies two
 // consecutive elements, and stores whole words that no other thread touches), WG_SIZE.
 //
 // Bytes touched: the elements src's and dst's layouts address (rows i1, i2, i3 below their
@@ -71,6 +72,7 @@ struct Params {
     corr0: f32,       // YaRN's correction range
     corr1: f32,
     mscale_ext: f32,  // 1 + 0.1·ln(1/freq_scale), as the CPU rounds it
+    tokens: u32,      // rows / ne1 (SHARED: one workgroup each)
 }
 @group(0) @binding(DST_BINDING + 1) var<uniform> params: Params;
 
@@ -247,18 +249,22 @@ fn angle(k: u32, i2: u32) -> vec2<f32> {
     return vec2<f32>(cos(r), sin(r)) * mscale;
 }
 
-@compute @workgroup_size(WG_SIZE)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+#if SHARED
+// A token's angles, computed once by its workgroup and read by all its heads.
+var<workgroup> angles: array<vec2<f32>, SHARED_PAIRS>;
+
+fn angle_of(k: u32, i2: u32) -> vec2<f32> {
+    return angles[k];
+}
+#else
+fn angle_of(k: u32, i2: u32) -> vec2<f32> {
+    return angle(k, i2);
+}
+#endif
+
+// Unit t of row (i1, i2, i3): a rotated pair (two with WORDS), or copied elements.
+fn rope_unit(i1: u32, i2: u32, i3: u32, t: u32) {
     let p = params;
-    let u = gid.y * p.row_stride + gid.x;
-    if (u >= p.units) {
-        return;
-    }
-    let t = u % p.row_units;
-    let row = u / p.row_units;
-    let i1 = row % p.ne1;
-    let i2 = (row / p.ne1) % p.ne2;
-    let i3 = row / (p.ne1 * p.ne2);
     let src_row = p.src_start + i1 * p.src_nb1 + i2 * p.src_nb2 + i3 * p.src_nb3;
     let dst_row = p.dst_start + i1 * p.dst_nb1 + i2 * p.dst_nb2 + i3 * p.dst_nb3;
 #if WORDS
@@ -273,8 +279,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let k = 2u * t;
-    let c0 = angle(k, i2);
-    let c1 = angle(k + 1u, i2);
+    let c0 = angle_of(k, i2);
+    let c1 = angle_of(k + 1u, i2);
 #if MODE == 0
     // Pairs k and k+1 are elements ic..ic+3: two words.
     let ic = p.n_offs + 2u * k;
@@ -318,10 +324,43 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let ic = p.n_offs + t;
     let partner = ic + p.n_dims / 2u;
 #endif
-    let cs = angle(t, i2);
+    let cs = angle_of(t, i2);
     let x0 = load_elem(src_row + ic * p.src_nb0);
     let x1 = load_elem(src_row + partner * p.src_nb0);
     store_elem(dst_row + ic * p.dst_nb0, x0 * cs.x - x1 * cs.y);
     store_elem(dst_row + partner * p.dst_nb0, x0 * cs.y + x1 * cs.x);
 #endif
 }
+
+#if SHARED
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let p = params;
+    // The workgroup's token (uniform across it, so the return keeps the barrier uniform).
+    let token = wid.y * p.row_stride + wid.x;
+    if (token >= p.tokens) {
+        return;
+    }
+    let i2 = token % p.ne2;
+    let i3 = token / p.ne2;
+    for (var k = lid; k < p.pairs; k += WG_SIZE) {
+        angles[k] = angle(k, i2);
+    }
+    workgroupBarrier();
+    let units = p.ne1 * p.row_units;
+    for (var u = lid; u < units; u += WG_SIZE) {
+        rope_unit(u / p.row_units, i2, i3, u % p.row_units);
+    }
+}
+#else
+@compute @workgroup_size(WG_SIZE)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let p = params;
+    let u = gid.y * p.row_stride + gid.x;
+    if (u >= p.units) {
+        return;
+    }
+    let row = u / p.row_units;
+    rope_unit(row % p.ne1, (row / p.ne1) % p.ne2, row / (p.ne1 * p.ne2), u % p.row_units);
+}
+#endif

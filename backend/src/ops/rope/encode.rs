@@ -69,9 +69,14 @@ pub fn encode(
         pos_start: word(pb.start_byte / 4)?,
         ff_start: 0,
         units: word(plan.units)?,
-        row_stride: plan.grid[0]
-            .checked_mul(plan.wg_size)
-            .ok_or_else(|| BackendError::Unsupported("ROPE: a grid row of more than 2^32 threads".into()))?,
+        // Threads a grid row, or on the shared path workgroups (tokens) a grid row.
+        row_stride: if plan.shared {
+            plan.grid[0]
+        } else {
+            plan.grid[0]
+                .checked_mul(plan.wg_size)
+                .ok_or_else(|| BackendError::Unsupported("ROPE: a grid row of more than 2^32 threads".into()))?
+        },
         ne0: word(lx.ne[0] as u64)?,
         ne1: word(lx.ne[1] as u64)?,
         ne2: word(lx.ne[2] as u64)?,
@@ -98,6 +103,7 @@ pub fn encode(
         corr0: angles.corr[0],
         corr1: angles.corr[1],
         mscale_ext: angles.mscale_ext,
+        tokens: word(plan.problem.rows / plan.problem.heads.max(1))?,
     };
     if plan.problem.in_place {
         // Read from dst: src's start is dst's.

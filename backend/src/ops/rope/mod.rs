@@ -109,6 +109,7 @@ pub fn check(x: &Layout, pos: &Layout, ff: Option<&Layout>, dst: &Layout, params
         in_place: false,
         ne0: ne0 as u64,
         rows: (x.ne[1] * x.ne[2] * x.ne[3]) as u64,
+        heads: x.ne[1] as u64,
         pairs: pairs as u64,
         // The start's alignment is the caller's to add (`rope`): the layout does not hold it.
         dst_words: dst.ty == GgmlType::F16

@@ -2,7 +2,10 @@
 //! the rotated dims (copied). An f16 destination whose layout lets each thread fill whole words
 //! takes two pairs (and two copied elements) a thread and plain word stores; any other f16
 //! destination is bound as atomic words, since a pair's two elements lie apart (NeoX,
-//! multi-section) and share words with other threads' elements.
+//! multi-section) and share words with other threads' elements. Where a token has several
+//! rows (heads), a workgroup takes one token: its angles are computed once into workgroup
+//! memory and shared by the heads (an angle is ggml's running product, up to a multiplication
+//! a pair index, so computing it per head made ROPE compute-bound).
 
 use std::fmt;
 
@@ -13,6 +16,12 @@ use crate::reference::RopeMode;
 
 /// Threads per workgroup.
 pub const WG_SIZE: u32 = 256;
+
+/// Angles a workgroup holds on the shared path (pairs per row at most).
+pub const SHARED_PAIRS: u64 = 256;
+
+/// Rows a token needs for the shared path to pay (the angles are computed once for them all).
+pub const SHARED_MIN_HEADS: u64 = 4;
 
 /// What the planner needs to know of one ROPE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,6 +34,8 @@ pub struct Problem {
     pub in_place: bool,
     pub ne0: u64,
     pub rows: u64,
+    /// Rows a token (ne1, the heads): the rows that share a token's angles.
+    pub heads: u64,
     /// Rotated pairs per row.
     pub pairs: u64,
     /// dst is f16 and two consecutive pairs' elements (and two consecutive copied elements) fill
@@ -42,6 +53,9 @@ pub struct RopePlan {
     pub units: u64,
     /// Two pairs a thread, each writing whole words of an f16 dst with plain stores.
     pub words: bool,
+    /// A workgroup a token: its angles computed once into workgroup memory, its heads' units
+    /// spread over the workgroup (`grid` counts tokens, not threads).
+    pub shared: bool,
     pub atomic: bool,
     pub wg_size: u32,
     pub grid: [u32; 3],
@@ -57,12 +71,18 @@ pub fn plan(p: &Problem, device: &DeviceFacts) -> RopePlan {
         p.pairs + copied
     };
     let units = row_units * p.rows;
-    let groups = u32::try_from(units.div_ceil(u64::from(WG_SIZE))).unwrap_or(u32::MAX);
+    let shared = p.heads >= SHARED_MIN_HEADS && p.pairs <= SHARED_PAIRS && p.rows.is_multiple_of(p.heads);
+    let groups = if shared {
+        u32::try_from(p.rows / p.heads).unwrap_or(u32::MAX)
+    } else {
+        u32::try_from(units.div_ceil(u64::from(WG_SIZE))).unwrap_or(u32::MAX)
+    };
     RopePlan {
         problem: *p,
         row_units,
         units,
         words,
+        shared,
         atomic: p.dst_type == GgmlType::F16 && !words,
         wg_size: WG_SIZE,
         grid: grid_2d(groups, device.max_workgroups_per_dim),
@@ -74,7 +94,7 @@ impl fmt::Display for RopePlan {
         let p = &self.problem;
         write!(
             f,
-            "ROPE mode {} {}->{}{}{}: {} threads a row ({} pairs), {} rows, {} stores, grid {:?} x {}",
+            "ROPE mode {} {}->{}{}{}: {} threads a row ({} pairs), {} rows, {} stores, {}grid {:?} x {}",
             p.mode,
             p.src_type,
             p.dst_type,
@@ -87,6 +107,11 @@ impl fmt::Display for RopePlan {
                 (true, _) => "two pairs a thread, whole-word",
                 (false, true) => "merged (atomic)",
                 (false, false) => "word",
+            },
+            if self.shared {
+                "a workgroup a token with its angles shared by its heads, "
+            } else {
+                ""
             },
             self.grid,
             self.wg_size
@@ -109,6 +134,7 @@ mod tests {
             in_place: false,
             ne0: 128,
             rows: 32 * 512,
+            heads: 32,
             pairs: 32,
             dst_words: false,
         };
@@ -117,7 +143,6 @@ mod tests {
         assert_eq!(plan.row_units, 96);
         assert_eq!(plan.units, 96 * 32 * 512);
         assert!(!plan.atomic);
-        assert!(u64::from(plan.grid[0]) * 256 >= plan.units);
         let h = super::plan(
             &Problem {
                 dst_type: GgmlType::F16,
@@ -136,5 +161,20 @@ mod tests {
             &facts,
         );
         assert_eq!((w.row_units, w.words, w.atomic), (16 + 32, true, false));
+        // 32 heads a token: a workgroup a token, 512 of them.
+        assert!(plan.shared && w.shared);
+        assert_eq!(u64::from(plan.grid[0]) * u64::from(plan.grid[1]), 512);
+        // One head a token, or more pairs than the table holds: a thread a unit.
+        let lone = super::plan(&Problem { heads: 1, ..p }, &facts);
+        assert!(!lone.shared && u64::from(lone.grid[0]) * 256 >= lone.units);
+        let wide = super::plan(
+            &Problem {
+                ne0: 1024,
+                pairs: 512,
+                ..p
+            },
+            &facts,
+        );
+        assert!(!wide.shared);
     }
 }
