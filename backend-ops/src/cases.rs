@@ -341,6 +341,9 @@ impl MulMatCase {
             o: p.optional("o", parse_usize, 1)?,
             src_overlap: p.optional("src_overlap", parse_bool, false)?,
         };
+        // Newer upstreams' fields, the same case at their default.
+        p.zero_only("m_v", "a view of a whose batches are strided")?;
+        p.zero_only("pad", "padding after a's rows in each batch")?;
         p.finish()?;
         Ok(case)
     }
@@ -612,6 +615,8 @@ impl FlashAttnCase {
             kv_view: p.optional("kv_view", parse_bool, true)?,
             v_is_view_of_k: p.optional("v_is_view_of_k", parse_bool, false)?,
         };
+        // A newer upstream's field, the same case at its default.
+        p.zero_only("n_kv_max", "sparse attention's bound on the keys a query sees")?;
         p.finish()?;
         Ok(case)
     }
@@ -890,6 +895,19 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A newer upstream's field that this crate reads only at 0, its default (the case is then
+    /// the one it was before the field existed); another value is refused, naming `what` it asks.
+    fn zero_only(&mut self, name: &'static str, what: &str) -> Result<(), CaseError> {
+        match self.take(name)? {
+            None => Ok(()),
+            Some(value) if value.parse::<u64>() == Ok(0) => Ok(()),
+            Some(value) => Err(CaseError::Invalid {
+                op: self.op,
+                reason: format!("{name}={value} ({what}) is not implemented here; only {name}=0"),
+            }),
+        }
+    }
+
     /// Fails on the first field no parser asked for.
     fn finish(self) -> Result<(), CaseError> {
         match self.fields.iter().find(|(_, _, used)| !used) {
@@ -1026,6 +1044,27 @@ mod tests {
             "{} cases: {built} build tensors, {foreign} name types this crate lacks",
             lines.len()
         );
+    }
+
+    /// llama.cpp's newer lists print fields this crate's lists predate: at 0 the same case
+    /// (printed as before), any other value refused with the field's name.
+    #[test]
+    fn newer_fields_at_zero_are_the_same_case() {
+        let newer = "MUL_MAT(type_a=q4_0,type_b=f32,m=4096,n=1,k=14336,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0,m_v=0,pad=0)";
+        let case: Case = newer.parse().expect("parses");
+        assert_eq!(
+            case.to_string(),
+            "MUL_MAT(type_a=q4_0,type_b=f32,m=4096,n=1,k=14336,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0)"
+        );
+        let e = newer.replace("m_v=0", "m_v=4100").parse::<Case>().expect_err("refused");
+        assert!(e.to_string().contains("m_v=4100"), "{e}");
+        let fa = "FLASH_ATTN_EXT(hsk=128,hsv=128,nh=8,nr23=[4,1],kv=4096,nb=1,mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K=f16,type_V=f16,permute=[0,1,2,3],kv_view=1,v_is_view_of_k=0,n_kv_max=0)";
+        assert!(fa.parse::<Case>().is_ok());
+        let e = fa
+            .replace("n_kv_max=0", "n_kv_max=512")
+            .parse::<Case>()
+            .expect_err("refused");
+        assert!(e.to_string().contains("n_kv_max=512"), "{e}");
     }
 
     #[test]
