@@ -94,6 +94,8 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             } = v;
             let variant = operands("mul_mat_vec.wgsl")
                 .flag("B_Q8", *int_dot)
+                .flag("B_Q8_WG", v.int_b_in_workgroup)
+                .define("B_WG_BLOCKS", format!("{}u", v.b_wg_blocks.max(1)))
                 .flag("B_Q8K", *int_slots)
                 .flag("VEC_PREFETCH", *prefetch)
                 .flag("W_LUT", *level_table)

@@ -356,6 +356,13 @@ fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, MulMatTuning)> {
     let bare = without_subgroups(facts);
     let small_tiles = tuned(&facts, "tiled_wg=8/4,tiled_thread=3/5,tiled_tk=8,vec_wg=32");
     modes.push(("no subgroups", bare, small_tiles));
+    // No workgroup memory: every problem falls back to the simple kernel.
+    let no_workgroup_memory = DeviceFacts {
+        max_workgroup_storage: 0,
+        subgroup_matrix: None,
+        ..bare
+    };
+    modes.push(("the simple kernel", no_workgroup_memory, defaults));
     modes
 }
 
@@ -364,6 +371,11 @@ const VARIANTS: &[(&str, &[&str])] = &[
     ("mat-vec, subgroup reduction", &["mat-vec", "subgroup reduction"]),
     ("mat-vec, workgroup-memory reduction", &["mat-vec", "workgroup-memory"]),
     ("integer mat-vec", &["mat-vec", "integer dot products"]),
+    (
+        "integer mat-vec, b quantized by each workgroup",
+        &["mat-vec", "b quantized by each workgroup"],
+    ),
+    ("the simple kernel", &["simple"]),
     ("register tiles", &["register-tiled"]),
     ("subgroup matrices, narrow tile", &["subgroup-matrix", "narrow tile"]),
     ("subgroup matrices, big tile", &["subgroup-matrix", ": tile"]),

@@ -15,6 +15,7 @@
 //                 16 bytes: bound as array<vec4<u32>>, read 16 bytes at a time
 //   A_ALIGN2      a's start and strides are even (f16 fields are read with one load)
 //   B_Q8          b is the 8-bit blocks of mul_mat_quantize_b.wgsl, bound as array<vec4<u32>>
+//   B_Q8_WG       with B_Q8: b is bound as it is, and the mat-vec quantizes it itself
 //   DST_U32       dst is bound as array<u32> (the quantize pass writes b's blocks there)
 //   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //
@@ -43,8 +44,8 @@
 #define FMT_BUF a
 #define FMT_TYPE A_TYPE
 
-#ifdef B_Q8
-// b's binding holds 8-bit blocks.
+#if defined(B_Q8) && !defined(B_Q8_WG)
+// b's binding holds 8-bit blocks (with B_Q8_WG the mat-vec makes them from b itself).
 #define B_BLOCKS 1
 #endif
 

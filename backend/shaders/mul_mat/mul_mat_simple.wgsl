@@ -44,12 +44,27 @@ struct Params {
 
 #include "formats.wgsl"
 
+// The element of b at `byte`, which may lie at any byte (a view may start anywhere): an element
+// that crosses a word takes its high bytes from the next word, which is then inside the
+// word-rounded binding (it holds the element's last byte).
 fn b_value(byte: u32) -> f32 {
+    let w = byte >> 2u;
+    let s = (byte & 3u) * 8u;
+    var bits = b[w];
+    if (s != 0u) {
+        bits = bits >> s;
 #ifdef B_F16
-    let word = b[byte >> 2u];
-    return unpack2x16float(select(word, word >> 16u, (byte & 2u) != 0u)).x;
+        if (s > 16u) {
+            bits = bits | (b[w + 1u] << (32u - s));
+        }
 #else
-    return bitcast<f32>(b[byte >> 2u]);
+        bits = bits | (b[w + 1u] << (32u - s));
+#endif
+    }
+#ifdef B_F16
+    return unpack2x16float(bits & 0xffffu).x;
+#else
+    return bitcast<f32>(bits);
 #endif
 }
 

@@ -19,7 +19,8 @@
 // lane reads 16 elements of a block from one or two words of a row (mul_mat_vec_kq.wgsl).
 //
 // Defines: the operand defines of mul_mat_operands.wgsl; WG_SIZE, ROWS, GROUPS, N_COLS (= n);
-// VEC_KERNEL; B_Q8, B_Q8K, VEC_PREFETCH and W_LUT (with B_Q8; W_LUT the 4-bit levels from a
+// VEC_KERNEL; B_Q8, B_Q8K, B_Q8_WG and B_WG_BLOCKS (b quantized by the workgroup itself into
+// workgroup memory, k/32 <= B_WG_BLOCKS), VEC_PREFETCH and W_LUT (with B_Q8; W_LUT the 4-bit levels from a
 // workgroup table),
 // PROBE_LOADS (measuring only: the loads without the arithmetic) and PROBE_ALU (measuring only:
 // the float kernel's arithmetic without a's loads); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
@@ -63,7 +64,16 @@ var<workgroup> partial: array<f32, MAX_SUBGROUPS * RN>;
 var<workgroup> partial: array<f32, WG_SIZE>;
 #endif
 
-#if defined(B_Q8)
+#if defined(B_Q8) && defined(B_Q8_WG)
+// This workgroup's columns of b as 8-bit blocks, in mul_mat_quantize_b.wgsl's layout (three
+// words a block: the bytes, then d and the halves' sums), column c's blocks from c·k/32: made by
+// the workgroup itself instead of a quantize pass (B_WG_BLOCKS: k/32 at most, the planner's
+// bound).
+var<workgroup> xq_wg: array<vec4<u32>, 3u * N_COLS * B_WG_BLOCKS>;
+fn xq_word(i: u32) -> vec4<u32> {
+    return xq_wg[i];
+}
+#elif defined(B_Q8)
 fn xq_word(i: u32) -> vec4<u32> {
     return b[i];
 }
@@ -422,9 +432,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     w_lut_fill(lid);
     workgroupBarrier();
 #endif
+#ifdef B_Q8_WG
+    {
+        // The batch's columns (at most N_COLS) quantized, a block a thread in turn; reads b's
+        // elements [0, k) of each column, as the quantize pass would.
+        let blocks = p.k / 32u;
+        let cols = min(N_COLS, p.n);
+        for (var i = lid; i < cols * blocks; i += WG_SIZE) {
+            let blk = b_q8_block(tile.b_base + (i / blocks) * p.b_nb1, (i % blocks) * 32u);
+            xq_wg[3u * i] = vec4<u32>(pack4xI8(blk.q[0]), pack4xI8(blk.q[1]), pack4xI8(blk.q[2]), pack4xI8(blk.q[3]));
+            xq_wg[3u * i + 1u] = vec4<u32>(pack4xI8(blk.q[4]), pack4xI8(blk.q[5]), pack4xI8(blk.q[6]), pack4xI8(blk.q[7]));
+            xq_wg[3u * i + 2u] = vec4<u32>(bitcast<u32>(blk.d), bitcast<u32>(blk.lo), bitcast<u32>(blk.hi), 0u);
+        }
+        workgroupBarrier();
+    }
+#for J in 0..N_COLS
+    let x_base_##J = min(J##u, p.n - 1u) * (p.k / 32u);
+#endfor
+#else
 #for J in 0..N_COLS
     let x_base_##J = (tile.batch * p.n + min(J##u, p.n - 1u)) * (p.k / 32u);
 #endfor
+#endif
 #ifdef VEC_PREFETCH
     // Each step issues the next unit's loads of a before its own arithmetic. A lane past the
     // end reloads the last unit (in bounds: the planner takes this path only for k > 0).

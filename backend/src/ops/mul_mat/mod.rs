@@ -22,8 +22,8 @@ use crate::ops::dequantize;
 use crate::tensor::Layout;
 
 pub use plan::{
-    Choice, DeviceFacts, F16Copy, MatVecPlan, MatrixConfig, MulMatPlan, Problem, QuantizeB, SubgroupMatrixPlan,
-    TiledPlan,
+    Choice, DeviceFacts, F16Copy, INT_B_WG_MAX_K, MatVecPlan, MatrixConfig, MulMatPlan, Problem, QuantizeB,
+    SubgroupMatrixPlan, TiledPlan,
 };
 pub use tuning::{BVec4, MulMatTuning};
 

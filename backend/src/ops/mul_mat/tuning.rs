@@ -52,6 +52,12 @@ crate::knobs! {
         /// b as it is, so a small MUL_MAT is one dispatch instead of a quantize pass and the
         /// kernel (in a model's decode step, where dispatches rather than bytes take the time).
         vec_int_min_a_kib: u32 [range(0, 1 << 22)],
+        /// For k up to this (at most [`super::plan::INT_B_WG_MAX_K`]; 0: never) and n <= 2,
+        /// the integer mat-vec of 32-element blocks quantizes b itself, each workgroup into its
+        /// own workgroup memory, instead of after a quantize pass: one dispatch instead of two,
+        /// for the small matrices of a decode step, where dispatches rather than bytes take
+        /// the time (every workgroup repeats the quantization: k·n values).
+        vec_int_b_wg_max_k: u32 [range(0, 2048)],
         /// Its rows per row group, for 32-element blocks / super-blocks.
         vec_int_rows: Pair [range(1, 64)],
         /// Its row groups per workgroup, for 32-element blocks / super-blocks.

@@ -32,6 +32,12 @@ pub struct MatVecPlan {
     /// With `int_dot`, the 4-bit formats' levels looked up in a workgroup table
     /// ([`MulMatTuning::vec_int_lut`]).
     pub level_table: bool,
+    /// With `int_dot` (32-element blocks), each workgroup quantizes its columns of b into
+    /// workgroup memory itself ([`MulMatTuning::vec_int_b_wg_max_k`]): no quantize pass.
+    pub int_b_in_workgroup: bool,
+    /// The blocks of 32 a column its workgroup array holds (`k / 32` rounded up to a power of
+    /// two: a kernel serves every k up to it); 0 without `int_b_in_workgroup`.
+    pub b_wg_blocks: u32,
     /// `MulMatTuning::vec_int_probe` (0 but when measuring).
     #[cfg(feature = "probes")]
     pub probe: u32,
@@ -57,7 +63,7 @@ impl MatVecPlan {
         } = self;
         write!(
             f,
-            "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}",
+            "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}",
             if self.int_slots {
                 " (8-bit b, integer dot products, 16-element slots)"
             } else if self.int_dot {
@@ -73,6 +79,11 @@ impl MatVecPlan {
             if self.prefetch { ", next unit prefetched" } else { "" },
             if self.level_table {
                 ", 4-bit levels from a workgroup table"
+            } else {
+                ""
+            },
+            if self.int_b_in_workgroup {
+                ", b quantized by each workgroup"
             } else {
                 ""
             },
@@ -93,6 +104,13 @@ pub fn has_int_dot(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K)
 }
+
+/// The largest k whose b a workgroup of the integer mat-vec quantizes itself (its workgroup
+/// array holds `k / 32` blocks of 48 bytes per column).
+pub const INT_B_WG_MAX_K: u64 = 2048;
+
+/// Columns at most whose b a workgroup quantizes itself.
+pub const INT_B_WG_MAX_COLS: u32 = 2;
 
 /// Bytes of b's 8-bit blocks for the integer mat-vec: 48 per 32 elements (the slot kernel's
 /// interleaved layout takes 36 of them).
@@ -207,6 +225,25 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
     // The integer kernel's table of the 4-bit formats' levels, two a byte of codes (256 words).
     let level_table = int_dot && four_bit_levels && t.vec_int_lut;
     let bytes = if level_table { bytes + 1024 } else { bytes };
+    // b's 8-bit blocks in workgroup memory, `k / 32` rounded up to a power of two a column,
+    // where they fit beside the rest; not while probing (a probe times the quantize pass).
+    #[cfg(feature = "probes")]
+    let probe_free = t.vec_int_probe == 0;
+    #[cfg(not(feature = "probes"))]
+    let probe_free = true;
+    let b_wg_blocks = (p.k / 32).max(1).next_power_of_two().min(INT_B_WG_MAX_K / 32) as u32;
+    let b_wg_bytes = b_wg_blocks * 48 * cols;
+    let int_b_in_workgroup = probe_free
+        && int_dot
+        && !int_slots
+        && cols <= INT_B_WG_MAX_COLS
+        && p.k <= u64::from(t.vec_int_b_wg_max_k).min(INT_B_WG_MAX_K)
+        && bytes + b_wg_bytes <= d.max_workgroup_storage;
+    let (bytes, b_wg_blocks) = if int_b_in_workgroup {
+        (bytes + b_wg_bytes, b_wg_blocks)
+    } else {
+        (bytes, 0)
+    };
     let tiles_m = (p.m.div_ceil(u64::from(rows * groups))) as u32;
     let plan = MatVecPlan {
         wg_size,
@@ -220,6 +257,8 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
         int_slots,
         prefetch: int_dot && t.vec_int_prefetch.contains(p.a_type, p.n),
         level_table,
+        int_b_in_workgroup,
+        b_wg_blocks,
         #[cfg(feature = "probes")]
         probe: if int_dot || !p.a_type.is_quantized() {
             t.vec_int_probe

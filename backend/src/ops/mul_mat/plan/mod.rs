@@ -30,7 +30,9 @@ use crate::ggml_type::GgmlType;
 
 pub use super::tuning::{BVec4, MulMatTuning};
 pub use crate::facts::{DeviceFacts, MatrixConfig};
-pub use mat_vec::{MatVecPlan, float_rows_vec4, has_int_dot, int_a_vec4, int_scratch_bytes};
+pub use mat_vec::{
+    INT_B_WG_MAX_COLS, INT_B_WG_MAX_K, MatVecPlan, float_rows_vec4, has_int_dot, int_a_vec4, int_scratch_bytes,
+};
 pub use passes::{COPY_WG, F16Copy, QUANTIZE_WG, QuantizeB};
 pub use simple::SIMPLE_WG;
 pub use subgroup_matrix::SubgroupMatrixPlan;
@@ -262,7 +264,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Result<MulMatPla
         _ => (false, false),
     };
     let quantize_b = match &choice {
-        Choice::MatVec(v) if v.int_dot => Some(passes::quantize_b(p, d, v)),
+        Choice::MatVec(v) if v.int_dot && !v.int_b_in_workgroup => Some(passes::quantize_b(p, d, v)),
         _ => None,
     };
     let b_vec4 = b_vec4(&kp)
