@@ -356,6 +356,12 @@ fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, MulMatTuning)> {
     let bare = without_subgroups(facts);
     let small_tiles = tuned(&facts, "tiled_wg=8/4,tiled_thread=3/5,tiled_tk=8,vec_wg=32");
     modes.push(("no subgroups", bare, small_tiles));
+    // b quantized by each workgroup of the integer mat-vec (off on CPU adapters by default).
+    modes.push((
+        "b quantized by each workgroup",
+        facts,
+        tuned(&facts, "vec_int_b_wg_max_k=2048"),
+    ));
     // No workgroup memory: every problem falls back to the simple kernel.
     let no_workgroup_memory = DeviceFacts {
         max_workgroup_storage: 0,

@@ -118,6 +118,10 @@ fn cpu() -> MulMatTuning {
         vec_int_groups_q6k: 4,
         // bench/results/2026-12-05-lavapipe-decode-compare.txt: the units kernel faster at n=2, 3 (q4_K n=2 18.7 against 29.9 ms).
         vec_int_slots_min_n: 4,
+        // lavapipe: each workgroup's own quantization of b costs a CPU adapter more than the
+        // pass it saves (SmolLM2 tg32 3.55-3.80 t/s against 9.07-9.91 with the pass, though
+        // 303 dispatches a token instead of 424; `dawn-llm bench -p 0 -n 32 -r 2 -v`).
+        vec_int_b_wg_max_k: 0,
         vec_int_prefetch: TypeNs::NONE,
         // bench/results/2026-12-06-lavapipe-fp4.txt.
         vec_int_fp4: false,
