@@ -15,7 +15,9 @@
 # and adds it as a program; CUDA_BENCH names an llama-bench already built for CUDA.
 # Environment: TESTS (default "pp512 tg128"), DEPTHS (default "0 4096"), REPS (default 3),
 # PROGRAMS (default "dawn webgpu vulkan", plus cuda when CUDA_BENCH is set), DAWN_ARGS (more
-# flags for `dawn-llm bench`, e.g. `--submit-dispatches 8,64`).
+# flags for `dawn-llm bench`, e.g. `--submit-dispatches 8,64`), DAWN_ALT (`LABEL:VAR=VALUE …`: one
+# more program, dawn-LABEL, dawn-llm run with those variables, e.g.
+# `DAWN_ALT="pass:GGML_DAWN_MUL_MAT=vec_int_b_wg_max_k=0"` to set a knob beside the default).
 # Results: $OUT/llm.jsonl (one line per program and test, llama-bench's fields plus "program"),
 # $OUT/memory.csv (time, MiB used) and $OUT/runs.txt (what ran when). Summarise with
 # `python3 bench/llm-table.py $OUT`.
@@ -34,7 +36,8 @@ out=${OUT:-/tmp/llm-out}
 reps=${REPS:-3}
 tests=${TESTS:-pp512 tg128}
 depths=${DEPTHS:-0 4096}
-programs=${PROGRAMS:-dawn webgpu vulkan${CUDA_BENCH:+ cuda}}
+alt=${DAWN_ALT:+ dawn-${DAWN_ALT%%:*}}
+programs=${PROGRAMS:-dawn$alt webgpu vulkan${CUDA_BENCH:+ cuda}}
 mkdir -p "$out"
 : >"$out/llm.jsonl"
 : >"$out/runs.txt"
@@ -58,6 +61,8 @@ run() {
     echo "$(date +%s.%N) start $program $(basename "$model") $test d$depth" >>"$out/runs.txt"
     case $program in
     dawn) lines=$("$llm/run" bench "${args[@]}" ${DAWN_ARGS:-} -o jsonl -v 2>>"$out/dawn-stderr.txt") ;;
+    # shellcheck disable=SC2086 # DAWN_ALT's variables are words on purpose.
+    dawn-*) lines=$(env ${DAWN_ALT#*:} "$llm/run" bench "${args[@]}" ${DAWN_ARGS:-} -o jsonl -v 2>>"$out/dawn-stderr.txt") ;;
     webgpu) lines=$("$bundle/run-llama" llama-bench "${args[@]}" -dev WebGPU -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;
     vulkan) lines=$("$bundle/run-llama" llama-bench "${args[@]}" -dev Vulkan0 -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;
     cuda) lines=$("$CUDA_BENCH" "${args[@]}" -dev CUDA0 -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;

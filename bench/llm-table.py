@@ -131,13 +131,20 @@ def main():
             a, b = by.get("dawn", {}), by.get(p, {})
             cells.append(f"{a['avg_ts'] / b['avg_ts']:.2f}" if "avg_ts" in a and "avg_ts" in b else "")
         print("| " + " | ".join(cells) + " |")
-    host = [(k, by["dawn"]) for k, by in table.items() if "dawn" in by and "host_us_per_token" in by["dawn"]]
+    # Every dawn-llm program (dawn, and dawn-LABEL from DAWN_ALT).
+    host = [
+        (k, p, by[p])
+        for k, by in table.items()
+        for p in programs
+        if p.startswith("dawn") and p in by and "host_us_per_token" in by[p]
+    ]
     if host:
         print("\ndawn-llm's host time recording a step, per token (`bench -v`):\n")
-        for (model, test), r in host:
+        for (model, test), p, r in host:
             d = r.get("dispatches_per_token")
             extra = f", {d:.1f} dispatches a token" if d else ""
-            print(f"- {model} {test}: {r['host_us_per_token']:.1f} us, {r.get('steps', '?')} steps a repetition{extra}")
+            name = "" if p == "dawn" else f" ({p})"
+            print(f"- {model} {test}{name}: {r['host_us_per_token']:.1f} us, {r.get('steps', '?')} steps a repetition{extra}")
     if svg:
         svg_chart(table, programs, gpu, svg)
     mem = peaks(out)
