@@ -900,7 +900,15 @@ fn perf(
         let timed = guarded(|| {
             let mut t = harness::perf_case(&ctx, case, min_time, max_repeats)?;
             if gpu_time {
-                t.gpu_us_per_run = Some(harness::gpu_time_case(&ctx, case, min_time, max_repeats)?);
+                // An adapter without timestamp queries keeps the wall-clock timing alone.
+                t.gpu_us_per_run = match harness::gpu_time_case(&ctx, case, min_time, max_repeats) {
+                    Ok(us) => Some(us),
+                    Err(ggml_dawn::error::BackendError::Unsupported(why)) => {
+                        eprintln!("backend-ops: --gpu-time: {why}");
+                        None
+                    }
+                    Err(e) => return Err(e),
+                };
             }
             Ok(t)
         })
