@@ -360,7 +360,7 @@ fn modes(ctx: &GpuContext) -> Vec<(&'static str, DeviceFacts, MulMatTuning)> {
     modes.push((
         "b quantized by each workgroup",
         facts,
-        tuned(&facts, "vec_int_b_wg_max_k=2048"),
+        tuned(&facts, "vec_int_b_wg_max_k=4096"),
     ));
     // No workgroup memory: every problem falls back to the simple kernel.
     let no_workgroup_memory = DeviceFacts {

@@ -57,7 +57,7 @@ crate::knobs! {
         /// own workgroup memory, instead of after a quantize pass: one dispatch instead of two,
         /// for the small matrices of a decode step, where dispatches rather than bytes take
         /// the time (every workgroup repeats the quantization: k·n values).
-        vec_int_b_wg_max_k: u32 [range(0, 2048)],
+        vec_int_b_wg_max_k: u32 [range(0, 4096)],
         /// Its rows per row group, for 32-element blocks / super-blocks.
         vec_int_rows: Pair [range(1, 64)],
         /// Its row groups per workgroup, for 32-element blocks / super-blocks.

@@ -107,7 +107,7 @@ pub fn has_int_dot(ty: GgmlType) -> bool {
 
 /// The largest k whose b a workgroup of the integer mat-vec quantizes itself (its workgroup
 /// array holds `k / 32` blocks of 48 bytes per column).
-pub const INT_B_WG_MAX_K: u64 = 2048;
+pub const INT_B_WG_MAX_K: u64 = 4096;
 
 /// Columns at most whose b a workgroup quantizes itself.
 pub const INT_B_WG_MAX_COLS: u32 = 2;
