@@ -530,8 +530,9 @@ pub struct Timing {
     pub bytes_per_run: u64,
     /// The plan the op followed, in words.
     pub plan: String,
-    /// The GPU's own time a run, from timestamps around each submit ([`gpu_time_case`]): what
-    /// the kernel takes whatever the host's pace (`None` unless asked for).
+    /// The GPU's own time a run, from timestamps around each submit ([`perf_case`]'s
+    /// `gpu_time`): what the kernel takes whatever the host's pace (`None` unless asked for, or
+    /// where the adapter has no timestamp queries).
     pub gpu_us_per_run: Option<f64>,
 }
 
@@ -554,7 +555,18 @@ impl Timing {
 /// Times a case as upstream does: a graph repeating the op `min(8192, 100 GFLOP / flops) + 1`
 /// times (capped by `max_repeats`), one warm-up graph, then graphs until `min_time` has passed;
 /// wall time from submit to completion over the number of runs.
-pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats: u64) -> Result<Timing> {
+///
+/// With `gpu_time`, the same graphs run again as long, each submit's pass timestamped at its
+/// begin and end ([`ProfileMode::Submits`]): [`Timing::gpu_us_per_run`], the GPU's own time a
+/// run, by which small ops whose wall-clock time is the host's (one dispatch recorded per run)
+/// are judged. It stays `None` on an adapter without timestamp queries.
+pub fn perf_case(
+    ctx: &GpuContext,
+    case: &Case,
+    min_time: Duration,
+    max_repeats: u64,
+    gpu_time: bool,
+) -> Result<Timing> {
     let prepared = prepare(ctx, case, 1, false)?;
     let flops = case.flops().max(1);
     // Upstream's count: by FLOPs, or for ops without any by bytes (32 GiB a graph on a GPU).
@@ -586,49 +598,33 @@ pub fn perf_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats:
         host += graph(&mut stream)?.1;
         runs += repeats;
     }
+    let wall = start.elapsed();
+    let gpu_us_per_run = match gpu_time {
+        false => None,
+        true => match stream.start_profile(ProfileMode::Submits) {
+            Err(BackendError::Unsupported(_)) => None,
+            Err(e) => return Err(e),
+            Ok(()) => {
+                let start = Instant::now();
+                let mut gpu_runs = 0;
+                while gpu_runs == 0 || start.elapsed() < min_time {
+                    graph(&mut stream)?;
+                    gpu_runs += repeats;
+                }
+                let profile = stream.finish_profile()?;
+                Some(profile.span.as_secs_f64() * 1e6 / gpu_runs as f64)
+            }
+        },
+    };
     Ok(Timing {
         runs,
-        us_per_run: start.elapsed().as_secs_f64() * 1e6 / runs as f64,
+        us_per_run: wall.as_secs_f64() * 1e6 / runs as f64,
         host_us_per_run: host.as_secs_f64() * 1e6 / runs as f64,
         flops_per_run: flops,
         bytes_per_run: bytes,
         plan: plan.to_string(),
-        gpu_us_per_run: None,
+        gpu_us_per_run,
     })
-}
-
-/// The GPU's own time a run of `case`, in us: the same graphs as [`perf_case`], each submit's
-/// pass timestamped at its begin and end ([`ProfileMode::Submits`]), summed over graphs run for
-/// at least `min_time` and divided by the runs. Small ops whose wall-clock time is the host's
-/// (one dispatch recorded per run) are judged by this. Needs timestamp queries.
-pub fn gpu_time_case(ctx: &GpuContext, case: &Case, min_time: Duration, max_repeats: u64) -> Result<f64> {
-    let prepared = prepare(ctx, case, 1, false)?;
-    let flops = case.flops().max(1);
-    let bytes = case_bytes(case);
-    let per_graph = if case.flops() == 0 && bytes > 0 {
-        (32u64 << 30) / bytes
-    } else {
-        100_000_000_000 / flops
-    };
-    let repeats = (per_graph.min(8191) + 1).min(max_repeats.max(1));
-    let mut stream = ctx.stream()?;
-    let graph = |stream: &mut Stream| -> Result<()> {
-        for _ in 0..repeats {
-            prepared.record(ctx, stream)?;
-        }
-        stream.flush()
-    };
-    graph(&mut stream)?;
-    stream.synchronize(TIMEOUT)?;
-    stream.start_profile(ProfileMode::Submits)?;
-    let start = Instant::now();
-    let mut runs = 0;
-    while runs == 0 || start.elapsed() < min_time {
-        graph(&mut stream)?;
-        runs += repeats;
-    }
-    let profile = stream.finish_profile()?;
-    Ok(profile.span.as_secs_f64() * 1e6 / runs as f64)
 }
 
 /// The bytes a case's op reads and writes once, as upstream's `op_size` counts them (the decoder

@@ -141,18 +141,8 @@ fn perf_gpu_time_reports_the_gpus_own_time() {
     assert!(out.status.success(), "{text}");
     let gpu = text.lines().find(|l| l.contains("gpu ")).expect("a gpu line");
     assert!(gpu.contains(" us/run, ") && gpu.ends_with(" GB/s"), "{gpu}");
-    let out = backend_ops(&[
-        "--output",
-        "json",
-        "perf",
-        "--gpu-time",
-        "--min-time",
-        "0",
-        "--max-repeats",
-        "4",
-        "--case",
-        case,
-    ]);
+    let json: Vec<&str> = ["--output", "json"].into_iter().chain(args).collect();
+    let out = backend_ops(&json);
     let row = stdout(&out)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

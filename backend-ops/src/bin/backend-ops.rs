@@ -846,7 +846,7 @@ fn refusal_line(mode: &str, case: &Case, status: &Status, output: Output) -> Opt
 struct PerfTiming {
     min_time: Duration,
     max_repeats: u64,
-    /// Also by the GPU's timestamps ([`harness::gpu_time_case`]).
+    /// Also by the GPU's timestamps ([`harness::perf_case`]'s `gpu_time`).
     gpu_time: bool,
 }
 
@@ -897,29 +897,17 @@ fn perf(
             progress.advance(false);
             continue;
         }
-        let timed = guarded(|| {
-            let mut t = harness::perf_case(&ctx, case, min_time, max_repeats)?;
-            if gpu_time {
-                // An adapter without timestamp queries keeps the wall-clock timing alone.
-                t.gpu_us_per_run = match harness::gpu_time_case(&ctx, case, min_time, max_repeats) {
-                    Ok(us) => Some(us),
-                    Err(ggml_dawn::error::BackendError::Unsupported(why)) => {
-                        eprintln!("backend-ops: --gpu-time: {why}");
-                        None
-                    }
-                    Err(e) => return Err(e),
-                };
-            }
-            Ok(t)
-        })
-        .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
+        let timed = guarded(|| harness::perf_case(&ctx, case, min_time, max_repeats, gpu_time))
+            .unwrap_or_else(|reason| Err(ggml_dawn::error::BackendError::InvalidOperands(reason)));
         let failed = matches!(&timed, Err(e) if !matches!(e, ggml_dawn::error::BackendError::Unsupported(_)));
         match timed {
             Ok(t) => match output {
                 Output::Text => {
                     progress.println(perf_line(&text, &t));
-                    if let (Some(us), Some(gbps)) = (t.gpu_us_per_run, t.gpu_gbps()) {
-                        progress.println(format!("      gpu {us:.2} us/run, {gbps:.2} GB/s"));
+                    match (t.gpu_us_per_run, t.gpu_gbps()) {
+                        (Some(us), Some(gbps)) => progress.println(format!("      gpu {us:.2} us/run, {gbps:.2} GB/s")),
+                        _ if gpu_time => progress.println("      gpu: the adapter has no timestamp queries"),
+                        _ => {}
                     }
                     if verbose {
                         progress.println(format!("      host {:.2} us/run; {}", t.host_us_per_run, t.plan));
@@ -1367,7 +1355,7 @@ fn compare_live(
 fn run_ours(ctx: &GpuContext, case: &Case, mode: Mode, args: &CompareArgs, min_time: Duration) -> Entry {
     let text = case.to_string();
     let outcome = match mode {
-        Mode::Perf => match harness::perf_case(ctx, case, min_time, args.max_repeats) {
+        Mode::Perf => match harness::perf_case(ctx, case, min_time, args.max_repeats, false) {
             Ok(t) => Outcome::Timed {
                 runs: t.runs,
                 us_per_run: t.us_per_run,
