@@ -146,6 +146,14 @@ impl DeviceTensor {
     }
 
     /// Whether the two tensors' spans ([`DeviceTensor::byte_span`]) share bytes of one buffer.
+    /// Whether `other` views the same storage (the same bytes of the same buffer) as this
+    /// tensor, as two views of one tensor do.
+    pub fn same_storage(&self, other: &DeviceTensor) -> bool {
+        self.buffer.as_raw() == other.buffer.as_raw()
+            && self.base == other.base
+            && self.storage_bytes == other.storage_bytes
+    }
+
     pub fn overlaps(&self, other: &DeviceTensor) -> Result<bool> {
         if self.buffer.as_raw() != other.buffer.as_raw() {
             return Ok(false);

@@ -493,6 +493,13 @@ kernel_params! {
         corr1: f32,
         mscale_ext: f32,
         tokens: u32,
+        rows_start: u32,
+        rows_nb1: u32,
+        rows_n: u32,
+        ids_start: u32,
+        cache_start: u32,
+        cache_nb1: u32,
+        cache_rows: u32,
     }
 }
 

@@ -342,6 +342,9 @@ pub fn rope(plan: &RopePlan) -> ShaderVariant {
         .define("INPLACE", flag(p.in_place))
         .define("DST_ATOMIC", flag(plan.atomic))
         .define("WORDS", flag(plan.words))
+        .define("SRC_WORDS", flag(plan.src_words))
+        .define("ROWS_OUT", flag(p.rows_out.is_some()))
+        .define("CACHE_F16", flag(p.rows_out == Some(GgmlType::F16)))
         .define("SHARED", flag(plan.shared))
         .define("SHARED_PAIRS", format!("{}u", rope_plan::SHARED_PAIRS))
         .define("WG_SIZE", format!("{}u", plan.wg_size))
@@ -797,8 +800,8 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
                     if in_place && src_type != dst_type {
                         continue;
                     }
-                    for dst_words in [false, true] {
-                        if dst_words && dst_type != GgmlType::F16 {
+                    for (dst_words, src_words) in [(false, false), (true, false), (true, true)] {
+                        if dst_words && dst_type != GgmlType::F16 || src_words && src_type != GgmlType::F16 {
                             continue;
                         }
                         for heads in [1, 8] {
@@ -813,9 +816,22 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
                                 heads,
                                 pairs: 32,
                                 dst_words,
+                                src_words,
+                                rows_out: None,
                             };
                             let plan = rope_plan::plan(&problem, device);
                             add(rope(&plan), Op::Rope, "rope", &|| format!("{problem:?}"));
+                            // The fused KV-cache write: f32 in place, a workgroup a token.
+                            if in_place && src_type == GgmlType::F32 && plan.shared {
+                                for cache in [GgmlType::F32, GgmlType::F16] {
+                                    let problem = rope_plan::Problem {
+                                        rows_out: Some(cache),
+                                        ..problem
+                                    };
+                                    let plan = rope_plan::plan(&problem, device);
+                                    add(rope(&plan), Op::Rope, "rope_set_rows", &|| format!("{problem:?}"));
+                                }
+                            }
                         }
                     }
                 }

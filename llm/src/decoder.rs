@@ -339,13 +339,22 @@ impl<O: Ops> Decoder<O> {
                 Qkv::Fused { w, b } => {
                     // Each token's row holds q's heads, then k's, then v: q and k are roped in
                     // place, in one op over their heads together, and k and v, side by side,
-                    // go to the cache in one SET_ROWS.
+                    // go to the cache in one SET_ROWS (the backend may fuse the two).
                     let mut y = proj(w, b)?;
                     let row = ops.layout(&y).nb[1];
                     let qk = self.sub_layout(&y, [d, p.n_head + p.n_head_kv, n_tokens], [d * 4, row], 0);
-                    ops.rope_in_place(&mut y, qk, &pos, self.rope_freqs.as_ref(), &p.rope)?;
-                    let kv = self.sub_view(&y, [2 * e_kv, n_tokens, 1], [row, row], p.n_head * d * 4)?;
-                    ops.set_rows(cells, whole, &kv, &pos)?;
+                    let kv = self.sub_layout(&y, [2 * e_kv, n_tokens, 1], [row, row], p.n_head * d * 4);
+                    ops.rope_set_rows(
+                        &mut y,
+                        qk,
+                        &pos,
+                        self.rope_freqs.as_ref(),
+                        &p.rope,
+                        kv,
+                        cells,
+                        whole,
+                        &pos,
+                    )?;
                     self.sub_view(&y, [d, p.n_head, n_tokens], [d * 4, row], 0)?
                 }
                 Qkv::Separate { wq, wk, wv, bq, bk, bv } => {

@@ -322,6 +322,36 @@ impl Ops for GpuOps {
         Ok(())
     }
 
+    fn rope_set_rows(
+        &self,
+        t: &mut GpuTensor,
+        view: Layout,
+        pos: &GpuTensor,
+        freq_factors: Option<&GpuTensor>,
+        params: &RopeParams,
+        rows: Layout,
+        dst: &mut GpuTensor,
+        dst_view: Layout,
+        ids: &GpuTensor,
+    ) -> Result<()> {
+        // One dispatch where the backend can fuse them, else ROPE then SET_ROWS.
+        let x = t.tensor.view(view).map_err(backend_error)?;
+        let rows = t.tensor.view(rows).map_err(backend_error)?;
+        let cells = dst.tensor.view(dst_view).map_err(backend_error)?;
+        self.ctx
+            .rope_set_rows(
+                &x,
+                &pos.tensor,
+                freq_factors.map(|f| &f.tensor),
+                params,
+                &rows,
+                &cells,
+                &ids.tensor,
+            )
+            .map_err(backend_error)?;
+        Ok(())
+    }
+
     fn flash_attn(
         &self,
         q: &GpuTensor,

@@ -85,6 +85,27 @@ pub trait Ops {
     /// SET_ROWS: the rows of `src` written at the i32 `ids` into the rows of `dst` that `view`
     /// (a layout over `dst`'s storage) selects, converted to its type.
     fn set_rows(&self, dst: &mut Self::Tensor, view: Layout, src: &Self::Tensor, ids: &Self::Tensor) -> Result<()>;
+    /// A decoder's rotary embedding and KV-cache write: ROPE in place of the elements of `t`
+    /// that `view` selects ([`Ops::rope_in_place`]), then SET_ROWS of the rows of `t` that `rows`
+    /// selects (f32 `[n, tokens]`, roped elements among them) into the rows of `dst` that
+    /// `dst_view` selects, at `ids` ([`Ops::set_rows`]). A backend may do both in one step.
+    #[allow(clippy::too_many_arguments)]
+    fn rope_set_rows(
+        &self,
+        t: &mut Self::Tensor,
+        view: Layout,
+        pos: &Self::Tensor,
+        freq_factors: Option<&Self::Tensor>,
+        params: &RopeParams,
+        rows: Layout,
+        dst: &mut Self::Tensor,
+        dst_view: Layout,
+        ids: &Self::Tensor,
+    ) -> Result<()> {
+        self.rope_in_place(t, view, pos, freq_factors, params)?;
+        let rows = self.view(t, rows)?;
+        self.set_rows(dst, dst_view, &rows, ids)
+    }
     /// FLASH_ATTN_EXT: `softmax(q·kᵀ·scale + mask)·v`, `[d_v, n_head, n_q, 1]`; no mask: every
     /// key is attended to.
     fn flash_attn(

@@ -136,6 +136,110 @@ fn f16_rows_take_whole_words_or_atomics() {
     }
 }
 
+/// The fused rotary embedding and KV-cache write (`rope_set_rows`) leaves the projection and
+/// the cache byte for byte as ROPE in place and then SET_ROWS do: a decoder's fused q·k·v rows
+/// (9 query and 3 key heads roped, keys and values to the cache), one token and a prompt, f16
+/// and f32 caches, normal and NeoX pairs, frequency factors, an id past the cache (nothing
+/// written); a q8_0 cache and rows outside their tokens' stride take the two ops.
+#[test]
+fn rope_set_rows_matches_rope_then_set_rows() {
+    use ggml_dawn::ops::rope::RopeSetRowsPlan;
+    let ctx = context();
+    let (d, n_head, n_kv, cells) = (64, 9, 3, 40);
+    let row = d * (n_head + 2 * n_kv);
+    let f32_layout = |ne: [usize; 4], nb: [usize; 4], offset: usize| Layout {
+        ty: GgmlType::F32,
+        ne,
+        nb,
+        offset,
+    };
+    for tokens in [1, 7] {
+        let n = row * tokens;
+        let values: Vec<f32> = (0..n).map(|i| ((i * 31 % 211) as f32 - 105.0) / 70.0).collect();
+        let ids: Vec<i32> = (0..tokens as i32)
+            .map(|t| if t == 5 { cells as i32 + 2 } else { 13 + 3 * t })
+            .collect();
+        let ids_host = HostTensor {
+            layout: Layout::contiguous(GgmlType::I32, [tokens, 1, 1, 1]).unwrap(),
+            data: ids.iter().flat_map(|p| p.to_le_bytes()).collect(),
+        };
+        let ids = ctx.upload(&ids_host).unwrap();
+        let ff = ctx
+            .from_f32(
+                GgmlType::F32,
+                [d / 2, 1, 1, 1],
+                &(0..d / 2).map(|i| 1.0 + i as f32 / 16.0).collect::<Vec<_>>(),
+            )
+            .unwrap();
+        let heads = f32_layout([d, n_head + n_kv, tokens, 1], [4, d * 4, row * 4, row * 4 * tokens], 0);
+        let kv = f32_layout(
+            [2 * n_kv * d, tokens, 1, 1],
+            [4, row * 4, row * 4, row * 4],
+            n_head * d * 4,
+        );
+        for cache_type in [GgmlType::F16, GgmlType::F32, GgmlType::Q8_0] {
+            for (mode, with_ff) in [(RopeMode::Normal, false), (RopeMode::Neox, true)] {
+                let params = RopeParams::new(d, mode);
+                let ff = with_ff.then_some(&ff);
+                let run = |fused: bool| {
+                    let y = ctx.from_f32(GgmlType::F32, [row, tokens, 1, 1], &values).unwrap();
+                    let cache = ctx
+                        .filled(
+                            Layout::contiguous(cache_type, [2 * n_kv * d, cells, 1, 1]).unwrap(),
+                            0x3c,
+                        )
+                        .unwrap();
+                    let (x, rows) = (y.view(heads).unwrap(), y.view(kv).unwrap());
+                    let ran = if fused {
+                        Some(ctx.rope_set_rows(&x, &ids, ff, &params, &rows, &cache, &ids).unwrap())
+                    } else {
+                        ctx.rope_into(&x, &ids, ff, &x, &params).unwrap();
+                        ctx.set_rows(&cache, &rows, &ids).unwrap();
+                        None
+                    };
+                    (ctx.read(&y).unwrap().data, ctx.read(&cache).unwrap().data, ran)
+                };
+                let (y1, c1, ran) = run(true);
+                let (y2, c2, _) = run(false);
+                let what = format!("{tokens} tokens, {cache_type} cache, {mode:?}");
+                assert!(y1 == y2, "{what}: the roped projection differs");
+                assert!(c1 == c2, "{what}: the cache differs");
+                let fused = matches!(ran, Some(RopeSetRowsPlan::Fused(_)));
+                assert_eq!(fused, cache_type != GgmlType::Q8_0, "{what}: {}", ran.unwrap());
+            }
+        }
+        // Rows past their token's stride (two tokens' values as one row): the two ops.
+        if tokens > 1 {
+            let y = ctx.from_f32(GgmlType::F32, [row, tokens, 1, 1], &values).unwrap();
+            let cache = ctx.zeros(GgmlType::F16, [2 * row, cells, 1, 1]).unwrap();
+            let wide = f32_layout(
+                [2 * row, tokens / 2, 1, 1],
+                [4, 2 * row * 4, 2 * row * 4, 2 * row * 4],
+                0,
+            );
+            let few = ctx
+                .upload(&HostTensor {
+                    layout: Layout::contiguous(GgmlType::I32, [tokens / 2, 1, 1, 1]).unwrap(),
+                    data: (0..(tokens / 2) as i32).flat_map(|p| p.to_le_bytes()).collect(),
+                })
+                .unwrap();
+            let x = y.view(heads).unwrap();
+            let ran = ctx
+                .rope_set_rows(
+                    &x,
+                    &ids,
+                    None,
+                    &RopeParams::new(d, RopeMode::Normal),
+                    &y.view(wide).unwrap(),
+                    &cache,
+                    &few,
+                )
+                .unwrap();
+            assert!(matches!(ran, RopeSetRowsPlan::Separate(..)), "{ran}");
+        }
+    }
+}
+
 /// Each check refuses with an error naming the rule.
 #[test]
 fn bad_operands_are_errors() {

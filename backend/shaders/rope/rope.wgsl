@@ -4,12 +4,19 @@
 // bits), divided by the pair's frequency factor, through YaRN's ramp; cos and sin after a
 // two-constant reduction to [-pi, pi].
 //
+// With ROWS_OUT (SHARED, f32 in place, one token a workgroup), the workgroup then stores its
+// token's row of dst (rows_n f32 from rows_start + token·rows_nb1: roped and unroped elements of
+// the same token) as cache row ids[token], f32 or (CACHE_F16) f16: SET_ROWS after ROPE in one
+// dispatch, as a decoder writes its KV cache.
+//
 // Defines: SRC_TYPE, DST_TYPE (TYPE_F32 or TYPE_F16), MODE (ggml's mode number: 0, 2, 8, 24,
 // 40), FF (frequency factors bound), INPLACE (no src binding: the row is read from dst, which
 // has src's layout), DST_ATOMIC (dst as atomic words: 16-bit elements of different threads share
 // words), SHARED and SHARED_PAIRS (a workgroup a token: its angles once into workgroup memory,
 // then its ne1 rows' units; the grid counts tokens), WORDS (an f16 dst of whole words: a thread rotates pairs 2t and 2t+1, or copies two
-// consecutive elements, and stores whole words that no other thread touches), WG_SIZE.
+// consecutive elements, and stores whole words that no other thread touches), SRC_WORDS (with
+// WORDS: an f16 src whose element pairs a thread reads are whole words, read as such; copied
+// words go over unconverted), WG_SIZE.
 //
 // Bytes touched: the elements src's and dst's layouts address (rows i1, i2, i3 below their
 // extents, elements below ne0); pos element i2 + section·ne2 (the host checks pos holds
@@ -37,6 +44,13 @@
 @group(0) @binding(DST_BINDING) var<storage, read_write> dst: array<atomic<u32>>;
 #else
 @group(0) @binding(DST_BINDING) var<storage, read_write> dst: array<u32>;
+#endif
+#if ROWS_OUT
+@group(0) @binding(DST_BINDING + 1) var<storage, read> ids: array<u32>;
+@group(0) @binding(DST_BINDING + 2) var<storage, read_write> cache: array<u32>;
+#define PARAMS_BINDING (DST_BINDING + 3)
+#else
+#define PARAMS_BINDING (DST_BINDING + 1)
 #endif
 
 struct Params {
@@ -73,8 +87,15 @@ struct Params {
     corr1: f32,
     mscale_ext: f32,  // 1 + 0.1·ln(1/freq_scale), as the CPU rounds it
     tokens: u32,      // rows / ne1 (SHARED: one workgroup each)
+    rows_start: u32,  // ROWS_OUT: bytes from dst's binding to the first row to store
+    rows_nb1: u32,    // bytes from a token's row to the next
+    rows_n: u32,      // f32 elements a row
+    ids_start: u32,   // elements
+    cache_start: u32, // bytes
+    cache_nb1: u32,   // bytes a cache row
+    cache_rows: u32,  // rows of the cache (an id past them writes nothing)
 }
-@group(0) @binding(DST_BINDING + 1) var<uniform> params: Params;
+@group(0) @binding(PARAMS_BINDING) var<uniform> params: Params;
 
 fn load_word(i: u32) -> u32 {
 #if INPLACE && DST_ATOMIC
@@ -156,6 +177,15 @@ fn store_elem(at: u32, v: f32) {
 fn store_word(at: u32, lo: f32, hi: f32) {
     dst[at >> 2u] = f16_to_bits(lo) | (f16_to_bits(hi) << 16u);
 }
+
+// Elements e and e + 1 (e even) of the src row at byte `row`.
+fn load_two(row: u32, e: u32) -> vec2<f32> {
+#if SRC_WORDS
+    return unpack2x16float(load_word((row + e * 2u) >> 2u));
+#else
+    return vec2<f32>(load_elem(row + e * params.src_nb0), load_elem(row + (e + 1u) * params.src_nb0));
+#endif
+}
 #endif
 
 fn section_of(sector: u32) -> u32 {
@@ -209,12 +239,18 @@ fn angle(k: u32, i2: u32) -> vec2<f32> {
     let section = section_of(k % sect_dims);
     var theta = position(i2, section);
 #if MODE == 24
+    // The CPU's chain, restarting at each start of this section (j % sect_dims kept as it goes).
+    var sector = 0u;
     for (var j = 0u; j <= k; j++) {
-        if (restart_of(j % sect_dims) == section) {
+        if (restart_of(sector) == section) {
             theta = position(i2, section);
         }
         if (j < k) {
             theta *= p.theta_scale;
+        }
+        sector += 1u;
+        if (sector == sect_dims) {
+            sector = 0u;
         }
     }
 #else
@@ -273,9 +309,12 @@ fn rope_unit(i1: u32, i2: u32, i3: u32, t: u32) {
         // Two elements outside the rotated dims (n_offs and n_dims even: one side of them).
         let c = 2u * (t - half_pairs);
         let e = select(c + p.n_dims, c, c < p.n_offs);
-        let a = load_elem(src_row + e * p.src_nb0);
-        let b = load_elem(src_row + (e + 1u) * p.src_nb0);
-        store_word(dst_row + e * 2u, a, b);
+#if SRC_WORDS
+        dst[(dst_row + e * 2u) >> 2u] = load_word((src_row + e * 2u) >> 2u);
+#else
+        let ab = load_two(src_row, e);
+        store_word(dst_row + e * 2u, ab.x, ab.y);
+#endif
         return;
     }
     let k = 2u * t;
@@ -284,10 +323,12 @@ fn rope_unit(i1: u32, i2: u32, i3: u32, t: u32) {
 #if MODE == 0
     // Pairs k and k+1 are elements ic..ic+3: two words.
     let ic = p.n_offs + 2u * k;
-    let a0 = load_elem(src_row + ic * p.src_nb0);
-    let b0 = load_elem(src_row + (ic + 1u) * p.src_nb0);
-    let a1 = load_elem(src_row + (ic + 2u) * p.src_nb0);
-    let b1 = load_elem(src_row + (ic + 3u) * p.src_nb0);
+    let ab0 = load_two(src_row, ic);
+    let ab1 = load_two(src_row, ic + 2u);
+    let a0 = ab0.x;
+    let b0 = ab0.y;
+    let a1 = ab1.x;
+    let b1 = ab1.y;
     store_word(dst_row + ic * 2u, a0 * c0.x - b0 * c0.y, a0 * c0.y + b0 * c0.x);
     store_word(dst_row + (ic + 2u) * 2u, a1 * c1.x - b1 * c1.y, a1 * c1.y + b1 * c1.x);
 #else
@@ -299,10 +340,12 @@ fn rope_unit(i1: u32, i2: u32, i3: u32, t: u32) {
     let partner = ic + p.n_dims / 2u;
 #endif
     // Pairs k and k+1: the word at ic and the word at partner.
-    let a0 = load_elem(src_row + ic * p.src_nb0);
-    let a1 = load_elem(src_row + (ic + 1u) * p.src_nb0);
-    let b0 = load_elem(src_row + partner * p.src_nb0);
-    let b1 = load_elem(src_row + (partner + 1u) * p.src_nb0);
+    let a = load_two(src_row, ic);
+    let b = load_two(src_row, partner);
+    let a0 = a.x;
+    let a1 = a.y;
+    let b0 = b.x;
+    let b1 = b.y;
     store_word(dst_row + ic * 2u, a0 * c0.x - b0 * c0.y, a1 * c1.x - b1 * c1.y);
     store_word(dst_row + partner * 2u, a0 * c0.y + b0 * c0.x, a1 * c1.y + b1 * c1.x);
 #endif
@@ -351,6 +394,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var u = lid; u < units; u += WG_SIZE) {
         rope_unit(u / p.row_units, i2, i3, u % p.row_units);
     }
+#if ROWS_OUT
+    // The token's row, roped above by this workgroup (its window of dst holds no other
+    // token's elements), into the cache row its id names.
+    storageBarrier();
+    let id = ids[p.ids_start + token];
+    if (id < p.cache_rows) {
+        let first = (p.rows_start + token * p.rows_nb1) >> 2u;
+        let to = (p.cache_start + id * p.cache_nb1) >> 2u;
+#if CACHE_F16
+        for (var w = lid; w < p.rows_n / 2u; w += WG_SIZE) {
+            let lo = bitcast<f32>(dst[first + 2u * w]);
+            let hi = bitcast<f32>(dst[first + 2u * w + 1u]);
+            cache[to + w] = f16_to_bits(lo) | (f16_to_bits(hi) << 16u);
+        }
+#else
+        for (var e = lid; e < p.rows_n; e += WG_SIZE) {
+            cache[to + e] = dst[first + e];
+        }
+#endif
+    }
+#endif
 }
 #else
 @compute @workgroup_size(WG_SIZE)

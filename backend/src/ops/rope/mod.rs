@@ -17,6 +17,8 @@ use crate::tensor::Layout;
 
 pub use plan::{Problem, RopePlan};
 
+use crate::ops::rows::{self, RowsPlan};
+
 fn invalid(what: impl std::fmt::Display) -> BackendError {
     BackendError::InvalidOperands(format!("ROPE: {what}"))
 }
@@ -118,6 +120,9 @@ pub fn check(x: &Layout, pos: &Layout, ff: Option<&Layout>, dst: &Layout, params
             && pairs.is_multiple_of(2)
             && n_offs.is_multiple_of(2)
             && ne0.is_multiple_of(2),
+        // Likewise the start's alignment (`rope`).
+        src_words: x.ty == GgmlType::F16 && x.nb[0] == 2 && x.nb[1..].iter().all(|nb| nb.is_multiple_of(4)),
+        rows_out: None,
     })
 }
 
@@ -146,6 +151,7 @@ pub fn rope(
     }
     p.in_place = in_place;
     p.dst_words = p.dst_words && dst.byte_span()?.start.is_multiple_of(4);
+    p.src_words = p.src_words && x.byte_span()?.start.is_multiple_of(4);
     let mut all = vec![x, pos, dst];
     all.extend(freq_factors);
     env.check_operands(&all)?;
@@ -161,4 +167,127 @@ pub fn rope(
     let plan = plan::plan(&p, &env.facts());
     encode::encode(env, stream, x, pos, freq_factors, dst, params, &plan)?;
     Ok(plan)
+}
+
+/// What [`rope_set_rows`] ran: one fused dispatch, or ROPE then SET_ROWS where the fused
+/// kernel does not apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeSetRowsPlan {
+    Fused(RopePlan),
+    Separate(RopePlan, RowsPlan),
+}
+
+impl std::fmt::Display for RopeSetRowsPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RopeSetRowsPlan::Fused(p) => write!(f, "{p}"),
+            RopeSetRowsPlan::Separate(r, s) => write!(f, "{r}; then SET_ROWS: {s}"),
+        }
+    }
+}
+
+/// Whether a token's `rows` (f32 `[n, tokens]`) lie in the same storage as `x` (f32 `[d, heads,
+/// tokens, 1]`), each token's row inside that token's stretch of x's token stride, so the
+/// workgroup that ropes a token's heads may store its row without another workgroup's
+/// elements: the fused kernel's condition on the operands' layouts.
+fn rows_follow_tokens(x: &DeviceTensor, rows: &DeviceTensor) -> Result<bool> {
+    let (lx, lr) = (x.layout(), rows.layout());
+    if !x.same_storage(rows) || lx.ty != GgmlType::F32 || lr.ty != GgmlType::F32 || lx.ne.contains(&0) {
+        return Ok(false);
+    }
+    let stride = lx.nb[2];
+    // x's token: its heads' elements inside one stride from the token's first byte.
+    let token_span = (lx.ne[0] - 1) * lx.nb[0] + (lx.ne[1] - 1) * lx.nb[1] + 4;
+    let Some(from) = lr.offset.checked_sub(lx.offset) else {
+        return Ok(false);
+    };
+    Ok(lx.ne[3] == 1
+        && lr.ne[1] == lx.ne[2]
+        && lr.ne[2] == 1
+        && lr.ne[3] == 1
+        && lr.nb[0] == 4
+        && lr.nb[1] == stride
+        && token_span <= stride
+        && from.checked_add(lr.ne[0] * 4).is_some_and(|end| end <= stride))
+}
+
+/// ROPE of `x` in place, then SET_ROWS of `rows` into `dst` at `ids` (see [`check`] and
+/// [`rows::check_set_rows`]): a decoder's rotary embedding and KV-cache write. One dispatch when
+/// x is f32 `[d, heads, tokens, 1]` on the shared path (a workgroup a token), `rows` f32
+/// `[n, tokens]` in x's storage with each token's row inside its token's stretch (for instance the
+/// keys and values beside the roped queries and keys of one projection), `dst` f32 or f16 rows
+/// `[n, cells]` (word-aligned for f16) and `ids` packed i32; otherwise the two ops one after
+/// the other, with the same result. Returns what ran.
+#[allow(clippy::too_many_arguments)]
+pub fn rope_set_rows(
+    env: &Env,
+    stream: &mut Stream,
+    x: &DeviceTensor,
+    pos: &DeviceTensor,
+    freq_factors: Option<&DeviceTensor>,
+    params: &RopeParams,
+    rows: &DeviceTensor,
+    dst: &DeviceTensor,
+    ids: &DeviceTensor,
+) -> Result<RopeSetRowsPlan> {
+    let mut p = check(
+        x.layout(),
+        pos.layout(),
+        freq_factors.map(|f| f.layout()),
+        x.layout(),
+        params,
+    )?;
+    rows::check_set_rows(dst.layout(), rows.layout(), ids.layout())?;
+    p.in_place = true;
+    p.dst_words = p.dst_words && x.byte_span()?.start.is_multiple_of(4);
+    p.src_words = p.src_words && x.byte_span()?.start.is_multiple_of(4);
+    let (ld, li) = (dst.layout(), ids.layout());
+    let cache_words = ld.ty == GgmlType::F32
+        || (ld.ty == GgmlType::F16
+            && rows.layout().ne[0].is_multiple_of(2)
+            && ld.nb[1].is_multiple_of(4)
+            && dst.byte_span()?.start.is_multiple_of(4));
+    let fusable = matches!(ld.ty, GgmlType::F32 | GgmlType::F16)
+        && cache_words
+        && ld.ne[2] == 1
+        && ld.ne[3] == 1
+        && li.ty == GgmlType::I32
+        && li.nb[0] == 4
+        && ids.byte_span()?.start.is_multiple_of(4)
+        && rows_follow_tokens(x, rows)?;
+    let fused = plan::plan(
+        &Problem {
+            rows_out: Some(ld.ty),
+            ..p
+        },
+        &env.facts(),
+    );
+    let limits = env.limits();
+    let fits = fusable
+        && encode::hull_binding(
+            x,
+            rows,
+            u64::from(limits.min_storage_buffer_offset_alignment),
+            limits.max_storage_buffer_binding_size,
+        )?
+        .is_some();
+    if !(fits && fused.shared) {
+        let r = rope(env, stream, x, pos, freq_factors, x, params)?;
+        let s = rows::set_rows(env, stream, dst, rows, ids)?;
+        return Ok(RopeSetRowsPlan::Separate(r, s));
+    }
+    let mut all = vec![x, pos, rows, dst, ids];
+    all.extend(freq_factors);
+    env.check_operands(&all)?;
+    env.check_stream(stream)?;
+    let mut inputs = vec![("pos", pos), ("ids", ids)];
+    if let Some(f) = freq_factors {
+        inputs.push(("freq_factors", f));
+    }
+    crate::memory::check_output_disjoint("ROPE", x, &inputs)?;
+    inputs.push(("rows", rows));
+    inputs.push(("x", x));
+    crate::memory::check_output_disjoint("SET_ROWS", dst, &inputs)?;
+    encode::encode_set_rows(env, stream, x, pos, freq_factors, params, rows, dst, ids, &fused)?;
+    Ok(RopeSetRowsPlan::Fused(fused))
 }

@@ -42,6 +42,13 @@ pub struct Problem {
     /// whole 4-byte words of it: packed rows, word-aligned start and strides, an even count of
     /// pairs, an even n_offs and an even row.
     pub dst_words: bool,
+    /// src is f16 with packed rows, a word-aligned start and word-aligned strides: with
+    /// `dst_words`, each pair of elements a thread reads is one word (the copied ones go over
+    /// unconverted).
+    pub src_words: bool,
+    /// The fused SET_ROWS that follows (`rope_set_rows`): the cache's type (f32 or f16), on
+    /// the shared path of an f32 ROPE in place only.
+    pub rows_out: Option<GgmlType>,
 }
 
 /// How the kernel runs one ROPE.
@@ -53,6 +60,8 @@ pub struct RopePlan {
     pub units: u64,
     /// Two pairs a thread, each writing whole words of an f16 dst with plain stores.
     pub words: bool,
+    /// With `words`: f16 src words read whole, copied elements moved as words.
+    pub src_words: bool,
     /// A workgroup a token: its angles computed once into workgroup memory, its heads' units
     /// spread over the workgroup (`grid` counts tokens, not threads).
     pub shared: bool,
@@ -82,6 +91,7 @@ pub fn plan(p: &Problem, device: &DeviceFacts) -> RopePlan {
         row_units,
         units,
         words,
+        src_words: words && p.src_words,
         shared,
         atomic: p.dst_type == GgmlType::F16 && !words,
         wg_size: WG_SIZE,
@@ -104,6 +114,7 @@ impl fmt::Display for RopePlan {
             p.pairs,
             p.rows,
             match (self.words, self.atomic) {
+                (true, _) if self.src_words => "two pairs a thread, whole-word loads and",
                 (true, _) => "two pairs a thread, whole-word",
                 (false, true) => "merged (atomic)",
                 (false, false) => "word",
@@ -115,7 +126,14 @@ impl fmt::Display for RopePlan {
             },
             self.grid,
             self.wg_size
-        )
+        )?;
+        match p.rows_out {
+            Some(cache) => write!(
+                f,
+                ", then each token's row into the {cache} cache row its id names (SET_ROWS fused)"
+            ),
+            None => Ok(()),
+        }
     }
 }
 
@@ -137,6 +155,8 @@ mod tests {
             heads: 32,
             pairs: 32,
             dst_words: false,
+            src_words: false,
+            rows_out: None,
         };
         let plan = plan(&p, &facts);
         // 32 rotated pairs, 64 copied elements.
