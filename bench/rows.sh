@@ -8,7 +8,8 @@
 # a dawn-llm bundle made with --with-backend-ops, and upstream's test-backend-ops built against
 # the same Dawn with its `run-upstream` launcher):
 #   BUNDLE=gpu-bundle UPSTREAM_RUN=.bench/upstream/run-upstream OUT=/tmp/rows-out bash bench/rows.sh
-# OPS narrows the ops (default: every decoder op upstream's perf list may hold).
+# OPS narrows the ops (default: every decoder op upstream's perf list may hold); SUITE=0 leaves
+# out the rows suite.
 set -u
 B=${BUNDLE:-gpu-bundle}
 # backend-ops: the bundle's `run`, or its `run-ops` in a dawn-llm bundle made with --with-backend-ops.
@@ -32,6 +33,7 @@ for op in $OPS; do
     echo "$op: $(grep -c . "$O/cases-$op.txt") upstream perf cases"
 done
 "$TOOL" compare --upstream "$O/upstream.txt" --ours "$O/ours.jsonl" | tee "$O/compare.md"
+[ "${SUITE:-1}" = 0 ] && exit 0
 # The rows suite by the wall clock and by the GPU's timestamps (a small op's wall-clock time
 # is the host's recording of its one dispatch; the GPU's own time is the kernel's).
 "$TOOL" --output json perf --suite rows --gpu-time >"$O/rows.jsonl"
