@@ -110,6 +110,9 @@ pub struct GpuOps {
     pool: Arc<Mutex<Pool>>,
     /// Bytes of the tensors `zeros` made (the KV cache).
     zeroed: std::sync::atomic::AtomicU64,
+    /// Steps the backend can fuse run fused ([`GpuOps::without_fusion`] turns that off, to
+    /// measure what a fusion gives).
+    fused: bool,
 }
 
 fn backend_error(e: impl std::fmt::Display) -> LlmError {
@@ -123,7 +126,16 @@ impl GpuOps {
             ctx,
             pool: Arc::default(),
             zeroed: Default::default(),
+            fused: true,
         }
+    }
+
+    /// The same ops with every fused step run as its ops one after the other (the rotary
+    /// embedding and the KV-cache write as ROPE, then SET_ROWS): the same results, one more
+    /// dispatch a layer; for measuring what the fusion gives (`DAWN_LLM_FUSION=off`).
+    pub fn without_fusion(mut self) -> GpuOps {
+        self.fused = false;
+        self
     }
 
     /// The context.
@@ -334,6 +346,11 @@ impl Ops for GpuOps {
         dst_view: Layout,
         ids: &GpuTensor,
     ) -> Result<()> {
+        if !self.fused {
+            self.rope_in_place(t, view, pos, freq_factors, params)?;
+            let rows = self.view(t, rows)?;
+            return self.set_rows(dst, dst_view, &rows, ids);
+        }
         // One dispatch where the backend can fuse them, else ROPE then SET_ROWS.
         let x = t.tensor.view(view).map_err(backend_error)?;
         let rows = t.tensor.view(rows).map_err(backend_error)?;

@@ -359,8 +359,17 @@ fn gpu_options(model: &Model) -> ggml_dawn::ContextOptions {
 fn gpu_ops_with(mut options: ggml_dawn::ContextOptions) -> Result<GpuOps, LlmError> {
     options.tuning = ggml_dawn::tuning::Overrides::from_env().map_err(LlmError::InvalidArgument)?;
     let ctx = ggml_dawn::GpuContext::new(options).map_err(|e| LlmError::Backend(e.to_string()))?;
-    Ok(GpuOps::new(ctx))
+    let ops = GpuOps::new(ctx);
+    match std::env::var(FUSION_ENV).as_deref() {
+        Err(_) | Ok("on") => Ok(ops),
+        Ok("off") => Ok(ops.without_fusion()),
+        Ok(other) => Err(LlmError::InvalidArgument(format!("{FUSION_ENV}={other}: on or off"))),
+    }
 }
+
+/// `off` runs the steps the backend fuses as separate ops (the same results), to measure a
+/// fusion beside the default.
+const FUSION_ENV: &str = "DAWN_LLM_FUSION";
 
 fn generate(args: GenerateArgs) -> Result<(), LlmError> {
     let params = SamplerParams {
