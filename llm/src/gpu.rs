@@ -36,6 +36,16 @@ pub const SUBMIT_POLICIES: &[(u64, SubmitPolicy)] = &[
     (u64::MAX, SubmitPolicy { first: 8, max: 128 }),
 ];
 
+/// Whether a decode step fuses the rotary embedding with the KV-cache write on `class` of
+/// device, as measured (`DAWN_ALT="unfused:DAWN_LLM_FUSION=off" bash bench/llm-compare.sh`):
+/// on lavapipe the recording thread's CPU time a SmolLM2 token falls 2397–2548 → 2075–2288 us
+/// with it; on an H100 (2026-12-07, 2cc5d6c, alternating in one run) SmolLM2 tg128 fell from
+/// 508 to 399 t/s with it (the host's time a token 1232 → 2017 us, cause not yet found), so it
+/// stays off on GPUs until a run shows it paying there.
+pub fn fuses_by_default(class: ggml_dawn::facts::DeviceClass) -> bool {
+    class == ggml_dawn::facts::DeviceClass::Cpu
+}
+
 /// The submit policy [`SUBMIT_POLICIES`] gives a model of `layer_bytes` weight bytes a layer.
 pub fn submit_policy(layer_bytes: u64) -> SubmitPolicy {
     SUBMIT_POLICIES
@@ -110,8 +120,8 @@ pub struct GpuOps {
     pool: Arc<Mutex<Pool>>,
     /// Bytes of the tensors `zeros` made (the KV cache).
     zeroed: std::sync::atomic::AtomicU64,
-    /// Steps the backend can fuse run fused ([`GpuOps::without_fusion`] turns that off, to
-    /// measure what a fusion gives).
+    /// Steps the backend can fuse run fused (by default where measured to pay:
+    /// [`fuses_by_default`]; [`GpuOps::with_fusion`] sets it).
     fused: bool,
 }
 
@@ -122,19 +132,21 @@ fn backend_error(e: impl std::fmt::Display) -> LlmError {
 impl GpuOps {
     /// The ops of `ctx`.
     pub fn new(ctx: GpuContext) -> GpuOps {
+        let fused = fuses_by_default(ctx.facts().class);
         GpuOps {
             ctx,
             pool: Arc::default(),
             zeroed: Default::default(),
-            fused: true,
+            fused,
         }
     }
 
-    /// The same ops with every fused step run as its ops one after the other (the rotary
-    /// embedding and the KV-cache write as ROPE, then SET_ROWS): the same results, one more
-    /// dispatch a layer; for measuring what the fusion gives (`DAWN_LLM_FUSION=off`).
-    pub fn without_fusion(mut self) -> GpuOps {
-        self.fused = false;
+    /// The same ops with the steps the backend can fuse (the rotary embedding with the
+    /// KV-cache write: [`GpuContext::rope_set_rows`]) run fused or, with `false`, as their ops
+    /// one after the other (ROPE, then SET_ROWS): the same results either way, one dispatch a
+    /// layer apart (`DAWN_LLM_FUSION=on|off` in `dawn-llm`).
+    pub fn with_fusion(mut self, fused: bool) -> GpuOps {
+        self.fused = fused;
         self
     }
 

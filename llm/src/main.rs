@@ -361,14 +361,15 @@ fn gpu_ops_with(mut options: ggml_dawn::ContextOptions) -> Result<GpuOps, LlmErr
     let ctx = ggml_dawn::GpuContext::new(options).map_err(|e| LlmError::Backend(e.to_string()))?;
     let ops = GpuOps::new(ctx);
     match std::env::var(FUSION_ENV).as_deref() {
-        Err(_) | Ok("on") => Ok(ops),
-        Ok("off") => Ok(ops.without_fusion()),
+        Err(_) => Ok(ops),
+        Ok("on") => Ok(ops.with_fusion(true)),
+        Ok("off") => Ok(ops.with_fusion(false)),
         Ok(other) => Err(LlmError::InvalidArgument(format!("{FUSION_ENV}={other}: on or off"))),
     }
 }
 
-/// `off` runs the steps the backend fuses as separate ops (the same results), to measure a
-/// fusion beside the default.
+/// `on` or `off`: the steps the backend can fuse run fused or as separate ops (the same
+/// results), beside the default per class of device (`gpu::fuses_by_default`).
 const FUSION_ENV: &str = "DAWN_LLM_FUSION";
 
 fn generate(args: GenerateArgs) -> Result<(), LlmError> {

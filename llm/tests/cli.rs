@@ -213,6 +213,20 @@ fn bench_takes_submit_sizes_tuning_and_profiling() {
         .output()
         .unwrap();
     assert_refused(&env_refused, "GGML_DAWN_MUL_MAT");
+    // The fusion switch: on and off run (the same ids either way), anything else is refused.
+    let with_fusion = |value: &str| {
+        Command::new(env!("CARGO_BIN_EXE_dawn-llm"))
+            .args([
+                "generate", "-m", &model, "-p", "a b", "-n", "4", "--temp", "0", "-o", "json",
+            ])
+            .env("DAWN_LLM_FUSION", value)
+            .output()
+            .unwrap()
+    };
+    assert_refused(&with_fusion("maybe"), "DAWN_LLM_FUSION=maybe");
+    let (on, off) = (with_fusion("on"), with_fusion("off"));
+    assert!(on.status.success() && off.status.success(), "{on:?} {off:?}");
+    assert_eq!(on.stdout, off.stdout);
 
     let out = bench(&[
         "--submit-dispatches",
