@@ -14,6 +14,12 @@
 # Environment: BACKENDS (default "Vulkan0 CUDA0"), OPS (default "MUL_MAT FLASH_ATTN_EXT"),
 # FILTER (llama.cpp's -p: cases whose parameters contain it), MIN_TIME (our time per case,
 # seconds; default 0.2), ROUNDS (default 1: more repeat both programs, alternating).
+# Time: llama.cpp's test-backend-ops runs each perf case for at least a second of graph time
+# (and compiles each type's pipelines on Vulkan): about 3.6 s a case on an H100's Vulkan0, so its
+# whole MUL_MAT list takes more than one 10-minute call (137 cases in 500 s); ours takes about
+# 0.3 s a case. Narrow it, e.g. the decode and prefill shapes of the common types:
+#   FILTER='type_a=(f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q4_K|q6_K),type_b=f32,m=4096,n=(1|8|512),k=14336'
+# and FLASH_ATTN_EXT (its list is short) in a call of its own: OPS=FLASH_ATTN_EXT.
 # Results: $OUT/anchors-BACKEND.md (the table), $OUT/llama-BACKEND-OP-ROUND.txt (llama.cpp's
 # output), $OUT/ours-BACKEND-OP-ROUND.jsonl (ours).
 set -uo pipefail
