@@ -94,12 +94,17 @@ for m in "$@"; do
     [ -f "$f" ] || "$llm/run" synth --like "${m%%:*}" --type "${m#*:}" -o "$f" >&2 || exit 2
     files+=("$f")
 done
+# The programs' order turns by one from test to test, so that no program always follows the
+# same one (a program started right after another backend's exit may find the GPU slower).
+read -r -a order <<<"$programs"
+turn=0
 for model in "${files[@]}"; do
     for depth in $depths; do
         for test in $tests; do
-            for program in $programs; do
-                run "$program" "$model" "$test" "$depth"
+            for ((i = 0; i < ${#order[@]}; i++)); do
+                run "${order[(i + turn) % ${#order[@]}]}" "$model" "$test" "$depth"
             done
+            turn=$((turn + 1))
         done
     done
 done
