@@ -9,6 +9,10 @@
 #   bash bench/gpu.sh lists                          test -o MUL_MAT in the three modes (defaults,
 #                                                    --no-subgroup-matrix, --config 16x8x16), test -o
 #                                                    FLASH_ATTN_EXT (defaults; nb <= 4 in the other two)
+#   bash bench/gpu.sh decoder-lists                  test -o OP for each of the decoder ops' 19 lists
+#                                                    (upstream's, the cases it does not support
+#                                                    included); backend-ops is the bundle's `run`, or
+#                                                    `run-ops` in a dawn-llm bundle
 #   bash bench/gpu.sh vs-upstream SUITE [ARGS…]      ours and upstream's test-backend-ops alternating
 #                                                    case by case (`backend-ops compare perf`)
 #   bash bench/gpu.sh before-after A B SUITE…        bundle A (before) and B (after) alternating, then
@@ -106,6 +110,26 @@ lists)
     list flash_attn test -o FLASH_ATTN_EXT
     list flash_attn-no-sg-nb4 --no-subgroup-matrix test -o FLASH_ATTN_EXT -p 'nb=[1-4],'
     list flash_attn-16x8x16-nb4 --config 16x8x16 test -o FLASH_ATTN_EXT -p 'nb=[1-4],'
+    exit $status
+    ;;
+decoder-lists)
+    bundle=$(default_bundle) || exit 2
+    ops_tool=$bundle/run
+    [ -x "$bundle/run-ops" ] && ops_tool=$bundle/run-ops
+    "$ops_tool" --output json info >"$out/info-$(basename "$bundle").json" 2>&1 || true
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$out/gpu.txt" 2>/dev/null || true
+    status=0
+    : >"$out/decoder-lists.txt"
+    for op in GET_ROWS RMS_NORM RMS_NORM_MUL_ADD ADD SUB MUL DIV ROPE REGLU GEGLU SWIGLU SWIGLU_OAI GEGLU_ERF \
+        GEGLU_QUICK SET_ROWS CPY SCALE SOFT_MAX ARGMAX; do
+        "$ops_tool" --output json test -o "$op" >"$out/decoder-$op.jsonl"
+        rc=$?
+        [ $rc -eq 0 ] || status=1
+        ok=$(grep -c '"status":"ok"' "$out/decoder-$op.jsonl")
+        fail=$(grep -c '"status":"fail"' "$out/decoder-$op.jsonl")
+        unsupported=$(grep -c '"status":"unsupported"' "$out/decoder-$op.jsonl")
+        echo "$op: exit $rc; $ok ok, $fail fail, $unsupported not supported" | tee -a "$out/decoder-lists.txt"
+    done
     exit $status
     ;;
 vs-upstream)

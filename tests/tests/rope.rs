@@ -139,8 +139,8 @@ fn f16_rows_take_whole_words_or_atomics() {
 /// The fused rotary embedding and KV-cache write (`rope_set_rows`) leaves the projection and
 /// the cache byte for byte as ROPE in place and then SET_ROWS do: a decoder's fused q·k·v rows
 /// (9 query and 3 key heads roped, keys and values to the cache), one token and a prompt, f16
-/// and f32 caches, normal and NeoX pairs, frequency factors, an id past the cache (nothing
-/// written); a q8_0 cache and rows outside their tokens' stride take the two ops.
+/// and f32 caches, normal and NeoX pairs, frequency factors, an id past the cache's cells
+/// (nothing written, the guard rows after them untouched); a q8_0 cache and rows outside their tokens' stride take the two ops.
 #[test]
 fn rope_set_rows_matches_rope_then_set_rows() {
     use ggml_dawn::ops::rope::RopeSetRowsPlan;
@@ -157,7 +157,7 @@ fn rope_set_rows_matches_rope_then_set_rows() {
         let n = row * tokens;
         let values: Vec<f32> = (0..n).map(|i| ((i * 31 % 211) as f32 - 105.0) / 70.0).collect();
         let ids: Vec<i32> = (0..tokens as i32)
-            .map(|t| if t == 5 { cells as i32 + 2 } else { 13 + 3 * t })
+            .map(|t| if t == 5 { cells as i32 + 1 } else { 13 + 3 * t })
             .collect();
         let ids_host = HostTensor {
             layout: Layout::contiguous(GgmlType::I32, [tokens, 1, 1, 1]).unwrap(),
@@ -183,11 +183,20 @@ fn rope_set_rows_matches_rope_then_set_rows() {
                 let ff = with_ff.then_some(&ff);
                 let run = |fused: bool| {
                     let y = ctx.from_f32(GgmlType::F32, [row, tokens, 1, 1], &values).unwrap();
-                    let cache = ctx
+                    // The cache's cells, followed in their buffer by two guard rows that no id
+                    // may reach (token 5's id names the second).
+                    let storage = ctx
                         .filled(
-                            Layout::contiguous(cache_type, [2 * n_kv * d, cells, 1, 1]).unwrap(),
+                            Layout::contiguous(cache_type, [2 * n_kv * d, cells + 2, 1, 1]).unwrap(),
                             0x3c,
                         )
+                        .unwrap();
+                    let whole = *storage.layout();
+                    let cache = storage
+                        .view(Layout {
+                            ne: [2 * n_kv * d, cells, 1, 1],
+                            ..whole
+                        })
                         .unwrap();
                     let (x, rows) = (y.view(heads).unwrap(), y.view(kv).unwrap());
                     let ran = if fused {
@@ -197,7 +206,13 @@ fn rope_set_rows_matches_rope_then_set_rows() {
                         ctx.set_rows(&cache, &rows, &ids).unwrap();
                         None
                     };
-                    (ctx.read(&y).unwrap().data, ctx.read(&cache).unwrap().data, ran)
+                    let bytes = ctx.read(&storage).unwrap().data;
+                    let guard = whole.nb[1] * cells;
+                    assert!(
+                        bytes[guard..].iter().all(|&b| b == 0x3c),
+                        "a write past the cache's cells"
+                    );
+                    (ctx.read(&y).unwrap().data, bytes, ran)
                 };
                 let (y1, c1, ran) = run(true);
                 let (y2, c2, _) = run(false);
