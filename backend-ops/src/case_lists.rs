@@ -14,7 +14,8 @@ pub const FLASH_ATTN_SUPPORTED: &str = include_str!("../../tests/data/cases/upst
 pub const FLASH_ATTN_UNSUPPORTED: &str = include_str!("../../tests/data/cases/upstream-flash_attn_ext-unsupported.txt");
 
 /// Upstream's lists of the decoder ops (issue #38), as its WebGPU backend reports them on
-/// lavapipe: `(op, supported, unsupported)`, one pair of files per op in `tests/data/cases/`.
+/// lavapipe: `(op, supported, unsupported)`, one pair of files per op in `tests/data/cases/`;
+/// and llama.cpp's list of the rotary embedding fused with the KV-cache write (ROPE_SET_ROWS).
 pub const DECODER_LISTS: &[(&str, &str, &str)] = &[
     (
         "GET_ROWS",
@@ -110,6 +111,12 @@ pub const DECODER_LISTS: &[(&str, &str, &str)] = &[
         "ARGMAX",
         include_str!("../../tests/data/cases/upstream-argmax-supported.txt"),
         include_str!("../../tests/data/cases/upstream-argmax-unsupported.txt"),
+    ),
+    (
+        // llama.cpp's list (upstream's has no case of the fusion): every case is ours to pass.
+        "ROPE_SET_ROWS",
+        include_str!("../../tests/data/cases/llama-rope_set_rows.txt"),
+        "",
     ),
 ];
 

@@ -345,6 +345,7 @@ pub fn rope(plan: &RopePlan) -> ShaderVariant {
         .define("SRC_WORDS", flag(plan.src_words))
         .define("ROWS_OUT", flag(p.rows_out.is_some()))
         .define("CACHE_F16", flag(p.rows_out == Some(GgmlType::F16)))
+        .define("IDS_I64", flag(p.ids_i64))
         .define("SHARED", flag(plan.shared))
         .define("SHARED_PAIRS", format!("{}u", rope_plan::SHARED_PAIRS))
         .define("WG_SIZE", format!("{}u", plan.wg_size))
@@ -818,18 +819,22 @@ fn add_rows_and_rope(add: &mut Add<'_>, device: &DeviceFacts) {
                                 dst_words,
                                 src_words,
                                 rows_out: None,
+                                ids_i64: false,
                             };
                             let plan = rope_plan::plan(&problem, device);
                             add(rope(&plan), Op::Rope, "rope", &|| format!("{problem:?}"));
                             // The fused KV-cache write: f32 in place, a workgroup a token.
                             if in_place && src_type == GgmlType::F32 && plan.shared {
                                 for cache in [GgmlType::F32, GgmlType::F16] {
-                                    let problem = rope_plan::Problem {
-                                        rows_out: Some(cache),
-                                        ..problem
-                                    };
-                                    let plan = rope_plan::plan(&problem, device);
-                                    add(rope(&plan), Op::Rope, "rope_set_rows", &|| format!("{problem:?}"));
+                                    for ids_i64 in [false, true] {
+                                        let problem = rope_plan::Problem {
+                                            rows_out: Some(cache),
+                                            ids_i64,
+                                            ..problem
+                                        };
+                                        let plan = rope_plan::plan(&problem, device);
+                                        add(rope(&plan), Op::Rope, "rope_set_rows", &|| format!("{problem:?}"));
+                                    }
                                 }
                             }
                         }

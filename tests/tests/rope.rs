@@ -51,6 +51,39 @@ fn upstream_rope_cases_pass() {
     );
 }
 
+/// llama.cpp's ROPE_SET_ROWS list (the rotary embedding fused with the KV-cache write): every
+/// mode and cache type at 8 tokens, one and three sequences (fused, and the two ops where a
+/// tensor holds several sequences), against the CPU reference; all of it with
+/// `DAWN_COMPUTE_FULL_TESTS=1`.
+#[test]
+fn llama_rope_set_rows_cases_pass() {
+    let (_, supported, _) = case_lists::DECODER_LISTS
+        .iter()
+        .find(|(name, ..)| *name == "ROPE_SET_ROWS")
+        .expect("a list");
+    let ctx = context();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for case in case_lists::parse_list(supported).unwrap() {
+        let text = case.to_string();
+        if !(full() || text.contains(",8,") || text.contains("type_idx=i32")) {
+            continue;
+        }
+        ran += 1;
+        match harness::test_case(&ctx, &case, 5) {
+            Status::Ok { .. } => {}
+            other => failures.push(format!("{case}: {other:?}")),
+        }
+    }
+    assert!(ran >= 20, "only {ran} cases");
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 fn positions(ctx: &GpuContext, n: usize) -> (HostTensor, ggml_dawn::DeviceTensor) {
     let host = HostTensor {
         layout: Layout::contiguous(GgmlType::I32, [n, 1, 1, 1]).unwrap(),

@@ -31,6 +31,7 @@ pub const OPS: &[&str] = &[
     "MUL",
     "DIV",
     "ROPE",
+    "ROPE_SET_ROWS",
     "REGLU",
     "GEGLU",
     "SWIGLU",
@@ -57,6 +58,7 @@ pub enum DecoderCase {
     RmsNormMulAdd(RmsNormMulAddCase),
     Binary(BinaryCase),
     Rope(RopeCase),
+    RopeSetRows(RopeSetRowsCase),
     Glu(GluCase),
     SetRows(SetRowsCase),
     Cpy(CpyCase),
@@ -226,6 +228,7 @@ impl DecoderCase {
             DecoderCase::RmsNormMulAdd(_) => "RMS_NORM_MUL_ADD",
             DecoderCase::Binary(c) => c.op.name(),
             DecoderCase::Rope(_) => "ROPE",
+            DecoderCase::RopeSetRows(_) => "ROPE_SET_ROWS",
             DecoderCase::Glu(c) => c.op.name(),
             DecoderCase::SetRows(_) => "SET_ROWS",
             DecoderCase::Cpy(_) => "CPY",
@@ -256,6 +259,7 @@ impl DecoderCase {
             DecoderCase::RmsNormMulAdd(c) => c.tensors(),
             DecoderCase::Binary(c) => c.tensors(),
             DecoderCase::Rope(c) => c.tensors(),
+            DecoderCase::RopeSetRows(c) => c.tensors(),
             DecoderCase::Glu(c) => c.tensors(),
             DecoderCase::SetRows(c) => c.tensors(),
             DecoderCase::Cpy(c) => c.tensors(),
@@ -339,6 +343,12 @@ impl DecoderCase {
                 v: p.optional("v", parse_usize, 0)?,
                 inplace: p.optional("inplace", parse_bool, false)?,
                 n_offs: p.optional("n_offs", parse_usize, 0)?,
+            }),
+            "ROPE_SET_ROWS" => DecoderCase::RopeSetRows(RopeSetRowsCase {
+                ty: p.required("type", parse_type)?,
+                type_idx: p.required("type_idx", parse_type)?,
+                ne_a: p.required("ne_a", parse_array::<4>)?,
+                mode: p.required("mode", parse_rope_mode)?,
             }),
             "SET_ROWS" => DecoderCase::SetRows(SetRowsCase {
                 type_src: p.required("type_src", parse_type)?,
@@ -468,6 +478,14 @@ impl fmt::Display for DecoderCase {
                 c.nf,
                 u8::from(c.perm1),
                 u8::from(c.src_overlap)
+            ),
+            DecoderCase::RopeSetRows(c) => write!(
+                f,
+                "ROPE_SET_ROWS(type={},type_idx={},ne_a={},mode={})",
+                c.ty,
+                c.type_idx,
+                Array(&c.ne_a),
+                c.mode.ggml()
             ),
             DecoderCase::Rope(c) => write!(
                 f,
@@ -835,6 +853,81 @@ impl RopeCase {
             )?;
         }
         let dst = b.layout(ty, self.ne_a)?;
+        Ok(b.finish(dst))
+    }
+}
+
+/// `ROPE_SET_ROWS(type, type_idx, ne_a, mode)`: llama.cpp's case of a decoder's rotary embedding
+/// and KV-cache write (upstream ggml's lists have none): ROPE of f32 `a` `[ne_a]` at positions
+/// below 512 (`ggml_rope` with `ne_a[0]` dims in the normal and NeoX modes; the multi-section
+/// modes as upstream's ROPE case with `n_dims` 128, fs 1.4245, ef 0.7465, af 1.4245), then
+/// SET_ROWS of its first `[ne0·ne1, ne2]` rows (one row a token) into `dst` `[ne0·ne1, ne2·ne3]` of
+/// `type` at `row_idxs` (`type_idx`, a permutation of `0..ne2`). `a` and dst uniform in [-1, 1].
+/// The GPU runs it as `rope::rope_set_rows` (fused where it applies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RopeSetRowsCase {
+    pub ty: CaseType,
+    pub type_idx: CaseType,
+    pub ne_a: [usize; 4],
+    pub mode: RopeMode,
+}
+
+impl RopeSetRowsCase {
+    /// The ROPE part, as a ROPE case of the same tensor.
+    pub fn rope(&self) -> RopeCase {
+        let multi = self.mode.is_multi();
+        let (fs, ef, af) = if multi {
+            (1.4245, 0.7465, 1.4245)
+        } else {
+            (1.0, 0.0, 1.0)
+        };
+        RopeCase {
+            ty: GgmlType::F32.into(),
+            ne_a: self.ne_a,
+            n_dims: if multi { 128 } else { self.ne_a[0] },
+            mode: self.mode,
+            n_ctx: 512,
+            fs,
+            ef,
+            af,
+            ff: false,
+            v: 0,
+            inplace: true,
+            n_offs: 0,
+        }
+    }
+
+    /// The rows SET_ROWS stores, over `a`'s storage: `[ne0·ne1, ne2]`, a token's heads a row.
+    pub fn rows(a: &Layout) -> Layout {
+        let [n0, n1, n2, _] = a.ne;
+        Layout {
+            ty: a.ty,
+            ne: [n0 * n1, n2, 1, 1],
+            nb: [a.nb[0], a.nb[2], a.nb[2] * n2, a.nb[2] * n2],
+            offset: a.offset,
+        }
+    }
+
+    fn tensors(&self) -> Result<DecoderTensors, CaseError> {
+        let op = "ROPE_SET_ROWS";
+        let ty = known_type(op, "type", self.ty)?;
+        let idx = known_type(op, "type_idx", self.type_idx)?;
+        let [n0, n1, n2, n3] = self.ne_a;
+        let overflow = || invalid(op, "extents overflow");
+        let row = n0.checked_mul(n1).ok_or_else(overflow)?;
+        let cells = n2.checked_mul(n3).ok_or_else(overflow)?;
+        let positions = if self.mode.is_multi() { 4 } else { 1 };
+        let mut b = Builder::new(op);
+        b.whole("dst", ty, [row, cells, 1, 1], Fill::Uniform(-1.0, 1.0))?;
+        b.whole("a", GgmlType::F32, self.ne_a, Fill::Uniform(-1.0, 1.0))?;
+        b.whole(
+            "pos",
+            GgmlType::I32,
+            [n2.checked_mul(positions).ok_or_else(overflow)?, 1, 1, 1],
+            Fill::Positions { n_ctx: 512 },
+        )?;
+        b.whole("row_idxs", idx, [n2, 1, 1, 1], Fill::DistinctRowIds { rows: n2 })?;
+        let dst = b.storages[0].layout;
         Ok(b.finish(dst))
     }
 }

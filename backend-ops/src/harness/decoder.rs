@@ -17,7 +17,7 @@ use ggml_dawn::reference::{
 use ggml_dawn::tensor::{HostTensor, Layout};
 
 use super::{Rng, Status};
-use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, Storage};
+use crate::cases::decoder::{DecoderCase, DecoderTensors, Fill, RopeSetRowsCase, Storage};
 use crate::cases::{CaseError, CaseTensor};
 
 /// Whether the GPU backend runs `case`, and why not: [`gpu_plan`]'s verdict.
@@ -60,6 +60,13 @@ pub fn gpu_plan(case: &DecoderCase) -> Result<GpuOp, String> {
                 params,
                 freq_factors: ff.is_some(),
             }
+        }
+        DecoderCase::RopeSetRows(c) => {
+            let params = c.rope().params();
+            let a = v("a")?;
+            rope::check(&a, &v("pos")?, None, &a, &params).map_err(e)?;
+            rows::check_set_rows(&v("dst")?, &RopeSetRowsCase::rows(&a), &v("row_idxs")?).map_err(e)?;
+            GpuOp::RopeSetRows { params }
         }
         DecoderCase::RmsNorm(c) => {
             norm::check(&v("x")?, None, None, &t.dst, c.eps).map_err(e)?;
@@ -136,6 +143,10 @@ pub enum GpuOp {
     Rope {
         params: RopeParams,
         freq_factors: bool,
+    },
+    /// ROPE of `a` in place, then SET_ROWS of its token rows into dst (`rope::rope_set_rows`).
+    RopeSetRows {
+        params: RopeParams,
     },
     RmsNorm {
         eps: f32,
@@ -229,6 +240,10 @@ pub fn gpu_record(
             },
             [a, pos, ff, dst],
         ) => rope::rope(&env, stream, a, pos, Some(ff), dst, params)?.to_string(),
+        (GpuOp::RopeSetRows { params }, [dst, a, pos, ids, _]) => {
+            let rows = a.view(RopeSetRowsCase::rows(a.layout()))?;
+            rope::rope_set_rows(&env, stream, a, pos, None, params, &rows, dst, ids)?.to_string()
+        }
         (GpuOp::RmsNorm { eps }, [x, dst]) => {
             norm::rms_norm_mul_add(&env, stream, x, None, None, dst, *eps)?.to_string()
         }
@@ -434,6 +449,12 @@ pub fn reference_of(
             values
         }
         DecoderCase::Rope(c) => reference::rope(get("a")?, get("pos")?, opt("freq_factors"), &c.params())?,
+        DecoderCase::RopeSetRows(c) => {
+            let roped = reference::rope(get("a")?, get("pos")?, None, &c.rope().params())?;
+            let [n0, n1, n2, _] = c.ne_a;
+            let rows = wrap(GgmlType::F32, [n0 * n1, n2, 1, 1], &roped[..n0 * n1 * n2])?;
+            reference::set_rows(get("dst")?, &rows, get("row_idxs")?)?.to_f32()?
+        }
         DecoderCase::Glu(c) => {
             let params = GluParams {
                 op: c.op,

@@ -6,7 +6,7 @@
 //
 // With ROWS_OUT (SHARED, f32 in place, one token a workgroup), the workgroup then stores its
 // token's row of dst (rows_n f32 from rows_start + token·rows_nb1: roped and unroped elements of
-// the same token) as cache row ids[token], f32 or (CACHE_F16) f16: SET_ROWS after ROPE in one
+// the same token) as cache row ids[token] (i32, or IDS_I64), f32 or (CACHE_F16) f16: SET_ROWS after ROPE in one
 // dispatch, as a decoder writes its KV cache.
 //
 // Defines: SRC_TYPE, DST_TYPE (TYPE_F32 or TYPE_F16), MODE (ggml's mode number: 0, 2, 8, 24,
@@ -398,7 +398,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // The token's row, roped above by this workgroup (its window of dst holds no other
     // token's elements), into the cache row its id names.
     storageBarrier();
+#if IDS_I64
+    // An i64 id: its low word where the high word is 0, else past every row.
+    let id = select(0xffffffffu, ids[p.ids_start + 2u * token], ids[p.ids_start + 2u * token + 1u] == 0u);
+#else
     let id = ids[p.ids_start + token];
+#endif
     if (id < p.cache_rows) {
         let first = (p.rows_start + token * p.rows_nb1) >> 2u;
         let to = (p.cache_start + id * p.cache_nb1) >> 2u;

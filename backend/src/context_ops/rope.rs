@@ -56,7 +56,8 @@ impl GpuContext {
 
     /// A decoder's rotary embedding and KV-cache write in one: ROPE of `x` in place (as
     /// [`GpuContext::rope_into`] with `dst` = `x`), then SET_ROWS of `rows` into `dst` at the
-    /// i32 `ids` (as [`GpuContext::set_rows`]), where `rows` may hold roped elements of `x`. One
+    /// i32 or i64 `ids` (as [`GpuContext::set_rows`]), where `rows` may hold roped elements of
+    /// `x`. One
     /// dispatch where the kernel can take both: f32 `x` `[d, heads, tokens, 1]` with several
     /// heads, `rows` f32 `[n, tokens]` viewing the same storage with each token's row within
     /// that token's stride of x (the keys and values beside the queries and keys of one fused

@@ -123,6 +123,7 @@ pub fn check(x: &Layout, pos: &Layout, ff: Option<&Layout>, dst: &Layout, params
         // Likewise the start's alignment (`rope`).
         src_words: x.ty == GgmlType::F16 && x.nb[0] == 2 && x.nb[1..].iter().all(|nb| nb.is_multiple_of(4)),
         rows_out: None,
+        ids_i64: false,
     })
 }
 
@@ -216,7 +217,7 @@ fn rows_follow_tokens(x: &DeviceTensor, rows: &DeviceTensor) -> Result<bool> {
 /// x is f32 `[d, heads, tokens, 1]` on the shared path (a workgroup a token), `rows` f32
 /// `[n, tokens]` in x's storage with each token's row inside its token's stretch (for instance the
 /// keys and values beside the roped queries and keys of one projection), `dst` f32 or f16 rows
-/// `[n, cells]` (word-aligned for f16) and `ids` packed i32; otherwise the two ops one after
+/// `[n, cells]` (word-aligned for f16) and `ids` packed i32 or i64; otherwise the two ops one after
 /// the other, with the same result. Returns what ran.
 #[allow(clippy::too_many_arguments)]
 pub fn rope_set_rows(
@@ -251,13 +252,13 @@ pub fn rope_set_rows(
         && cache_words
         && ld.ne[2] == 1
         && ld.ne[3] == 1
-        && li.ty == GgmlType::I32
-        && li.nb[0] == 4
+        && ((li.ty == GgmlType::I32 && li.nb[0] == 4) || (li.ty == GgmlType::I64 && li.nb[0] == 8))
         && ids.byte_span()?.start.is_multiple_of(4)
         && rows_follow_tokens(x, rows)?;
     let fused = plan::plan(
         &Problem {
             rows_out: Some(ld.ty),
+            ids_i64: li.ty == GgmlType::I64,
             ..p
         },
         &env.facts(),

@@ -49,6 +49,8 @@ pub struct Problem {
     /// The fused SET_ROWS that follows (`rope_set_rows`): the cache's type (f32 or f16), on
     /// the shared path of an f32 ROPE in place only.
     pub rows_out: Option<GgmlType>,
+    /// With `rows_out`: the ids are i64 (else i32).
+    pub ids_i64: bool,
 }
 
 /// How the kernel runs one ROPE.
@@ -157,6 +159,7 @@ mod tests {
             dst_words: false,
             src_words: false,
             rows_out: None,
+            ids_i64: false,
         };
         let plan = plan(&p, &facts);
         // 32 rotated pairs, 64 copied elements.
