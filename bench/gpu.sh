@@ -9,7 +9,7 @@
 #   bash bench/gpu.sh lists                          test -o MUL_MAT in the three modes (defaults,
 #                                                    --no-subgroup-matrix, --config 16x8x16), test -o
 #                                                    FLASH_ATTN_EXT (defaults; nb <= 4 in the other two)
-#   bash bench/gpu.sh decoder-lists                  test -o OP for each of the decoder ops' 19 lists
+#   bash bench/gpu.sh decoder-lists                  test -o OP for each of the decoder ops' 20 lists
 #                                                    (upstream's, the cases it does not support
 #                                                    included); backend-ops is the bundle's `run`, or
 #                                                    `run-ops` in a dawn-llm bundle
@@ -120,7 +120,7 @@ decoder-lists)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$out/gpu.txt" 2>/dev/null || true
     status=0
     : >"$out/decoder-lists.txt"
-    for op in GET_ROWS RMS_NORM RMS_NORM_MUL_ADD ADD SUB MUL DIV ROPE REGLU GEGLU SWIGLU SWIGLU_OAI GEGLU_ERF \
+    for op in GET_ROWS RMS_NORM RMS_NORM_MUL_ADD ADD SUB MUL DIV ROPE ROPE_SET_ROWS REGLU GEGLU SWIGLU SWIGLU_OAI GEGLU_ERF \
         GEGLU_QUICK SET_ROWS CPY SCALE SOFT_MAX ARGMAX; do
         "$ops_tool" --output json test -o "$op" >"$out/decoder-$op.jsonl"
         rc=$?
