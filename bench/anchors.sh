@@ -56,8 +56,14 @@ for backend in ${BACKENDS:-Vulkan0 CUDA0}; do
             sed -E 's/\x1b\[[0-9;]*m//g' "$up" | grep -E '^\s+[A-Z_]+\(.*\): +[0-9]+ runs' |
                 sed -E 's/^\s+//; s/\): +[0-9]+ runs.*/)/' >"$out/cases-$backend-$op.txt"
             if [ -s "$out/cases-$backend-$op.txt" ]; then
-                "$bundle/run-ops" --output json perf --cases-file "$out/cases-$backend-$op.txt" --min-time "$min_time" \
-                    >"$out/ours-$backend-$op-$round.jsonl" 2>"$out/ours-$backend-$op-$round.err"
+                # Ours on these strings once a round: another backend's identical list reuses it.
+                key=$(md5sum <"$out/cases-$backend-$op.txt" | cut -c1-16)
+                done_file="$out/ours-$key-$round.jsonl"
+                if [ ! -s "$done_file" ]; then
+                    "$bundle/run-ops" --output json perf --cases-file "$out/cases-$backend-$op.txt" --min-time "$min_time" \
+                        >"$done_file" 2>"$out/ours-$backend-$op-$round.err"
+                fi
+                cp "$done_file" "$out/ours-$backend-$op-$round.jsonl"
                 cat "$out/ours-$backend-$op-$round.jsonl" >>"$out/ours-$backend.jsonl"
             fi
             echo "anchors: $backend $op round $round: $(grep -c . "$out/cases-$backend-$op.txt") cases"
