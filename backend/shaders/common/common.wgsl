@@ -42,3 +42,36 @@ fn u8x4_f32(x: u32, off: f32) -> vec4<f32> {
 fn half_word_down(w: vec4<u32>, next: u32) -> vec4<u32> {
     return (w >> vec4<u32>(16u)) | (vec4<u32>(w.yzw, next) << vec4<u32>(16u));
 }
+
+// f32 -> f16 bits, round to nearest even in integer arithmetic (half's from_f32; NaN stays NaN,
+// overflow is inf): WGSL leaves the rounding of pack2x16float to the implementation.
+fn f16_bits(x: f32) -> u32 {
+    let u = bitcast<u32>(x);
+    let sign = (u >> 16u) & 0x8000u;
+    let exp = (u >> 23u) & 0xffu;
+    let man = u & 0x7fffffu;
+    if (exp == 0xffu) {
+        return sign | 0x7c00u | select(0u, 0x200u | (man >> 13u), man != 0u);
+    }
+    let e = i32(exp) - 127 + 15;
+    if (e >= 31) {
+        return sign | 0x7c00u;
+    }
+    if (e <= 0) {
+        if (e < -10) {
+            return sign;
+        }
+        let m = man | 0x800000u;
+        let shift = u32(14 - e);
+        let half_bits = m >> shift;
+        let rem = m & ((1u << shift) - 1u);
+        let halfway = 1u << (shift - 1u);
+        let round_up = rem > halfway || (rem == halfway && (half_bits & 1u) == 1u);
+        return sign | (half_bits + select(0u, 1u, round_up));
+    }
+    let half_bits = (u32(e) << 10u) | (man >> 13u);
+    let rem = man & 0x1fffu;
+    let round_up = rem > 0x1000u || (rem == 0x1000u && (half_bits & 1u) == 1u);
+    // A carry out of the mantissa rounds up the exponent (to inf at the top), as it should.
+    return sign | (half_bits + select(0u, 1u, round_up));
+}

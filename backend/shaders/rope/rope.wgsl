@@ -107,35 +107,6 @@ fn load_word(i: u32) -> u32 {
 #endif
 }
 
-fn f16_to_bits(x: f32) -> u32 {
-    // Round to nearest even in integer arithmetic (see rows/encode.wgsl for the why).
-    let u = bitcast<u32>(x);
-    let sign = (u >> 16u) & 0x8000u;
-    let exp = (u >> 23u) & 0xffu;
-    let man = u & 0x7fffffu;
-    if (exp == 0xffu) {
-        return sign | 0x7c00u | select(0u, 0x200u | (man >> 13u), man != 0u);
-    }
-    let e = i32(exp) - 112;
-    if (e >= 31) {
-        return sign | 0x7c00u;
-    }
-    if (e <= 0) {
-        if (e < -10) {
-            return sign;
-        }
-        let m = man | 0x800000u;
-        let shift = u32(14 - e);
-        let h = m >> shift;
-        let rem = m & ((1u << shift) - 1u);
-        let halfway = 1u << (shift - 1u);
-        return sign | (h + select(0u, 1u, rem > halfway || (rem == halfway && (h & 1u) == 1u)));
-    }
-    let h = (u32(e) << 10u) | (man >> 13u);
-    let rem = man & 0x1fffu;
-    return sign | (h + select(0u, 1u, rem > 0x1000u || (rem == 0x1000u && (h & 1u) == 1u)));
-}
-
 fn load_elem(at: u32) -> f32 {
     let w = load_word(at >> 2u);
 #if SRC_TYPE == TYPE_F16
@@ -148,7 +119,7 @@ fn load_elem(at: u32) -> f32 {
 fn store_elem(at: u32, v: f32) {
 #if DST_TYPE == TYPE_F16
     let shift = (at & 2u) * 8u;
-    let bits = f16_to_bits(v) << shift;
+    let bits = f16_bits(v) << shift;
     let mask = 0xffffu << shift;
 #if DST_ATOMIC
     var old = atomicLoad(&dst[at >> 2u]);
@@ -175,7 +146,7 @@ fn store_elem(at: u32, v: f32) {
 #if WORDS
 // Two f16 values into the word at byte `at` (a multiple of 4), lo first.
 fn store_word(at: u32, lo: f32, hi: f32) {
-    dst[at >> 2u] = f16_to_bits(lo) | (f16_to_bits(hi) << 16u);
+    dst[at >> 2u] = f16_bits(lo) | (f16_bits(hi) << 16u);
 }
 
 // Elements e and e + 1 (e even) of the src row at byte `row`.
@@ -298,6 +269,21 @@ fn angle_of(k: u32, i2: u32) -> vec2<f32> {
 }
 #endif
 
+// The row positions of rotated pair k's two elements: adjacent (normal), n_dims apart (vision)
+// or n_dims / 2 apart (NeoX and the multi-section modes).
+fn pair_elements(k: u32) -> vec2<u32> {
+    let p = params;
+#if MODE == 0
+    let ic = p.n_offs + 2u * k;
+    return vec2<u32>(ic, ic + 1u);
+#elif MODE == 24
+    return vec2<u32>(k, k + p.n_dims);
+#else
+    let ic = p.n_offs + k;
+    return vec2<u32>(ic, ic + p.n_dims / 2u);
+#endif
+}
+
 // Unit t of row (i1, i2, i3): a rotated pair (two with WORDS), or copied elements.
 fn rope_unit(i1: u32, i2: u32, i3: u32, t: u32) {
     let p = params;
@@ -332,13 +318,9 @@ fn rope_unit(i1: u32, i2: u32, i3: u32, t: u32) {
     store_word(dst_row + ic * 2u, a0 * c0.x - b0 * c0.y, a0 * c0.y + b0 * c0.x);
     store_word(dst_row + (ic + 2u) * 2u, a1 * c1.x - b1 * c1.y, a1 * c1.y + b1 * c1.x);
 #else
-#if MODE == 24
-    let ic = k;
-    let partner = k + p.n_dims;
-#else
-    let ic = p.n_offs + k;
-    let partner = ic + p.n_dims / 2u;
-#endif
+    let ip = pair_elements(k);
+    let ic = ip.x;
+    let partner = ip.y;
     // Pairs k and k+1: the word at ic and the word at partner.
     let a = load_two(src_row, ic);
     let b = load_two(src_row, partner);
@@ -357,16 +339,9 @@ fn rope_unit(i1: u32, i2: u32, i3: u32, t: u32) {
         store_elem(dst_row + e * p.dst_nb0, load_elem(src_row + e * p.src_nb0));
         return;
     }
-#if MODE == 0
-    let ic = p.n_offs + 2u * t;
-    let partner = ic + 1u;
-#elif MODE == 24
-    let ic = t;
-    let partner = t + p.n_dims;
-#else
-    let ic = p.n_offs + t;
-    let partner = ic + p.n_dims / 2u;
-#endif
+    let ip = pair_elements(t);
+    let ic = ip.x;
+    let partner = ip.y;
     let cs = angle_of(t, i2);
     let x0 = load_elem(src_row + ic * p.src_nb0);
     let x1 = load_elem(src_row + partner * p.src_nb0);
@@ -411,7 +386,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var w = lid; w < p.rows_n / 2u; w += WG_SIZE) {
             let lo = bitcast<f32>(dst[first + 2u * w]);
             let hi = bitcast<f32>(dst[first + 2u * w + 1u]);
-            cache[to + w] = f16_to_bits(lo) | (f16_to_bits(hi) << 16u);
+            cache[to + w] = f16_bits(lo) | (f16_bits(hi) << 16u);
         }
 #else
         for (var e = lid; e < p.rows_n; e += WG_SIZE) {

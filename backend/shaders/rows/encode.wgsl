@@ -1,6 +1,6 @@
-// Writing ggml's element formats bit for bit as ggml's CPU writes them: f16 and bf16 rounded to
-// nearest even in integer arithmetic (WGSL leaves the rounding of f32 -> f16 to the
-// implementation), and the quantizers of q4_0, q4_1, q5_0, q5_1, q8_0, q1_0 and iq4_nl operation for
+// Writing ggml's element formats bit for bit as ggml's CPU writes them: f16 (common.wgsl's
+// `f16_bits`) and bf16 rounded to nearest even in integer arithmetic (WGSL leaves the rounding of
+// f32 -> f16 to the implementation), and the quantizers of q4_0, q4_1, q5_0, q5_1, q8_0, q1_0 and iq4_nl operation for
 // operation as ggml's CPU from_float (`quantize_row_*_ref`; the references' `cpu_quant`): divisions correctly rounded
 // (WGSL's `/` may be off by 2.5 ulp), products never contracted into an fma with the sum that
 // follows (`opaque`), C's truncating casts and `roundf` (ties away from zero).
@@ -53,38 +53,6 @@ fn div_rn(a: f32, b: f32) -> f32 {
         best = down;
     }
     return best;
-}
-
-// f32 -> f16 bits, round to nearest even (half's from_f32; NaN stays NaN, overflow is inf).
-fn f16_bits(x: f32) -> u32 {
-    let u = bitcast<u32>(x);
-    let sign = (u >> 16u) & 0x8000u;
-    let exp = (u >> 23u) & 0xffu;
-    let man = u & 0x7fffffu;
-    if (exp == 0xffu) {
-        return sign | 0x7c00u | select(0u, 0x200u | (man >> 13u), man != 0u);
-    }
-    let e = i32(exp) - 127 + 15;
-    if (e >= 31) {
-        return sign | 0x7c00u;
-    }
-    if (e <= 0) {
-        if (e < -10) {
-            return sign;
-        }
-        let m = man | 0x800000u;
-        let shift = u32(14 - e);
-        let half_bits = m >> shift;
-        let rem = m & ((1u << shift) - 1u);
-        let halfway = 1u << (shift - 1u);
-        let round_up = rem > halfway || (rem == halfway && (half_bits & 1u) == 1u);
-        return sign | (half_bits + select(0u, 1u, round_up));
-    }
-    let half_bits = (u32(e) << 10u) | (man >> 13u);
-    let rem = man & 0x1fffu;
-    let round_up = rem > 0x1000u || (rem == 0x1000u && (half_bits & 1u) == 1u);
-    // A carry out of the mantissa rounds up the exponent (to inf at the top), as it should.
-    return sign | (half_bits + select(0u, 1u, round_up));
 }
 
 // f32 -> bf16 bits, round to nearest even (half's from_f32: NaN keeps its sign, quieted).

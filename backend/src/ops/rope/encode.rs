@@ -76,21 +76,34 @@ pub fn encode(
     }
     buffers.push(BufferRange::new(pos.buffer(), pb));
     access.push(Access::Read);
-    if let Some(f) = ff {
-        let fb = f.binding(align, max)?;
-        if !fb.start_byte.is_multiple_of(4) {
-            return Err(BackendError::InvalidOperands(
-                "ROPE: freq_factors must start at a multiple of 4 bytes".into(),
-            ));
-        }
-        u.ff_start = word(fb.start_byte / 4)?;
-        buffers.push(BufferRange::new(f.buffer(), fb));
-        access.push(Access::Read);
-    }
+    bind_freq_factors(ff, align, max, &mut u, &mut buffers, &mut access)?;
     buffers.push(BufferRange::new(dst.buffer(), d));
     access.push(Access::ReadWrite);
     let kernel = env.plan_kernel(SinglePlan::Rope(*plan), &access, || crate::variants::rope(plan))?;
     stream.dispatch(&kernel, &buffers, &u, plan.grid)
+}
+
+/// Binds the frequency factors, where there are any, after the bindings so far (read as words
+/// from `ff_start`).
+fn bind_freq_factors(
+    ff: Option<&DeviceTensor>,
+    align: u64,
+    max: u64,
+    u: &mut RopeUniforms,
+    buffers: &mut Vec<BufferRange>,
+    access: &mut Vec<Access>,
+) -> Result<()> {
+    let Some(f) = ff else { return Ok(()) };
+    let fb = f.binding(align, max)?;
+    if !fb.start_byte.is_multiple_of(4) {
+        return Err(BackendError::InvalidOperands(
+            "ROPE: freq_factors must start at a multiple of 4 bytes".into(),
+        ));
+    }
+    u.ff_start = word(fb.start_byte / 4)?;
+    buffers.push(BufferRange::new(f.buffer(), fb));
+    access.push(Access::Read);
+    Ok(())
 }
 
 /// The parameter block of `plan` with the elements' starts (bytes from their bindings), the
@@ -174,16 +187,18 @@ pub(super) fn hull_binding(x: &DeviceTensor, rows: &DeviceTensor, align: u64, ma
 }
 
 /// Records the fused ROPE of `x` in place and SET_ROWS of `rows` into `dst` at `ids`
-/// (`plan.problem.rows_out`; the operands as [`super::rope_set_rows`] checked them).
+/// (`plan.problem.rows_out`; the operands as [`super::rope_set_rows`] checked them, `hull` their
+/// [`hull_binding`]).
 ///
 /// What the kernel may touch: one binding over x's and rows' bytes (`hull_binding`), in which it
 /// addresses x's elements as ROPE does and rows' elements (`rows_n` of each of the `tokens`
 /// rows, from `rows_start` by `rows_nb1`); ids' first `tokens` elements (ids holds as many:
 /// `check_set_rows`); rows `id < cache_rows` of dst, `rows_n` elements each (dst's extents).
 #[allow(clippy::too_many_arguments)]
-pub fn encode_set_rows(
+pub(super) fn encode_set_rows(
     env: &Env,
     stream: &mut Stream,
+    hull: Binding,
     x: &DeviceTensor,
     pos: &DeviceTensor,
     ff: Option<&DeviceTensor>,
@@ -199,8 +214,6 @@ pub fn encode_set_rows(
     let limits = env.limits();
     let align = u64::from(limits.min_storage_buffer_offset_alignment);
     let max = limits.max_storage_buffer_binding_size;
-    let hull = hull_binding(x, rows, align, max)?
-        .ok_or_else(|| BackendError::Unsupported("ROPE + SET_ROWS: x and rows span more than one binding".into()))?;
     let base = hull.offset;
     let rows_binding = rows.binding(align, max)?;
     let rows_start = rows_binding.offset + rows_binding.start_byte - base;
@@ -236,17 +249,7 @@ pub fn encode_set_rows(
     u.cache_rows = word(ld.ne[1] as u64)?;
     let mut buffers = vec![BufferRange::new(pos.buffer(), pb)];
     let mut access = vec![Access::Read];
-    if let Some(f) = ff {
-        let fb = f.binding(align, max)?;
-        if !fb.start_byte.is_multiple_of(4) {
-            return Err(BackendError::InvalidOperands(
-                "ROPE: freq_factors must start at a multiple of 4 bytes".into(),
-            ));
-        }
-        u.ff_start = word(fb.start_byte / 4)?;
-        buffers.push(BufferRange::new(f.buffer(), fb));
-        access.push(Access::Read);
-    }
+    bind_freq_factors(ff, align, max, &mut u, &mut buffers, &mut access)?;
     buffers.push(BufferRange::new(x.buffer(), hull));
     access.push(Access::ReadWrite);
     buffers.push(BufferRange::new(ids.buffer(), ib));

@@ -239,9 +239,8 @@ pub fn rope_set_rows(
         params,
     )?;
     rows::check_set_rows(dst.layout(), rows.layout(), ids.layout())?;
+    // In place; the word paths are f16's, and the fused kernel takes f32 only.
     p.in_place = true;
-    p.dst_words = p.dst_words && x.byte_span()?.start.is_multiple_of(4);
-    p.src_words = p.src_words && x.byte_span()?.start.is_multiple_of(4);
     let (ld, li) = (dst.layout(), ids.layout());
     let cache_words = ld.ty == GgmlType::F32
         || (ld.ty == GgmlType::F16
@@ -264,19 +263,21 @@ pub fn rope_set_rows(
         &env.facts(),
     );
     let limits = env.limits();
-    let fits = fusable
-        && encode::hull_binding(
+    let hull = if fusable && fused.shared {
+        encode::hull_binding(
             x,
             rows,
             u64::from(limits.min_storage_buffer_offset_alignment),
             limits.max_storage_buffer_binding_size,
         )?
-        .is_some();
-    if !(fits && fused.shared) {
+    } else {
+        None
+    };
+    let Some(hull) = hull else {
         let r = rope(env, stream, x, pos, freq_factors, x, params)?;
         let s = rows::set_rows(env, stream, dst, rows, ids)?;
         return Ok(RopeSetRowsPlan::Separate(r, s));
-    }
+    };
     let mut all = vec![x, pos, rows, dst, ids];
     all.extend(freq_factors);
     env.check_operands(&all)?;
@@ -289,6 +290,6 @@ pub fn rope_set_rows(
     inputs.push(("rows", rows));
     inputs.push(("x", x));
     crate::memory::check_output_disjoint("SET_ROWS", dst, &inputs)?;
-    encode::encode_set_rows(env, stream, x, pos, freq_factors, params, rows, dst, ids, &fused)?;
+    encode::encode_set_rows(env, stream, hull, x, pos, freq_factors, params, rows, dst, ids, &fused)?;
     Ok(RopeSetRowsPlan::Fused(fused))
 }
