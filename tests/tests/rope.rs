@@ -326,3 +326,74 @@ fn bad_operands_are_errors() {
     let e = ctx.rope_into(&part, &pos, None, &shifted, &p).unwrap_err().to_string();
     assert!(e.contains("overlaps"), "{e}");
 }
+
+/// The fused rope + KV-cache write refuses what either op refuses: fewer ids than tokens, a
+/// cache of another row length, a cache sharing bytes with the rows it stores (on the fused and
+/// on the separate path), or a cache view past its storage; nothing is recorded.
+#[test]
+fn rope_set_rows_refuses_bad_operands() {
+    let ctx = context();
+    let (d, heads, tokens) = (16, 4, 3);
+    let y = ctx.zeros(GgmlType::F32, [d * heads, tokens, 1, 1]).unwrap();
+    let whole = *y.layout();
+    let x = y
+        .view(Layout {
+            ne: [d, heads, tokens, 1],
+            nb: [4, d * 4, d * heads * 4, d * heads * tokens * 4],
+            ..whole
+        })
+        .unwrap();
+    let rows = y.view(whole).unwrap();
+    let ids = |n: usize| {
+        ctx.upload(&HostTensor {
+            layout: Layout::contiguous(GgmlType::I32, [n, 1, 1, 1]).unwrap(),
+            data: (0..n as i32).flat_map(|p| p.to_le_bytes()).collect(),
+        })
+        .unwrap()
+    };
+    let (pos, few) = (ids(tokens), ids(tokens - 1));
+    let cache = ctx.zeros(GgmlType::F16, [d * heads, 8, 1, 1]).unwrap();
+    let p = RopeParams::new(d, RopeMode::Normal);
+    let before = ctx.stream_counts().dispatches;
+    let err = |r: ggml_dawn::error::Result<ggml_dawn::ops::rope::RopeSetRowsPlan>| r.unwrap_err().to_string();
+    assert!(err(ctx.rope_set_rows(&x, &pos, None, &p, &rows, &cache, &few)).contains("ids"));
+    let narrow = ctx.zeros(GgmlType::F16, [d, 8, 1, 1]).unwrap();
+    assert!(err(ctx.rope_set_rows(&x, &pos, None, &p, &rows, &narrow, &pos)).contains("dims 0"));
+    // A cache over the rows' own bytes: refused on the fused path (f32) and on the separate one
+    // (q8_0, which the fused kernel does not write) before the ROPE is recorded.
+    assert!(err(ctx.rope_set_rows(&x, &pos, None, &p, &rows, &rows, &pos)).contains("overlaps"));
+    let q8 = y
+        .view(Layout {
+            ty: GgmlType::Q8_0,
+            ne: [d * heads, 1, 1, 1],
+            nb: [34, 68, 68, 68],
+            offset: 0,
+        })
+        .unwrap();
+    let one = ids(1);
+    let x1 = y
+        .view(Layout {
+            ne: [d, heads, 1, 1],
+            nb: [4, d * 4, d * heads * 4, d * heads * 4],
+            ..whole
+        })
+        .unwrap();
+    let row1 = y
+        .view(Layout {
+            ne: [d * heads, 1, 1, 1],
+            nb: [4, d * heads * 4, d * heads * 4, d * heads * 4],
+            ..whole
+        })
+        .unwrap();
+    assert!(err(ctx.rope_set_rows(&x1, &one, None, &p, &row1, &q8, &one)).contains("overlaps"));
+    let cache_layout = *cache.layout();
+    assert!(
+        cache
+            .view(Layout {
+                ne: [d * heads, 9, 1, 1],
+                ..cache_layout
+            })
+            .is_err()
+    );
+    assert_eq!(ctx.stream_counts().dispatches, before, "a refused call recorded work");
+}

@@ -262,6 +262,20 @@ pub fn rope_set_rows(
         },
         &env.facts(),
     );
+    // Both ops' operand checks before anything is recorded, on either path: a SET_ROWS the
+    // separate path would refuse must not leave its ROPE recorded.
+    let mut all = vec![x, pos, rows, dst, ids];
+    all.extend(freq_factors);
+    env.check_operands(&all)?;
+    env.check_stream(stream)?;
+    let mut inputs = vec![("pos", pos), ("ids", ids)];
+    if let Some(f) = freq_factors {
+        inputs.push(("freq_factors", f));
+    }
+    crate::memory::check_output_disjoint("ROPE", x, &inputs)?;
+    inputs.push(("rows", rows));
+    inputs.push(("x", x));
+    crate::memory::check_output_disjoint("SET_ROWS", dst, &inputs)?;
     let limits = env.limits();
     let hull = if fusable && fused.shared {
         encode::hull_binding(
@@ -278,18 +292,6 @@ pub fn rope_set_rows(
         let s = rows::set_rows(env, stream, dst, rows, ids)?;
         return Ok(RopeSetRowsPlan::Separate(r, s));
     };
-    let mut all = vec![x, pos, rows, dst, ids];
-    all.extend(freq_factors);
-    env.check_operands(&all)?;
-    env.check_stream(stream)?;
-    let mut inputs = vec![("pos", pos), ("ids", ids)];
-    if let Some(f) = freq_factors {
-        inputs.push(("freq_factors", f));
-    }
-    crate::memory::check_output_disjoint("ROPE", x, &inputs)?;
-    inputs.push(("rows", rows));
-    inputs.push(("x", x));
-    crate::memory::check_output_disjoint("SET_ROWS", dst, &inputs)?;
     encode::encode_set_rows(env, stream, hull, x, pos, freq_factors, params, rows, dst, ids, &fused)?;
     Ok(RopeSetRowsPlan::Fused(fused))
 }
