@@ -95,6 +95,7 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             let variant = operands("mul_mat_vec.wgsl")
                 .flag("B_Q8", *int_dot)
                 .flag("B_Q8_WG", v.int_b_in_workgroup)
+                .flag("B_SWIGLU", plan.reads_swiglu())
                 .define("B_WG_BLOCKS", format!("{}u", v.b_wg_blocks.max(1)))
                 .flag("B_Q8K", *int_slots)
                 .flag("VEC_PREFETCH", *prefetch)
@@ -589,8 +590,17 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                             b_align,
                                             b_contiguous,
                                             dst_bytes: m * n * 4,
+                                            b_swiglu: false,
                                         };
                                         add_mul_mat(&mut add, &problem, device, &tuning, knobs);
+                                        // The SWIGLU'd b, where the plan applies it.
+                                        let swiglu = Problem {
+                                            b_swiglu: true,
+                                            ..problem
+                                        };
+                                        if mm::plan(&swiglu, device, &tuning).reads_swiglu() {
+                                            add_mul_mat(&mut add, &swiglu, device, &tuning, knobs);
+                                        }
                                     }
                                 }
                             }
@@ -610,6 +620,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                     b_align: 16,
                     b_contiguous: true,
                     dst_bytes: 1 << 34,
+                    b_swiglu: false,
                 };
                 add_mul_mat(&mut add, &huge, device, &tuning, knobs);
             }

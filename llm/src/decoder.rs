@@ -377,13 +377,14 @@ impl<O: Ops> Decoder<O> {
             let out = ops.mul_mat(&l.wo, &attn)?;
             let (ffn_in, cur) = Residual::Sum(out, x_in).norm(ops, &l.ffn_norm, p.rms_norm_eps)?;
 
-            let act = match &l.gate_up {
-                GateUp::Fused(w) => ops.swiglu(&ops.mul_mat(w, &cur)?, None)?,
+            let down = match &l.gate_up {
+                // The SWIGLU and the down projection in one step where the backend fuses them.
+                GateUp::Fused(w) => ops.mul_mat_swiglu(&l.down, &ops.mul_mat(w, &cur)?)?,
                 GateUp::Separate { gate, up } => {
-                    ops.swiglu(&ops.mul_mat(gate, &cur)?, Some(&ops.mul_mat(up, &cur)?))?
+                    let act = ops.swiglu(&ops.mul_mat(gate, &cur)?, Some(&ops.mul_mat(up, &cur)?))?;
+                    ops.mul_mat(&l.down, &act)?
                 }
             };
-            let down = ops.mul_mat(&l.down, &act)?;
             x = Residual::Sum(down, ffn_in);
         }
         if let Some(rows) = &out_rows {

@@ -278,6 +278,26 @@ impl Ops for GpuOps {
         Ok(dst)
     }
 
+    fn mul_mat_swiglu(&self, a: &GpuTensor, gate_up: &GpuTensor) -> Result<GpuTensor> {
+        // One kernel where the backend's planner fuses them (the mat-vec that quantizes b in
+        // its workgroup), else the two ops: the same bytes either way.
+        let (la, lb) = (a.tensor.layout(), gate_up.tensor.layout());
+        let dst = self.alloc(GgmlType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]])?;
+        let fused = self
+            .ctx
+            .try_mul_mat_swiglu_into(&a.tensor, &gate_up.tensor, &dst.tensor)
+            .map_err(backend_error)?;
+        if fused.is_some() {
+            return Ok(dst);
+        }
+        // The SWIGLU's result from the pool, like every other intermediate.
+        let act = self.swiglu(gate_up, None)?;
+        self.ctx
+            .mul_mat_into(&a.tensor, &act.tensor, &dst.tensor)
+            .map_err(backend_error)?;
+        Ok(dst)
+    }
+
     fn add(&self, a: &GpuTensor, b: &GpuTensor) -> Result<GpuTensor> {
         let la = a.tensor.layout();
         let dst = self.alloc(la.ty, la.ne)?;

@@ -71,6 +71,11 @@ pub trait Ops {
     /// SWIGLU: `silu(gate) · up`, split (two tensors) or, with `up` left out, over the halves
     /// of each row of `gate` (gate first, ggml's fused form).
     fn swiglu(&self, gate: &Self::Tensor, up: Option<&Self::Tensor>) -> Result<Self::Tensor>;
+    /// `a × swiglu(gate_up)` ([`Ops::swiglu`]'s fused form, then [`Ops::mul_mat`]): a
+    /// feed-forward's activation and down projection. A backend may do both in one step.
+    fn mul_mat_swiglu(&self, a: &Self::Tensor, gate_up: &Self::Tensor) -> Result<Self::Tensor> {
+        self.mul_mat(a, &self.swiglu(gate_up, None)?)
+    }
     /// ROPE in place: the elements of `t` that `view` (a layout over `t`'s storage, f32,
     /// `[d, heads, tokens, 1]`) selects, roped at the i32 positions `pos` and written back where
     /// they were.

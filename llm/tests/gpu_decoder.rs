@@ -4,6 +4,7 @@
 mod common;
 
 use ggml_dawn::reference::metric;
+use ggml_dawn::tuning::Overrides;
 use ggml_dawn::{ContextOptions, GgmlType, GpuContext};
 use ggml_dawn_llm::synth::{ModelShape, WeightType};
 use ggml_dawn_llm::{Architecture, CpuOps, Decoder, GpuOps, Model, Ops, Session};
@@ -121,4 +122,32 @@ fn decode_steps_reuse_the_activation_pool() {
     let shape = tiny_shape(Architecture::Llama);
     let e_kv = shape.n_embd / shape.n_head * shape.n_head_kv;
     assert_eq!(bytes.zeroed, (shape.n_layer * 2 * e_kv * 32 * 2) as u64);
+}
+
+/// Where the integer mat-vec quantizes b in its workgroup (the GPUs' default; forced here on
+/// lavapipe, whose profile runs the pass), each layer's SWIGLU runs inside its down projection:
+/// one dispatch fewer a layer, and the same logits to the bit as the two ops.
+#[test]
+fn the_swiglu_inside_the_down_projection_changes_no_logit() {
+    let dir = TempDir::new("gpu-decoder-swiglu");
+    let model = tiny_model(&dir, Architecture::Llama, WTYPE);
+    let run = |knobs: &str| -> (Vec<Vec<u32>>, u64) {
+        let options = ContextOptions {
+            tuning: Overrides::parse(knobs, "").expect("knobs parse"),
+            ..Default::default()
+        };
+        let ctx = GpuContext::new(options).expect("a GPU adapter (lavapipe in CI)");
+        let decoder = Decoder::load(&model, GpuOps::new(ctx)).unwrap();
+        let mut session = Session::new(&decoder, 32, GgmlType::F16).unwrap();
+        let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut logits = vec![bits(session.eval(&[298, 17, 101]).unwrap())];
+        let before = decoder.ops().dispatches().unwrap();
+        logits.push(bits(session.eval(&[5]).unwrap()));
+        (logits, decoder.ops().dispatches().unwrap() - before)
+    };
+    let (fused, fused_dispatches) = run("vec_int_b_wg_max_k=2048");
+    let (apart, apart_dispatches) = run("vec_int_b_wg_max_k=2048,vec_int_b_swiglu=false");
+    assert!(fused == apart, "the fused step's logits differ from the two ops'");
+    let layers = tiny_shape(Architecture::Llama).n_layer as u64;
+    assert_eq!(apart_dispatches - fused_dispatches, layers);
 }

@@ -6,8 +6,10 @@
 //! workgroup memory), register tiles, and the simple fallback.
 
 use dawn_compute_tests::{full, gpu_planning};
+use ggml_dawn::ops::glu::{GluOp, GluParams};
 use ggml_dawn::ops::mul_mat::{self, Choice, DeviceFacts, MatVecPlan, MulMatPlan, MulMatTuning};
 use ggml_dawn::reference::{self, metric};
+use ggml_dawn::tuning::Overrides;
 use ggml_dawn::tuning::profiles;
 use ggml_dawn::{ContextOptions, GgmlType, GpuContext, HostTensor, Layout, format};
 use ggml_dawn_bench::case_lists;
@@ -817,4 +819,115 @@ fn tuned(facts: &DeviceFacts, overrides: &str) -> MulMatTuning {
     let mut t = profiles::mul_mat(facts.class);
     t.apply(overrides).unwrap_or_else(|e| panic!("{overrides}: {e}"));
     t
+}
+
+/// `a × swiglu(b)` with the integer mat-vec quantizing b in its workgroup (off on CPU adapters
+/// by default): the fused kernel gives the bytes of SWIGLU then MUL_MAT, and the CPU's result.
+#[test]
+fn mul_mat_swiglu_fused_matches_the_two_ops() {
+    let ctx = context(false)
+        .with_tuning(Overrides::parse("vec_int_b_wg_max_k=2048", "").expect("knobs parse"))
+        .expect("a context");
+    let mut rng = Rng::new(0x5eed_0a11);
+    // (a type, k, m, n, b's column stride in elements past 2k): SmolLM2's down projection,
+    // columns with room between them, q4_K's super-blocks.
+    let shapes = [
+        (GgmlType::Q4_1, 1536, 576, 1, 0),
+        (GgmlType::Q4_0, 256, 70, 2, 8),
+        (GgmlType::Q8_0, 64, 9, 1, 4),
+        (GgmlType::Q4_K, 512, 33, 2, 0),
+    ];
+    for (ty, k, m, n, pad) in shapes {
+        let what = format!("{ty} k={k} m={m} n={n} pad={pad}");
+        let a_values: Vec<f32> = (0..k * m).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let a = HostTensor::from_f32(ty, [k, m, 1, 1], &a_values).unwrap();
+        let row = 2 * k + pad;
+        let storage: Vec<f32> = (0..row * n).map(|_| 2.0 * rng.uniform(-1.0, 1.0)).collect();
+        let b_store = ctx.from_f32(GgmlType::F32, [row, n, 1, 1], &storage).unwrap();
+        let b = b_store
+            .view(Layout {
+                ne: [2 * k, n, 1, 1],
+                ..*b_store.layout()
+            })
+            .unwrap();
+        let a_dev = ctx.upload(&a).unwrap();
+        let before = ctx.stream_counts().dispatches;
+        let fused = ctx.empty(GgmlType::F32, [m, n, 1, 1]).unwrap();
+        let ran = ctx.mul_mat_swiglu_into(&a_dev, &b, &fused).unwrap();
+        assert!(matches!(ran, mul_mat::MulMatSwigluPlan::Fused(_)), "{what}: {ran}");
+        assert!(ran.to_string().contains("SWIGLU"), "{what}: {ran}");
+        assert_eq!(ctx.stream_counts().dispatches - before, 1, "{what}: one dispatch");
+        // The two ops: the SWIGLU's result quantized by the same mat-vec.
+        let act = ctx.glu(&b, None, &GluParams::new(GluOp::Swiglu)).unwrap();
+        let separate = ctx.mul_mat(&a_dev, &act).unwrap();
+        let (got, want) = (ctx.read_f32(&fused).unwrap(), ctx.read_f32(&separate).unwrap());
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{what}: fused against SWIGLU then MUL_MAT"
+        );
+        // And the CPU reference of both ops.
+        let host_b = HostTensor::from_f32(
+            GgmlType::F32,
+            [2 * k, n, 1, 1],
+            &(0..n)
+                .flat_map(|c| storage[c * row..c * row + 2 * k].to_vec())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let act = reference::glu::glu(&host_b, None, &GluParams::new(GluOp::Swiglu)).unwrap();
+        let act = HostTensor::from_f32(GgmlType::F32, [k, n, 1, 1], &act).unwrap();
+        let cpu = reference::mul_mat::mul_mat(&a, &act).unwrap();
+        metric::check(&cpu, &got, 5e-4).unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+}
+
+/// Where the fused kernel does not apply (b quantized by a pass, f16 b of many columns) the two
+/// ops run with the same result; bad operands are errors with nothing recorded.
+#[test]
+fn mul_mat_swiglu_falls_back_and_refuses_bad_operands() {
+    let ctx = context(false);
+    let a = ctx.from_f32(GgmlType::Q8_0, [64, 5, 1, 1], &[0.25; 320]).unwrap();
+    for (b_ty, n) in [(GgmlType::F32, 1), (GgmlType::F16, 12)] {
+        let values: Vec<f32> = (0..128 * n).map(|i| (i % 7) as f32 - 3.0).collect();
+        let b = ctx.from_f32(b_ty, [128, n, 1, 1], &values).unwrap();
+        let dst = ctx.empty(GgmlType::F32, [5, n, 1, 1]).unwrap();
+        let ran = ctx.mul_mat_swiglu_into(&a, &b, &dst).unwrap();
+        assert!(matches!(ran, mul_mat::MulMatSwigluPlan::Separate(..)), "{ran}");
+        let act = ctx.glu(&b, None, &GluParams::new(GluOp::Swiglu)).unwrap();
+        let want = ctx.read_f32(&ctx.mul_mat(&a, &act).unwrap()).unwrap();
+        assert_eq!(ctx.read_f32(&dst).unwrap(), want);
+    }
+    let b = ctx.from_f32(GgmlType::F32, [128, 1, 1, 1], &[1.0; 128]).unwrap();
+    let odd = ctx.from_f32(GgmlType::F32, [127, 1, 1, 1], &[1.0; 127]).unwrap();
+    let short_k = ctx.from_f32(GgmlType::F32, [64, 1, 1, 1], &[1.0; 64]).unwrap();
+    let strided = b
+        .view(Layout {
+            ne: [64, 1, 1, 1],
+            nb: [8, 512, 512, 512],
+            ..*b.layout()
+        })
+        .unwrap();
+    let before = ctx.stream_counts().dispatches;
+    for (what, a_op, b_op) in [
+        ("odd rows", &a, &odd),
+        ("k of the halves not a's", &a, &short_k),
+        ("rows not contiguous", &a, &strided),
+        ("a and b swapped", &b, &a),
+    ] {
+        let err = ctx.mul_mat_swiglu(a_op, b_op).expect_err(what);
+        assert!(
+            matches!(
+                err,
+                ggml_dawn::Error::InvalidOperands(_) | ggml_dawn::Error::Unsupported(_)
+            ),
+            "{what}: {err}"
+        );
+    }
+    // An output over the input: refused.
+    let over = b
+        .view(Layout::contiguous(GgmlType::F32, [5, 1, 1, 1]).unwrap())
+        .unwrap();
+    assert!(ctx.mul_mat_swiglu_into(&a, &b, &over).is_err());
+    assert_eq!(ctx.stream_counts().dispatches, before, "nothing recorded");
 }

@@ -16,6 +16,8 @@
 //   A_ALIGN2      a's start and strides are even (f16 fields are read with one load)
 //   B_Q8          b is the 8-bit blocks of mul_mat_quantize_b.wgsl, bound as array<vec4<u32>>
 //   B_Q8_WG       with B_Q8: b is bound as it is, and the mat-vec quantizes it itself
+//   B_SWIGLU      with B_Q8_WG: each column of b holds 2k elements, a SWIGLU's gate then its up,
+//                 and b's value at e is silu(gate[e]) * up[e] (glu.wgsl's arithmetic)
 //   DST_U32       dst is bound as array<u32> (the quantize pass writes b's blocks there)
 //   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //
@@ -32,7 +34,8 @@
 //   A_VEC4 only where `plan::a_vec4` holds (16-byte aligned start and strides, rows whole 16-byte
 //   words), so every vec4 lies inside a row;
 // - b (binding 1): columns i1 < n, k elements from b_start + i1·b_nb1 + i2·b_nb2 + i3·b_nb3 (any
-//   strides; b's batch a multiple of a's: `check`); B_VEC4 only where `plan::b_vec4` holds
+//   strides; b's batch a multiple of a's: `check`), 2k with B_SWIGLU (`check_swiglu`: b's rows
+//   are 2k long); B_VEC4 only where `plan::b_vec4` holds
 //   (contiguous, 16-byte aligned, rows whole 16-byte words). With a copy or quantize pass, a or b
 //   is the context's scratch instead, of the plan's `scratch_bytes`;
 // - dst (binding 2): the m·n·batches f32 from dst_start, contiguous (`check`); outputs past m
@@ -604,11 +607,21 @@ fn q8_sum4(q: vec4<i32>) -> i32 {
     return q.x + q.y + q.z + q.w;
 }
 
+// b's value at e: the element, or with B_SWIGLU silu(gate) · up of the column's two halves.
+fn b_value4(row: u32, e: u32) -> vec4<f32> {
+#ifdef B_SWIGLU
+    let g = b_vec4(row, e);
+    return g / (1.0 + exp(-g)) * b_vec4(row, e + params.k);
+#else
+    return b_vec4(row, e);
+#endif
+}
+
 fn b_q8_block(row: u32, e0: u32) -> Q8Block {
     var x: array<vec4<f32>, 8>;
     var amax = vec4<f32>(0.0);
 #for C in 0..8
-    x[C##u] = b_vec4(row, e0 + 4u * C##u);
+    x[C##u] = b_value4(row, e0 + 4u * C##u);
     amax = max(amax, abs(x[C##u]));
 #endfor
     var r: Q8Block;

@@ -4,7 +4,8 @@ use crate::context::GpuContext;
 use crate::error::Result;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
-use crate::ops::mul_mat::{self, MulMatPlan};
+use crate::ops::glu::{self, GluOp, GluParams};
+use crate::ops::mul_mat::{self, MulMatPlan, MulMatSwigluPlan};
 use crate::tensor::Layout;
 
 impl GpuContext {
@@ -23,5 +24,66 @@ impl GpuContext {
     /// `dst = a × b` into an existing contiguous f32 tensor; returns the plan it follows.
     pub fn mul_mat_into(&self, a: &DeviceTensor, b: &DeviceTensor, dst: &DeviceTensor) -> Result<MulMatPlan> {
         mul_mat::mul_mat(&self.env(), &mut self.stream.lock(), a, b, dst)
+    }
+
+    /// `a × swiglu(b)`, a feed-forward's activation and down projection: `b` f32 or f16
+    /// `[2k, n, b2, b3]` with contiguous rows, each a SWIGLU's gate then its up (ggml's fused
+    /// form, as one MUL_MAT over the stacked gate and up weights gives it), and `a` `[k, m, …]`
+    /// as for [`GpuContext::mul_mat`]; the result a new contiguous f32 `[m, n, b2, b3]`. One
+    /// kernel where the integer mat-vec quantizes b in its workgroup (it applies the SWIGLU to
+    /// what it quantizes; `MulMatTuning::vec_int_b_swiglu`), else the two ops, with the same
+    /// result either way. Recorded, not yet run.
+    ///
+    /// ```
+    /// use ggml_dawn::{GgmlType, GpuContext};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = GpuContext::new(Default::default())?;
+    /// // One column [gate | up] = [0, 2 | 3, 1]: silu(0)·3 = 0, silu(2)·1 = 2/(1+e^-2).
+    /// let b = ctx.from_f32(GgmlType::F32, [4, 1, 1, 1], &[0., 2., 3., 1.])?;
+    /// let a = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[1., 1.])?;
+    /// let y = ctx.read_f32(&ctx.mul_mat_swiglu(&a, &b)?)?;
+    /// assert!((y[0] - 2.0 / (1.0 + (-2f32).exp())).abs() < 1e-5);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn mul_mat_swiglu(&self, a: &DeviceTensor, b: &DeviceTensor) -> Result<DeviceTensor> {
+        let (la, lb) = (a.layout(), b.layout());
+        let ne = [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]];
+        mul_mat::check_swiglu(la, lb, &Layout::contiguous(GgmlType::F32, ne)?)?;
+        let dst = self.empty(GgmlType::F32, ne)?;
+        self.mul_mat_swiglu_into(a, b, &dst)?;
+        Ok(dst)
+    }
+
+    /// [`GpuContext::mul_mat_swiglu`]'s one kernel into an existing contiguous f32 tensor,
+    /// where it applies (returns its plan); `Ok(None)`, with nothing recorded, where the two ops
+    /// must run instead (a caller with its own buffers for the SWIGLU's result runs them).
+    pub fn try_mul_mat_swiglu_into(
+        &self,
+        a: &DeviceTensor,
+        b: &DeviceTensor,
+        dst: &DeviceTensor,
+    ) -> Result<Option<MulMatPlan>> {
+        mul_mat::mul_mat_swiglu(&self.env(), &mut self.stream.lock(), a, b, dst)
+    }
+
+    /// [`GpuContext::mul_mat_swiglu`] into an existing contiguous f32 tensor; returns what ran.
+    pub fn mul_mat_swiglu_into(
+        &self,
+        a: &DeviceTensor,
+        b: &DeviceTensor,
+        dst: &DeviceTensor,
+    ) -> Result<MulMatSwigluPlan> {
+        if let Some(plan) = self.try_mul_mat_swiglu_into(a, b, dst)? {
+            return Ok(MulMatSwigluPlan::Fused(plan));
+        }
+        // Both ops' operands were checked: the SWIGLU's result is a new tensor.
+        let act = self.empty(b.layout().ty, glu::dst_ne(b.layout(), false))?;
+        let env = self.env();
+        let mut stream = self.stream.lock();
+        let g = glu::glu(&env, &mut stream, b, None, &act, &GluParams::new(GluOp::Swiglu))?;
+        let m = mul_mat::mul_mat(&env, &mut stream, a, &act, dst)?;
+        Ok(MulMatSwigluPlan::Separate(g, m))
     }
 }

@@ -76,6 +76,12 @@ pub fn encode(
     bound: &Bindings,
     plan: &MulMatPlan,
 ) -> Result<()> {
+    if plan.problem.b_swiglu && !plan.reads_swiglu() {
+        // b's rows are gate and up: only the kernel that applies the SWIGLU may read them.
+        return Err(BackendError::InvalidOperands(
+            "MUL_MAT: a SWIGLU'd b planned for a kernel that does not apply it".into(),
+        ));
+    }
     if matches!(plan.choice, Choice::Simple(_)) {
         return simple(env, stream, a, b, dst, bound, plan);
     }

@@ -19,6 +19,7 @@ use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
 use crate::ops::dequantize;
+use crate::ops::glu::{self, GluOp, GluParams, GluPlan};
 use crate::tensor::Layout;
 
 pub use plan::{
@@ -137,6 +138,80 @@ fn record(
     Ok(plan)
 }
 
+/// What [`GpuContext::mul_mat_swiglu`](crate::GpuContext::mul_mat_swiglu) ran: one kernel
+/// that applies the SWIGLU to b as it reads it, or the SWIGLU then MUL_MAT where that kernel
+/// does not apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MulMatSwigluPlan {
+    Fused(MulMatPlan),
+    Separate(GluPlan, MulMatPlan),
+}
+
+impl std::fmt::Display for MulMatSwigluPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MulMatSwigluPlan::Fused(p) => write!(f, "{p}"),
+            MulMatSwigluPlan::Separate(g, m) => write!(f, "SWIGLU: {g}; then MUL_MAT: {m}"),
+        }
+    }
+}
+
+/// Why `a × swiglu(b)` cannot run here, if it cannot: `b` f32 or f16 `[2k, n, b2, b3]` with
+/// contiguous rows, each holding a SWIGLU's gate then its up (ggml's fused form), and `a × c`
+/// valid for the SWIGLU's result `c` `[k, n, b2, b3]`. Returns the layout of b's gate halves
+/// (`[k, n, b2, b3]`, b's strides), which the fused kernel's problem reads.
+pub fn check_swiglu(la: &Layout, lb: &Layout, ld: &Layout) -> Result<Layout> {
+    let params = GluParams::new(GluOp::Swiglu);
+    let act = Layout::contiguous(lb.ty, glu::dst_ne(lb, false))?;
+    glu::check(lb, None, &act, &params)?;
+    if !lb.ne[0].is_multiple_of(2) {
+        return Err(BackendError::InvalidOperands(format!(
+            "SWIGLU: rows of {} elements do not split into gate and up halves",
+            lb.ne[0]
+        )));
+    }
+    check(la, &act, ld)?;
+    let mut gate = *lb;
+    gate.ne[0] /= 2;
+    Ok(gate)
+}
+
+/// Records `dst = a × swiglu(b)` (see [`check_swiglu`]) as one kernel where the planner fuses
+/// them ([`MulMatPlan::reads_swiglu`]: the integer mat-vec that quantizes b in its workgroup,
+/// which applies the SWIGLU to the values it quantizes, the same bytes as the two ops) and
+/// returns its plan; `Ok(None)`, with nothing recorded, where it does not.
+pub fn mul_mat_swiglu(
+    env: &Env,
+    stream: &mut Stream,
+    a: &DeviceTensor,
+    b: &DeviceTensor,
+    dst: &DeviceTensor,
+) -> Result<Option<MulMatPlan>> {
+    let gate = check_swiglu(a.layout(), b.layout(), dst.layout())?;
+    env.check_operands(&[a, b, dst])?;
+    crate::memory::check_output_disjoint("MUL_MAT", dst, &[("a", a), ("b", b)])?;
+    env.check_stream(stream)?;
+    if dst.layout().elements() == 0 {
+        return Ok(None);
+    }
+    // b's binding is its whole rows (gate and up): the kernel reads 2k elements a column.
+    let bound = encode::Bindings::new(env, a, b, dst)?;
+    let mut problem = problem(
+        a.layout(),
+        &gate,
+        bound.a.start_byte,
+        bound.b.start_byte,
+        bound.dst.size,
+    );
+    problem.b_swiglu = true;
+    let plan = plan::plan(&problem, &env.facts(), &env.tuning().mul_mat);
+    if !plan.reads_swiglu() {
+        return Ok(None);
+    }
+    encode::encode(env, stream, a, b, dst, &bound, &plan)?;
+    Ok(Some(plan))
+}
+
 /// The plan [`mul_mat`] would follow for tensors of these layouts (views placed at their
 /// layout's offset from a binding-aligned base, as the context places tensors).
 pub fn plan_for(env: &Env, la: &Layout, lb: &Layout, ld: &Layout) -> Result<MulMatPlan> {
@@ -192,6 +267,7 @@ pub fn problem(la: &Layout, lb: &Layout, a_start: u64, b_start: u64, dst_bytes: 
         b_align: align(b_start, if contiguous_b { &lb.nb[1..] } else { &lb.nb }),
         b_contiguous: contiguous_b,
         dst_bytes,
+        b_swiglu: false,
     }
 }
 

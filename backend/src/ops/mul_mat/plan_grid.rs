@@ -38,6 +38,7 @@ pub fn plan_grid() -> String {
                                 b_align,
                                 b_contiguous,
                                 dst_bytes: m * n * 4,
+                                b_swiglu: false,
                             };
                             let _ = writeln!(
                                 out,

@@ -58,6 +58,11 @@ crate::knobs! {
         /// for the small matrices of a decode step, where dispatches rather than bytes take
         /// the time (every workgroup repeats the quantization: k·n values).
         vec_int_b_wg_max_k: u32 [range(0, 4096)],
+        /// Where the integer mat-vec quantizes b itself (`vec_int_b_wg_max_k`), it also applies
+        /// the SWIGLU before it (`GpuContext::mul_mat_swiglu`: b's rows hold gate then up, the
+        /// kernel reads silu(gate)·up): one dispatch for a feed-forward's activation and down
+        /// projection, with the same bytes as the two ops.
+        vec_int_b_swiglu: bool,
         /// Its rows per row group, for 32-element blocks / super-blocks.
         vec_int_rows: Pair [range(1, 64)],
         /// Its row groups per workgroup, for 32-element blocks / super-blocks.

@@ -46,10 +46,12 @@ fn hopper() -> MulMatTuning {
         vec_words: TypeSet::of(&[Q6_K]),
         vec_int_max_n: 8,
         vec_int_min_a_kib: 0,
-        // unmeasured on a GPU: removes the quantize pass of the small decode MUL_MATs (90 of 424
-        // dispatches a SmolLM2 token; BENCHMARKS.md "Tokens per second"), where the host's
-        // recording bounds the token; the numbers are the same bytes as the pass's.
+        // bench/results/2026-12-07-h100-night-rope-b-in-workgroup.md: removes the quantize pass
+        // of the small decode MUL_MATs (the same bytes as the pass's): SmolLM2 tg128 413 against
+        // 362 t/s with the pass.
         vec_int_b_wg_max_k: 2048,
+        // unmeasured: 30 dispatches fewer a SmolLM2 token (the SWIGLUs), the same bytes.
+        vec_int_b_swiglu: true,
         // bench/results/2026-12-03-h200-int-matvec-sweep.md: 4 groups of 2 rows at n=1 (q4_K 23.7 against 25.0 us with 8 of 1).
         vec_int_rows: Pair(2, 2),
         vec_int_groups: Pair(4, 4),

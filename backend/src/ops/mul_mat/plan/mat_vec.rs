@@ -63,7 +63,7 @@ impl MatVecPlan {
         } = self;
         write!(
             f,
-            "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}",
+            "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}{}",
             if self.int_slots {
                 " (8-bit b, integer dot products, 16-element slots)"
             } else if self.int_dot {
@@ -84,6 +84,11 @@ impl MatVecPlan {
             },
             if self.int_b_in_workgroup {
                 ", b quantized by each workgroup"
+            } else {
+                ""
+            },
+            if self.int_b_in_workgroup && p.b_swiglu {
+                " after its SWIGLU (silu(gate) x up)"
             } else {
                 ""
             },
@@ -238,6 +243,7 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
         && !int_slots
         && cols <= INT_B_WG_MAX_COLS
         && p.k <= u64::from(t.vec_int_b_wg_max_k).min(INT_B_WG_MAX_K)
+        && (!p.b_swiglu || t.vec_int_b_swiglu)
         && bytes + b_wg_bytes <= d.max_workgroup_storage;
     let (bytes, b_wg_blocks) = if int_b_in_workgroup {
         (bytes + b_wg_bytes, b_wg_blocks)

@@ -59,6 +59,10 @@ pub struct Problem {
     pub b_contiguous: bool,
     /// Bytes of dst's binding.
     pub dst_bytes: u64,
+    /// b's rows hold a SWIGLU's gate then its up (`2k` elements each, ggml's fused form), and
+    /// the kernel multiplies by `silu(gate) · up` (`GpuContext::mul_mat_swiglu`): planned only
+    /// where the integer mat-vec quantizes b in its workgroup ([`MulMatPlan::reads_swiglu`]).
+    pub b_swiglu: bool,
 }
 
 /// The kernel chosen, with its own plan.
@@ -141,6 +145,12 @@ pub fn a_vec4(p: &Problem) -> bool {
 }
 
 impl MulMatPlan {
+    /// Whether the kernel applies the SWIGLU its problem asks for ([`Problem::b_swiglu`]): only
+    /// the integer mat-vec that quantizes b in its workgroup does (elsewhere the two ops run).
+    pub fn reads_swiglu(&self) -> bool {
+        self.problem.b_swiglu && matches!(&self.choice, Choice::MatVec(v) if v.int_b_in_workgroup)
+    }
+
     /// The problem the main kernel reads: the plan's own, or with a and b replaced by their f16
     /// copies ([`MulMatPlan::dequantize_a`], [`MulMatPlan::convert_b`]).
     pub fn kernel_problem(&self) -> Problem {
