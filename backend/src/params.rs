@@ -63,6 +63,14 @@ kernel_params! {
         tiles_n: u32,
         /// Workgroups per grid row (grids may be split in 2-D).
         grid_x: u32,
+        /// The RMS_NORM applied to b (`B_RMS_NORM`): eps, and elements from each norm binding
+        /// to its operand's start, with the residual's and the sum's column strides.
+        norm_eps: f32,
+        norm_w_start: u32,
+        norm_r_start: u32,
+        norm_r_nb1: u32,
+        norm_sum_start: u32,
+        norm_sum_nb1: u32,
     }
 }
 

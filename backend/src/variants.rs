@@ -22,7 +22,7 @@ use crate::ops::flash_attn::plan::{
 };
 use crate::ops::flash_attn::tuning::Force;
 use crate::ops::mul_mat::plan::{
-    self as mm, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, QUANTIZE_WG, SIMPLE_WG,
+    self as mm, BPrologue, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, QUANTIZE_WG, SIMPLE_WG,
     SubgroupMatrixPlan, TiledPlan,
 };
 use crate::ops::norm::plan::NormPlan;
@@ -95,7 +95,18 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             let variant = operands("mul_mat_vec.wgsl")
                 .flag("B_Q8", *int_dot)
                 .flag("B_Q8_WG", v.int_b_in_workgroup)
-                .flag("B_SWIGLU", plan.reads_swiglu())
+                .flag(
+                    "B_SWIGLU",
+                    plan.applies_prologue() && plan.problem.b_prologue == BPrologue::Swiglu,
+                )
+                .flag(
+                    "B_RMS_NORM",
+                    plan.applies_prologue() && matches!(plan.problem.b_prologue, BPrologue::RmsNorm { .. }),
+                )
+                .flag(
+                    "B_NORM_RESIDUAL",
+                    plan.applies_prologue() && plan.problem.b_prologue == BPrologue::RmsNorm { residual: true },
+                )
                 .define("B_WG_BLOCKS", format!("{}u", v.b_wg_blocks.max(1)))
                 .flag("B_Q8K", *int_slots)
                 .flag("VEC_PREFETCH", *prefetch)
@@ -590,15 +601,15 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                             b_align,
                                             b_contiguous,
                                             dst_bytes: m * n * 4,
-                                            b_swiglu: false,
+                                            b_prologue: BPrologue::None,
                                         };
                                         add_mul_mat(&mut add, &problem, device, &tuning, knobs);
                                         // The SWIGLU'd b, where the plan applies it.
                                         let swiglu = Problem {
-                                            b_swiglu: true,
+                                            b_prologue: BPrologue::Swiglu,
                                             ..problem
                                         };
-                                        if mm::plan(&swiglu, device, &tuning).reads_swiglu() {
+                                        if mm::plan(&swiglu, device, &tuning).applies_prologue() {
                                             add_mul_mat(&mut add, &swiglu, device, &tuning, knobs);
                                         }
                                     }
@@ -620,7 +631,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                     b_align: 16,
                     b_contiguous: true,
                     dst_bytes: 1 << 34,
-                    b_swiglu: false,
+                    b_prologue: BPrologue::None,
                 };
                 add_mul_mat(&mut add, &huge, device, &tuning, knobs);
             }

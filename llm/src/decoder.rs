@@ -316,14 +316,12 @@ impl<O: Ops> Decoder<O> {
             None => None,
         };
 
-        let (d, e, e_kv) = (p.head_dim, p.n_embd, p.n_embd_kv());
+        let (d, e_kv) = (p.head_dim, p.n_embd_kv());
         // The residual stream: `x`, or `x = a + b` still to add. Each residual ADD is fused
         // into the RMS_NORM that follows it (the next layer's, or the output's).
         let mut x = Residual::Value(ops.get_rows(&self.token_embd, &ids)?);
         for (il, l) in self.layers.iter().enumerate() {
-            let (x_in, cur) = x.norm(ops, &l.attn_norm, p.rms_norm_eps)?;
-            let proj = |w: &O::Tensor, b: &Option<O::Tensor>| -> Result<O::Tensor> {
-                let y = ops.mul_mat(w, &cur)?;
+            let bias = |y: O::Tensor, b: &Option<O::Tensor>| -> Result<O::Tensor> {
                 match b {
                     Some(b) => ops.add(&y, b),
                     None => Ok(y),
@@ -335,12 +333,14 @@ impl<O: Ops> Decoder<O> {
             // n_tokens] roped, and the cache's rows written.
             let cells = &mut cache.kv[il];
             let whole = ops.layout(cells);
-            let q = match &l.qkv {
+            let (x_in, q) = match &l.qkv {
                 Qkv::Fused { w, b } => {
+                    // The norm and the projection in one step where the backend fuses them.
+                    let (x_in, y) = x.norm_mul_mat(ops, &l.attn_norm, p.rms_norm_eps, w)?;
                     // Each token's row holds q's heads, then k's, then v: q and k are roped in
                     // place, in one op over their heads together, and k and v, side by side,
                     // go to the cache in one SET_ROWS (the backend may fuse the two).
-                    let mut y = proj(w, b)?;
+                    let mut y = bias(y, b)?;
                     let row = ops.layout(&y).nb[1];
                     let qk = self.sub_layout(&y, [d, p.n_head + p.n_head_kv, n_tokens], [d * 4, row], 0);
                     let kv = self.sub_layout(&y, [2 * e_kv, n_tokens, 1], [row, row], p.n_head * d * 4);
@@ -355,9 +355,11 @@ impl<O: Ops> Decoder<O> {
                         whole,
                         &pos,
                     )?;
-                    self.sub_view(&y, [d, p.n_head, n_tokens], [d * 4, row], 0)?
+                    (x_in, self.sub_view(&y, [d, p.n_head, n_tokens], [d * 4, row], 0)?)
                 }
                 Qkv::Separate { wq, wk, wv, bq, bk, bv } => {
+                    let (x_in, cur) = x.norm(ops, &l.attn_norm, p.rms_norm_eps)?;
+                    let proj = |w: &O::Tensor, b: &Option<O::Tensor>| bias(ops.mul_mat(w, &cur)?, b);
                     let q = self.reshape(&proj(wq, bq)?, [d, p.n_head, n_tokens, 1])?;
                     let k = self.reshape(&proj(wk, bk)?, [d, p.n_head_kv, n_tokens, 1])?;
                     let q = ops.rope(&q, &pos, self.rope_freqs.as_ref(), &p.rope)?;
@@ -365,7 +367,7 @@ impl<O: Ops> Decoder<O> {
                     let k = self.reshape(&k, [e_kv, n_tokens, 1, 1])?;
                     ops.set_rows(cells, self.cache_half(whole, 0)?, &k, &pos)?;
                     ops.set_rows(cells, self.cache_half(whole, 1)?, &proj(wv, bv)?, &pos)?;
-                    q
+                    (x_in, q)
                 }
             };
             let k_all = self.heads_view(cells, n_kv, 0)?;
@@ -375,14 +377,18 @@ impl<O: Ops> Decoder<O> {
             let attn = ops.flash_attn(&q, &k_all, &v_all, mask.as_ref(), p.kq_scale)?;
             let attn = self.reshape(&attn, [d * p.n_head, n_tokens, 1, 1])?;
             let out = ops.mul_mat(&l.wo, &attn)?;
-            let (ffn_in, cur) = Residual::Sum(out, x_in).norm(ops, &l.ffn_norm, p.rms_norm_eps)?;
-
-            let down = match &l.gate_up {
-                // The SWIGLU and the down projection in one step where the backend fuses them.
-                GateUp::Fused(w) => ops.mul_mat_swiglu(&l.down, &ops.mul_mat(w, &cur)?)?,
+            let ffn_x = Residual::Sum(out, x_in);
+            let (ffn_in, down) = match &l.gate_up {
+                // The norm with the gate and up projection, and the SWIGLU with the down
+                // projection, each in one step where the backend fuses them.
+                GateUp::Fused(w) => {
+                    let (ffn_in, gate_up) = ffn_x.norm_mul_mat(ops, &l.ffn_norm, p.rms_norm_eps, w)?;
+                    (ffn_in, ops.mul_mat_swiglu(&l.down, &gate_up)?)
+                }
                 GateUp::Separate { gate, up } => {
+                    let (ffn_in, cur) = ffn_x.norm(ops, &l.ffn_norm, p.rms_norm_eps)?;
                     let act = ops.swiglu(&ops.mul_mat(gate, &cur)?, Some(&ops.mul_mat(up, &cur)?))?;
-                    ops.mul_mat(&l.down, &act)?
+                    (ffn_in, ops.mul_mat(&l.down, &act)?)
                 }
             };
             x = Residual::Sum(down, ffn_in);
@@ -391,9 +397,8 @@ impl<O: Ops> Decoder<O> {
             // Only some rows go on: the sum first, then the rows, then their norm.
             x = Residual::Value(ops.get_rows(&x.value(ops)?, rows)?);
         }
-        let (_, x) = x.norm(ops, &self.output_norm, p.rms_norm_eps)?;
-        debug_assert_eq!(ops.layout(&x).ne[0], e);
-        let logits = ops.mul_mat(self.output.as_ref().unwrap_or(&self.token_embd), &x)?;
+        let output = self.output.as_ref().unwrap_or(&self.token_embd);
+        let (_, logits) = x.norm_mul_mat(ops, &self.output_norm, p.rms_norm_eps, output)?;
         match &self.output_bias {
             Some(b) => ops.add(&logits, b),
             None => Ok(logits),
@@ -469,6 +474,18 @@ impl<T> Residual<T> {
                 Ok((x, normed))
             }
             Residual::Sum(a, b) => ops.add_rms_norm_mul(&a, &b, weight, eps),
+        }
+    }
+
+    /// The stream's value, and `a ×` its RMS norm times `weight` (one step where the backend
+    /// fuses them).
+    fn norm_mul_mat<O: Ops<Tensor = T>>(self, ops: &O, weight: &T, eps: f32, a: &T) -> Result<(T, T)> {
+        match self {
+            Residual::Value(x) => {
+                let y = ops.rms_norm_mul_mat(a, &x, weight, eps)?;
+                Ok((x, y))
+            }
+            Residual::Sum(x, r) => ops.add_rms_norm_mul_mat(a, &x, &r, weight, eps),
         }
     }
 

@@ -278,6 +278,56 @@ impl Ops for GpuOps {
         Ok(dst)
     }
 
+    fn rms_norm_mul_mat(&self, a: &GpuTensor, x: &GpuTensor, weight: &GpuTensor, eps: f32) -> Result<GpuTensor> {
+        // One kernel where the backend's planner fuses them, else the two ops with the norm's
+        // result from the pool.
+        let (la, lx) = (a.tensor.layout(), x.tensor.layout());
+        let dst = self.alloc(GgmlType::F32, [la.ne[1], lx.ne[1], lx.ne[2], lx.ne[3]])?;
+        let fused = self
+            .ctx
+            .try_rms_norm_mul_mat_into(&a.tensor, &x.tensor, None, &weight.tensor, eps, &dst.tensor)
+            .map_err(backend_error)?;
+        if fused.is_some() {
+            return Ok(dst);
+        }
+        let normed = self.rms_norm_mul(x, weight, eps)?;
+        self.ctx
+            .mul_mat_into(&a.tensor, &normed.tensor, &dst.tensor)
+            .map_err(backend_error)?;
+        Ok(dst)
+    }
+
+    fn add_rms_norm_mul_mat(
+        &self,
+        a: &GpuTensor,
+        x: &GpuTensor,
+        residual: &GpuTensor,
+        weight: &GpuTensor,
+        eps: f32,
+    ) -> Result<(GpuTensor, GpuTensor)> {
+        let (la, lx) = (a.tensor.layout(), x.tensor.layout());
+        let sum = self.alloc(GgmlType::F32, lx.ne)?;
+        let dst = self.alloc(GgmlType::F32, [la.ne[1], lx.ne[1], lx.ne[2], lx.ne[3]])?;
+        let operands = ggml_dawn::ops::mul_mat::Residual {
+            residual: &residual.tensor,
+            sum: &sum.tensor,
+        };
+        let fused = self
+            .ctx
+            .try_rms_norm_mul_mat_into(&a.tensor, &x.tensor, Some(operands), &weight.tensor, eps, &dst.tensor)
+            .map_err(backend_error)?;
+        if fused.is_some() {
+            return Ok((sum, dst));
+        }
+        // The two ops, into the pool's tensors (the sum's, made above, is given back).
+        drop(sum);
+        let (sum, normed) = self.add_rms_norm_mul(x, residual, weight, eps)?;
+        self.ctx
+            .mul_mat_into(&a.tensor, &normed.tensor, &dst.tensor)
+            .map_err(backend_error)?;
+        Ok((sum, dst))
+    }
+
     fn mul_mat_swiglu(&self, a: &GpuTensor, gate_up: &GpuTensor) -> Result<GpuTensor> {
         // One kernel where the backend's planner fuses them (the mat-vec that quantizes b in
         // its workgroup), else the two ops: the same bytes either way.

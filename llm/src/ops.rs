@@ -58,6 +58,31 @@ pub trait Ops {
     }
     /// MUL_MAT: `a·bᵀ` per batch, f32 `[a.ne1, b.ne1, b.ne2, b.ne3]`.
     fn mul_mat(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    /// `a × (rms_norm(x) · weight)`: a decoder's norm and the projection after it
+    /// ([`Ops::rms_norm_mul`], then [`Ops::mul_mat`]). A backend may do both in one step.
+    fn rms_norm_mul_mat(
+        &self,
+        a: &Self::Tensor,
+        x: &Self::Tensor,
+        weight: &Self::Tensor,
+        eps: f32,
+    ) -> Result<Self::Tensor> {
+        self.mul_mat(a, &self.rms_norm_mul(x, weight, eps)?)
+    }
+    /// `x + residual`, and `a × (rms_norm(x + residual) · weight)`: a decoder's residual ADD,
+    /// the norm after it and the projection after that ([`Ops::add_rms_norm_mul`], then
+    /// [`Ops::mul_mat`]). A backend may do them in one step.
+    fn add_rms_norm_mul_mat(
+        &self,
+        a: &Self::Tensor,
+        x: &Self::Tensor,
+        residual: &Self::Tensor,
+        weight: &Self::Tensor,
+        eps: f32,
+    ) -> Result<(Self::Tensor, Self::Tensor)> {
+        let (sum, normed) = self.add_rms_norm_mul(x, residual, weight, eps)?;
+        Ok((sum, self.mul_mat(a, &normed)?))
+    }
     /// ADD with `b` repeated over `a`.
     fn add(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
     /// ROPE of `x` `[d, heads, tokens, 1]` at the i32 positions `pos`.

@@ -125,13 +125,15 @@ fn decode_steps_reuse_the_activation_pool() {
 }
 
 /// Where the integer mat-vec quantizes b in its workgroup (the GPUs' default; forced here on
-/// lavapipe, whose profile runs the pass), each layer's SWIGLU runs inside its down projection:
-/// one dispatch fewer a layer, and the same logits to the bit as the two ops.
+/// lavapipe, whose profile runs the pass), the norms run inside the projections after them
+/// (two a layer and the output's) and each layer's SWIGLU inside its down projection: a
+/// dispatch fewer each. The SWIGLU's fusion gives the same logits to the bit; the norm's sums
+/// its squares in another order, so its logits agree to rounding.
 #[test]
-fn the_swiglu_inside_the_down_projection_changes_no_logit() {
-    let dir = TempDir::new("gpu-decoder-swiglu");
+fn the_fused_norms_and_swiglus_change_no_logit() {
+    let dir = TempDir::new("gpu-decoder-fusions");
     let model = tiny_model(&dir, Architecture::Llama, WTYPE);
-    let run = |knobs: &str| -> (Vec<Vec<u32>>, u64) {
+    let run = |knobs: &str| -> (Vec<Vec<f32>>, u64) {
         let options = ContextOptions {
             tuning: Overrides::parse(knobs, "").expect("knobs parse"),
             ..Default::default()
@@ -139,15 +141,24 @@ fn the_swiglu_inside_the_down_projection_changes_no_logit() {
         let ctx = GpuContext::new(options).expect("a GPU adapter (lavapipe in CI)");
         let decoder = Decoder::load(&model, GpuOps::new(ctx)).unwrap();
         let mut session = Session::new(&decoder, 32, GgmlType::F16).unwrap();
-        let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        let mut logits = vec![bits(session.eval(&[298, 17, 101]).unwrap())];
+        let mut logits = vec![session.eval(&[298, 17, 101]).unwrap()];
         let before = decoder.ops().dispatches().unwrap();
-        logits.push(bits(session.eval(&[5]).unwrap()));
+        logits.push(session.eval(&[5]).unwrap());
         (logits, decoder.ops().dispatches().unwrap() - before)
     };
+    let bits = |l: &[Vec<f32>]| l.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
     let (fused, fused_dispatches) = run("vec_int_b_wg_max_k=2048");
-    let (apart, apart_dispatches) = run("vec_int_b_wg_max_k=2048,vec_int_b_swiglu=false");
-    assert!(fused == apart, "the fused step's logits differ from the two ops'");
+    let (swiglu_apart, swiglu_dispatches) = run("vec_int_b_wg_max_k=2048,vec_int_b_swiglu=false");
+    let (norms_apart, norm_dispatches) = run("vec_int_b_wg_max_k=2048,vec_int_b_rms_norm=false");
     let layers = tiny_shape(Architecture::Llama).n_layer as u64;
-    assert_eq!(apart_dispatches - fused_dispatches, layers);
+    assert!(
+        bits(&fused) == bits(&swiglu_apart),
+        "the SWIGLU's fusion changed a logit"
+    );
+    assert_eq!(swiglu_dispatches - fused_dispatches, layers);
+    for (step, (got, want)) in fused.iter().zip(&norms_apart).enumerate() {
+        let nmse = metric::nmse(want, got);
+        assert!(nmse <= 1e-6, "step {step}: the fused norms' logits at NMSE {nmse}");
+    }
+    assert_eq!(norm_dispatches - fused_dispatches, 2 * layers + 1);
 }

@@ -931,3 +931,144 @@ fn mul_mat_swiglu_falls_back_and_refuses_bad_operands() {
     assert!(ctx.mul_mat_swiglu_into(&a, &b, &over).is_err());
     assert_eq!(ctx.stream_counts().dispatches, before, "nothing recorded");
 }
+
+/// `a × (rms_norm(x (+ r)) · w)` with the integer mat-vec quantizing b in its workgroup: the
+/// fused kernel (one dispatch, each workgroup norming its columns) against RMS_NORM then
+/// MUL_MAT and the CPU; with a residual, its sum stored whole by one workgroup.
+#[test]
+fn rms_norm_mul_mat_fused_matches_the_two_ops() {
+    let ctx = context(false)
+        .with_tuning(Overrides::parse("vec_int_b_wg_max_k=2048", "").expect("knobs parse"))
+        .expect("a context");
+    let mut rng = Rng::new(0x5eed_0a12);
+    // (a type, k, m, n, x's column stride in elements past k, with a residual)
+    let shapes = [
+        (GgmlType::Q4_1, 576, 960, 1, 0, true),
+        (GgmlType::Q4_1, 576, 300, 1, 0, false),
+        (GgmlType::Q8_0, 256, 70, 2, 8, true),
+        (GgmlType::Q4_0, 64, 9, 2, 0, false),
+        (GgmlType::Q4_K, 512, 33, 1, 4, true),
+    ];
+    let eps = 1e-5;
+    for (ty, k, m, n, pad, with_residual) in shapes {
+        let what = format!("{ty} k={k} m={m} n={n} pad={pad} residual={with_residual}");
+        let a_values: Vec<f32> = (0..k * m).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let a = HostTensor::from_f32(ty, [k, m, 1, 1], &a_values).unwrap();
+        let a_dev = ctx.upload(&a).unwrap();
+        let row = k + pad;
+        let x_values: Vec<f32> = (0..row * n).map(|_| rng.uniform(-3.0, 3.0)).collect();
+        let r_values: Vec<f32> = (0..k * n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let w_values: Vec<f32> = (0..k).map(|_| rng.uniform(0.5, 1.5)).collect();
+        let x_store = ctx.from_f32(GgmlType::F32, [row, n, 1, 1], &x_values).unwrap();
+        let x = x_store
+            .view(Layout {
+                ne: [k, n, 1, 1],
+                ..*x_store.layout()
+            })
+            .unwrap();
+        let r = ctx.from_f32(GgmlType::F32, [k, n, 1, 1], &r_values).unwrap();
+        let w = ctx.from_f32(GgmlType::F32, [k, 1, 1, 1], &w_values).unwrap();
+        let sum = ctx.empty(GgmlType::F32, [k, n, 1, 1]).unwrap();
+        let residual = with_residual.then_some(mul_mat::Residual {
+            residual: &r,
+            sum: &sum,
+        });
+        let fused = ctx.empty(GgmlType::F32, [m, n, 1, 1]).unwrap();
+        let before = ctx.stream_counts().dispatches;
+        let ran = ctx
+            .rms_norm_mul_mat_into(&a_dev, &x, residual, &w, eps, &fused)
+            .unwrap();
+        assert!(matches!(ran, mul_mat::NormMulMatPlan::Fused(_)), "{what}: {ran}");
+        assert!(ran.to_string().contains("RMS_NORM"), "{what}: {ran}");
+        assert_eq!(ctx.stream_counts().dispatches - before, 1, "{what}: one dispatch");
+        // The two ops.
+        let (want_sum, normed) = if with_residual {
+            let (s, y) = ctx.add_rms_norm_mul_add(&x, &r, Some(&w), None, eps).unwrap();
+            (Some(s), y)
+        } else {
+            (None, ctx.rms_norm_mul_add(&x, Some(&w), None, eps).unwrap())
+        };
+        let separate = ctx.read_f32(&ctx.mul_mat(&a_dev, &normed).unwrap()).unwrap();
+        let got = ctx.read_f32(&fused).unwrap();
+        metric::check(&separate, &got, 1e-6).unwrap_or_else(|e| panic!("{what}: against the two ops: {e}"));
+        if let Some(s) = want_sum {
+            assert_eq!(
+                ctx.read_f32(&sum).unwrap(),
+                ctx.read_f32(&s).unwrap(),
+                "{what}: the sum"
+            );
+        }
+        // The CPU: the norm in f64, then MUL_MAT's reference.
+        let xs: Vec<f32> = (0..n)
+            .flat_map(|c| (0..k).map(move |i| (c, i)))
+            .map(|(c, i)| x_values[c * row + i] + if with_residual { r_values[c * k + i] } else { 0.0 })
+            .collect();
+        let normed: Vec<f32> = xs
+            .chunks(k)
+            .flat_map(|col| {
+                let mean = col.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / k as f64;
+                let scale = 1.0 / (mean + f64::from(eps)).sqrt();
+                col.iter()
+                    .zip(&w_values)
+                    .map(move |(&v, &wv)| (f64::from(v) * scale) as f32 * wv)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let b = HostTensor::from_f32(GgmlType::F32, [k, n, 1, 1], &normed).unwrap();
+        let cpu = reference::mul_mat::mul_mat(&a, &b).unwrap();
+        metric::check(&cpu, &got, 5e-4).unwrap_or_else(|e| panic!("{what}: against the CPU: {e}"));
+    }
+}
+
+/// Where the fused kernel does not apply (b quantized by a pass, a weight that broadcasts) the
+/// two ops run; bad operands are errors with nothing recorded.
+#[test]
+fn rms_norm_mul_mat_falls_back_and_refuses_bad_operands() {
+    let ctx = context(false);
+    let a = ctx.from_f32(GgmlType::Q8_0, [64, 5, 1, 1], &[0.25; 320]).unwrap();
+    let x = ctx
+        .from_f32(
+            GgmlType::F32,
+            [64, 1, 1, 1],
+            &(0..64).map(|i| i as f32 - 30.0).collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let w = ctx.from_f32(GgmlType::F32, [64, 1, 1, 1], &[1.5; 64]).unwrap();
+    let ran_dst = ctx.empty(GgmlType::F32, [5, 1, 1, 1]).unwrap();
+    let ran = ctx.rms_norm_mul_mat_into(&a, &x, None, &w, 1e-6, &ran_dst).unwrap();
+    assert!(matches!(ran, mul_mat::NormMulMatPlan::Separate(..)), "{ran}");
+    let want = ctx
+        .mul_mat(&a, &ctx.rms_norm_mul_add(&x, Some(&w), None, 1e-6).unwrap())
+        .unwrap();
+    assert_eq!(ctx.read_f32(&ran_dst).unwrap(), ctx.read_f32(&want).unwrap());
+    let f16_x = ctx.from_f32(GgmlType::F16, [64, 1, 1, 1], &[1.0; 64]).unwrap();
+    let short_w = ctx.from_f32(GgmlType::F32, [48, 1, 1, 1], &[1.0; 48]).unwrap();
+    let short_x = ctx.from_f32(GgmlType::F32, [32, 1, 1, 1], &[1.0; 32]).unwrap();
+    let before = ctx.stream_counts().dispatches;
+    for (what, x_op, w_op, eps) in [
+        ("f16 x", &f16_x, &w, 1e-6),
+        ("a weight that does not repeat over x", &x, &short_w, 1e-6),
+        ("k of x not a's", &short_x, &w, 1e-6),
+        ("eps NaN", &x, &w, f32::NAN),
+    ] {
+        let err = ctx.rms_norm_mul_mat(&a, x_op, w_op, eps).expect_err(what);
+        assert!(
+            matches!(
+                err,
+                ggml_dawn::Error::InvalidOperands(_) | ggml_dawn::Error::Unsupported(_)
+            ),
+            "{what}: {err}"
+        );
+    }
+    // The sum over an input, or over dst: refused.
+    let r = ctx.from_f32(GgmlType::F32, [64, 1, 1, 1], &[1.0; 64]).unwrap();
+    let dst = ctx.empty(GgmlType::F32, [5, 1, 1, 1]).unwrap();
+    for (what, sum) in [("the sum over x", &x), ("the sum over the residual", &r)] {
+        let residual = Some(mul_mat::Residual { residual: &r, sum });
+        assert!(
+            ctx.rms_norm_mul_mat_into(&a, &x, residual, &w, 1e-6, &dst).is_err(),
+            "{what}"
+        );
+    }
+    assert_eq!(ctx.stream_counts().dispatches, before, "nothing recorded");
+}

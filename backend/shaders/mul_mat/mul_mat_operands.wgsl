@@ -18,6 +18,10 @@
 //   B_Q8_WG       with B_Q8: b is bound as it is, and the mat-vec quantizes it itself
 //   B_SWIGLU      with B_Q8_WG: each column of b holds 2k elements, a SWIGLU's gate then its up,
 //                 and b's value at e is silu(gate[e]) * up[e] (glu.wgsl's arithmetic)
+//   B_RMS_NORM    with B_Q8_WG: b's value at e is x[e] * scale * w[e], x = b's column (plus
+//                 the residual r's with B_NORM_RESIDUAL, which the workgroup of tile 0 stores
+//                 to `norm_sum`), scale = 1 / sqrt(mean(x²) + eps) (rms_norm.wgsl's arithmetic;
+//                 the mat-vec sets `norm_col` and `norm_scale` before it reads a column)
 //   DST_U32       dst is bound as array<u32> (the quantize pass writes b's blocks there)
 //   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //
@@ -40,6 +44,9 @@
 //   is the context's scratch instead, of the plan's `scratch_bytes`;
 // - dst (binding 2): the m·n·batches f32 from dst_start, contiguous (`check`); outputs past m
 //   and n are not written.
+// - with B_RMS_NORM (`mul_mat::check_rms_norm`: one batch, f32 norm operands with packed rows at
+//   whole elements): norm_w elements [norm_w_start, + k); with B_NORM_RESIDUAL, norm_r and
+//   norm_sum elements norm_*_start + c·norm_*_nb1 + [0, k) for columns c < n.
 // Unaligned reads assemble a word from the two aligned words holding it, both inside the
 // word-rounded binding. Tested with 0xFF guards after every operand: tests/tests/guards.rs.
 #include "common.wgsl"
@@ -66,9 +73,21 @@
 #ifdef A_VEC4
 // a again, as 16-byte words (only for float rows in whole 16-byte units at 16-byte offsets).
 @group(0) @binding(3) var<storage, read> a4: array<vec4<u32>>;
-#define PARAMS_BINDING 4
+#define NORM_BINDING 4
 #else
-#define PARAMS_BINDING 3
+#define NORM_BINDING 3
+#endif
+// The norm's operands follow the storage bindings above; the parameters come last.
+#if defined(B_RMS_NORM) && defined(B_NORM_RESIDUAL)
+@group(0) @binding(NORM_BINDING) var<storage, read> norm_w: array<f32>;
+@group(0) @binding(NORM_BINDING + 1) var<storage, read> norm_r: array<f32>;
+@group(0) @binding(NORM_BINDING + 2) var<storage, read_write> norm_sum: array<f32>;
+#define PARAMS_BINDING NORM_BINDING + 3
+#elif defined(B_RMS_NORM)
+@group(0) @binding(NORM_BINDING) var<storage, read> norm_w: array<f32>;
+#define PARAMS_BINDING NORM_BINDING + 1
+#else
+#define PARAMS_BINDING NORM_BINDING
 #endif
 
 struct Params {
@@ -92,6 +111,12 @@ struct Params {
     tiles_m: u32,   // workgroups along m per matrix
     tiles_n: u32,   // workgroups along n per matrix
     grid_x: u32,    // workgroups per grid row (the grid may be split in 2-D)
+    norm_eps: f32,  // B_RMS_NORM: eps, and elements from the norm bindings to their starts
+    norm_w_start: u32,
+    norm_r_start: u32,
+    norm_r_nb1: u32,
+    norm_sum_start: u32,
+    norm_sum_nb1: u32,
 }
 @group(0) @binding(PARAMS_BINDING) var<uniform> params: Params;
 
@@ -607,11 +632,31 @@ fn q8_sum4(q: vec4<i32>) -> i32 {
     return q.x + q.y + q.z + q.w;
 }
 
-// b's value at e: the element, or with B_SWIGLU silu(gate) · up of the column's two halves.
+#ifdef B_RMS_NORM
+// The column being read (its residual row) and its norm's scale.
+var<private> norm_col: u32;
+var<private> norm_scale: f32;
+
+// The norm's input at e of the column at byte `row`: b, plus the residual's.
+fn norm_x4(row: u32, e: u32) -> vec4<f32> {
+#ifdef B_NORM_RESIDUAL
+    let i = params.norm_r_start + norm_col * params.norm_r_nb1 + e;
+    return b_vec4(row, e) + vec4<f32>(norm_r[i], norm_r[i + 1u], norm_r[i + 2u], norm_r[i + 3u]);
+#else
+    return b_vec4(row, e);
+#endif
+}
+#endif
+
+// b's value at e: the element, or with B_SWIGLU silu(gate) · up of the column's two halves, or
+// with B_RMS_NORM the column's norm times the weight.
 fn b_value4(row: u32, e: u32) -> vec4<f32> {
 #ifdef B_SWIGLU
     let g = b_vec4(row, e);
     return g / (1.0 + exp(-g)) * b_vec4(row, e + params.k);
+#elif defined(B_RMS_NORM)
+    let i = params.norm_w_start + e;
+    return norm_x4(row, e) * norm_scale * vec4<f32>(norm_w[i], norm_w[i + 1u], norm_w[i + 2u], norm_w[i + 3u]);
 #else
     return b_vec4(row, e);
 #endif

@@ -64,6 +64,48 @@ var<workgroup> partial: array<f32, MAX_SUBGROUPS * RN>;
 var<workgroup> partial: array<f32, WG_SIZE>;
 #endif
 
+#ifdef B_RMS_NORM
+// Each column's sum of squares, reduced over the workgroup.
+var<workgroup> norm_red: array<f32, WG_SIZE>;
+var<workgroup> norm_scales: array<f32, N_COLS>;
+
+// Every column's 1/sqrt(mean(x²) + eps) into norm_scales (every thread calls it); with
+// B_NORM_RESIDUAL the workgroup of tile 0 stores x = b + r to norm_sum.
+fn norm_prologue(tile: Tile, lid: u32, cols: u32) {
+    let p = params;
+    for (var c = 0u; c < cols; c += 1u) {
+        norm_col = c;
+        let row = tile.b_base + c * p.b_nb1;
+        var acc = vec4<f32>(0.0);
+        for (var e = 4u * lid; e < p.k; e += 4u * WG_SIZE) {
+            let v = norm_x4(row, e);
+#ifdef B_NORM_RESIDUAL
+            if (tile.tm == 0u) {
+                let s = p.norm_sum_start + c * p.norm_sum_nb1 + e;
+                norm_sum[s] = v.x;
+                norm_sum[s + 1u] = v.y;
+                norm_sum[s + 2u] = v.z;
+                norm_sum[s + 3u] = v.w;
+            }
+#endif
+            acc += v * v;
+        }
+        norm_red[lid] = (acc.x + acc.y) + (acc.z + acc.w);
+        workgroupBarrier();
+        for (var half = WG_SIZE / 2u; half > 0u; half /= 2u) {
+            if (lid < half) {
+                norm_red[lid] += norm_red[lid + half];
+            }
+            workgroupBarrier();
+        }
+        if (lid == 0u) {
+            norm_scales[c] = 1.0 / sqrt(norm_red[0] / f32(p.k) + p.norm_eps);
+        }
+        workgroupBarrier();
+    }
+}
+#endif
+
 #if defined(B_Q8) && defined(B_Q8_WG)
 // This workgroup's columns of b as 8-bit blocks, in mul_mat_quantize_b.wgsl's layout (three
 // words a block: the bytes, then d and the halves' sums), column c's blocks from c·k/32: made by
@@ -438,7 +480,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         // elements [0, k) of each column, as the quantize pass would.
         let blocks = p.k / 32u;
         let cols = min(N_COLS, p.n);
+#ifdef B_RMS_NORM
+        norm_prologue(tile, lid, cols);
+#endif
         for (var i = lid; i < cols * blocks; i += WG_SIZE) {
+#ifdef B_RMS_NORM
+            norm_col = i / blocks;
+            norm_scale = norm_scales[norm_col];
+#endif
             let blk = b_q8_block(tile.b_base + (i / blocks) * p.b_nb1, (i % blocks) * 32u);
             xq_wg[3u * i] = vec4<u32>(pack4xI8(blk.q[0]), pack4xI8(blk.q[1]), pack4xI8(blk.q[2]), pack4xI8(blk.q[3]));
             xq_wg[3u * i + 1u] = vec4<u32>(pack4xI8(blk.q[4]), pack4xI8(blk.q[5]), pack4xI8(blk.q[6]), pack4xI8(blk.q[7]));

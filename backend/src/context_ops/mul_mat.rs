@@ -5,7 +5,8 @@ use crate::error::Result;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
 use crate::ops::glu::{self, GluOp, GluParams};
-use crate::ops::mul_mat::{self, MulMatPlan, MulMatSwigluPlan};
+use crate::ops::mul_mat::{self, MulMatPlan, MulMatSwigluPlan, NormMulMatPlan, Residual};
+use crate::ops::norm;
 use crate::tensor::Layout;
 
 impl GpuContext {
@@ -85,5 +86,129 @@ impl GpuContext {
         let g = glu::glu(&env, &mut stream, b, None, &act, &GluParams::new(GluOp::Swiglu))?;
         let m = mul_mat::mul_mat(&env, &mut stream, a, &act, dst)?;
         Ok(MulMatSwigluPlan::Separate(g, m))
+    }
+
+    /// `a × (rms_norm(x) · weight)`, a decoder's norm and the projection after it: `x` f32
+    /// `[k, n, b2, b3]` (any strides), `weight` f32 repeating over x as RMS_NORM takes it, `a`
+    /// `[k, m, …]` as for [`GpuContext::mul_mat`]; the result a new contiguous f32 `[m, n, b2,
+    /// b3]`. One kernel where the integer mat-vec quantizes b in its workgroup (each workgroup
+    /// norms its columns as it quantizes them; `MulMatTuning::vec_int_b_rms_norm`), else the
+    /// two ops; the fused norm sums squares in another order, so the two agree to rounding.
+    /// Recorded, not yet run.
+    ///
+    /// ```
+    /// use ggml_dawn::{GgmlType, GpuContext};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = GpuContext::new(Default::default())?;
+    /// // x = [3, 4]: rms = sqrt(12.5); weight [1, 2]; a = [1, 1] sums the normed row.
+    /// let x = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[3., 4.])?;
+    /// let w = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[1., 2.])?;
+    /// let a = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[1., 1.])?;
+    /// let y = ctx.read_f32(&ctx.rms_norm_mul_mat(&a, &x, &w, 0.0)?)?;
+    /// assert!((y[0] - 11.0 / 12.5f32.sqrt()).abs() < 1e-5);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rms_norm_mul_mat(
+        &self,
+        a: &DeviceTensor,
+        x: &DeviceTensor,
+        weight: &DeviceTensor,
+        eps: f32,
+    ) -> Result<DeviceTensor> {
+        let (la, lx) = (a.layout(), x.layout());
+        let ne = [la.ne[1], lx.ne[1], lx.ne[2], lx.ne[3]];
+        mul_mat::check_rms_norm(
+            la,
+            lx,
+            None,
+            weight.layout(),
+            &Layout::contiguous(GgmlType::F32, ne)?,
+            eps,
+        )?;
+        let dst = self.empty(GgmlType::F32, ne)?;
+        self.rms_norm_mul_mat_into(a, x, None, weight, eps, &dst)?;
+        Ok(dst)
+    }
+
+    /// A decoder's residual ADD, its norm and the projection after it: `sum = x + residual`
+    /// (f32 of x's extents) and `a × (rms_norm(sum) · weight)` as
+    /// [`GpuContext::rms_norm_mul_mat`]; returns both, new tensors. Recorded, not yet run.
+    pub fn add_rms_norm_mul_mat(
+        &self,
+        a: &DeviceTensor,
+        x: &DeviceTensor,
+        residual: &DeviceTensor,
+        weight: &DeviceTensor,
+        eps: f32,
+    ) -> Result<(DeviceTensor, DeviceTensor)> {
+        let (la, lx) = (a.layout(), x.layout());
+        let ne = [la.ne[1], lx.ne[1], lx.ne[2], lx.ne[3]];
+        let sum_layout = Layout::contiguous(GgmlType::F32, lx.ne)?;
+        mul_mat::check_rms_norm(
+            la,
+            lx,
+            Some((residual.layout(), &sum_layout)),
+            weight.layout(),
+            &Layout::contiguous(GgmlType::F32, ne)?,
+            eps,
+        )?;
+        let sum = self.empty(GgmlType::F32, lx.ne)?;
+        let dst = self.empty(GgmlType::F32, ne)?;
+        self.rms_norm_mul_mat_into(a, x, Some(Residual { residual, sum: &sum }), weight, eps, &dst)?;
+        Ok((sum, dst))
+    }
+
+    /// [`GpuContext::rms_norm_mul_mat`]'s one kernel into an existing contiguous f32 `dst` (and,
+    /// with a residual, its sum into `sum`: f32 of x's extents), where it applies (returns its
+    /// plan); `Ok(None)`, with nothing recorded, where the two ops must run instead (a caller
+    /// with its own buffers for the norm's result runs them).
+    pub fn try_rms_norm_mul_mat_into(
+        &self,
+        a: &DeviceTensor,
+        x: &DeviceTensor,
+        residual: Option<Residual<'_>>,
+        weight: &DeviceTensor,
+        eps: f32,
+        dst: &DeviceTensor,
+    ) -> Result<Option<MulMatPlan>> {
+        mul_mat::rms_norm_mul_mat(&self.env(), &mut self.stream.lock(), a, x, residual, weight, eps, dst)
+    }
+
+    /// [`GpuContext::rms_norm_mul_mat`] (with a residual, `add_rms_norm_mul_mat`) into existing
+    /// tensors; returns what ran.
+    pub fn rms_norm_mul_mat_into(
+        &self,
+        a: &DeviceTensor,
+        x: &DeviceTensor,
+        residual: Option<Residual<'_>>,
+        weight: &DeviceTensor,
+        eps: f32,
+        dst: &DeviceTensor,
+    ) -> Result<NormMulMatPlan> {
+        if let Some(plan) = self.try_rms_norm_mul_mat_into(a, x, residual, weight, eps, dst)? {
+            return Ok(NormMulMatPlan::Fused(plan));
+        }
+        // Both ops' operands were checked: the norm's result is a new tensor.
+        let normed = self.empty(GgmlType::F32, x.layout().ne)?;
+        let env = self.env();
+        let mut stream = self.stream.lock();
+        let n = match residual {
+            Some(r) => norm::add_rms_norm_mul_add(
+                &env,
+                &mut stream,
+                x,
+                r.residual,
+                r.sum,
+                Some(weight),
+                None,
+                &normed,
+                eps,
+            )?,
+            None => norm::rms_norm_mul_add(&env, &mut stream, x, Some(weight), None, &normed, eps)?,
+        };
+        let m = mul_mat::mul_mat(&env, &mut stream, a, &normed, dst)?;
+        Ok(NormMulMatPlan::Separate(n, m))
     }
 }

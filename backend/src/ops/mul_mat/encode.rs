@@ -9,7 +9,7 @@ use crate::memory::{Binding, DeviceTensor};
 use crate::ops::Env;
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 
-use super::plan::{Choice, MulMatPlan, SIMPLE_WG};
+use super::plan::{BPrologue, Choice, MulMatPlan, SIMPLE_WG};
 
 /// The three storage bindings (a, b, dst).
 #[derive(Debug, Clone, Copy)]
@@ -49,15 +49,21 @@ pub struct PlanKernels {
 fn plan_kernels(env: &Env, plan: &MulMatPlan) -> Result<Arc<PlanKernels>> {
     env.plan_kernels().mul_mat.get_or_try_insert(plan, || {
         let variants = crate::variants::mul_mat(plan);
-        let main: &[Access] = if plan.a_vec4 {
-            &[Access::Read, Access::Read, Access::ReadWrite, Access::Read]
-        } else {
-            &[Access::Read, Access::Read, Access::ReadWrite]
-        };
+        let mut main = vec![Access::Read, Access::Read, Access::ReadWrite];
+        if plan.a_vec4 {
+            main.push(Access::Read);
+        }
+        if plan.applies_prologue() {
+            match plan.problem.b_prologue {
+                BPrologue::RmsNorm { residual: false } => main.push(Access::Read),
+                BPrologue::RmsNorm { residual: true } => main.extend([Access::Read, Access::Read, Access::ReadWrite]),
+                BPrologue::None | BPrologue::Swiglu => {}
+            }
+        }
         let pass = [Access::Read, Access::Read, Access::ReadWrite];
         let compile = |v: Option<&crate::shader_lib::ShaderVariant>| v.map(|v| env.kernel(v, &pass)).transpose();
         Ok(Arc::new(PlanKernels {
-            kernel: env.kernel(&variants.kernel, main)?,
+            kernel: env.kernel(&variants.kernel, &main)?,
             quantize_b: compile(variants.quantize_b.as_ref())?,
             dequantize_a: compile(variants.dequantize_a.as_ref())?,
             convert_b: compile(variants.convert_b.as_ref())?,
@@ -65,8 +71,22 @@ fn plan_kernels(env: &Env, plan: &MulMatPlan) -> Result<Arc<PlanKernels>> {
     })
 }
 
+/// The RMS_NORM's operands a plan with [`BPrologue::RmsNorm`] binds after the MUL_MAT's, and
+/// its parameters (elements from each binding's start).
+#[derive(Debug, Clone)]
+pub struct NormBinding {
+    pub weight: BufferRange,
+    /// The residual and the sum the kernel stores.
+    pub residual: Option<(BufferRange, BufferRange)>,
+    pub eps: f32,
+    pub w_start: u32,
+    pub r_start: u32,
+    pub r_nb1: u32,
+    pub sum_start: u32,
+    pub sum_nb1: u32,
+}
+
 /// Records the planned kernel.
-#[allow(clippy::too_many_arguments)]
 pub fn encode(
     env: &Env,
     stream: &mut Stream,
@@ -76,11 +96,37 @@ pub fn encode(
     bound: &Bindings,
     plan: &MulMatPlan,
 ) -> Result<()> {
-    if plan.problem.b_swiglu && !plan.reads_swiglu() {
-        // b's rows are gate and up: only the kernel that applies the SWIGLU may read them.
+    encode_with(env, stream, a, b, dst, bound, plan, None)
+}
+
+/// [`encode`] with the norm's operands of a [`BPrologue::RmsNorm`] plan (which needs them and
+/// takes no others).
+#[allow(clippy::too_many_arguments)]
+pub fn encode_with(
+    env: &Env,
+    stream: &mut Stream,
+    a: &DeviceTensor,
+    b: &DeviceTensor,
+    dst: &DeviceTensor,
+    bound: &Bindings,
+    plan: &MulMatPlan,
+    norm: Option<&NormBinding>,
+) -> Result<()> {
+    let norm_residual = match plan.problem.b_prologue {
+        BPrologue::RmsNorm { residual } => Some(residual),
+        _ => None,
+    };
+    if norm_residual != norm.map(|n| n.residual.is_some()) {
         return Err(BackendError::InvalidOperands(
-            "MUL_MAT: a SWIGLU'd b planned for a kernel that does not apply it".into(),
+            "MUL_MAT: a norm's operands that do not match the plan's prologue".into(),
         ));
+    }
+    if plan.problem.b_prologue != BPrologue::None && !plan.applies_prologue() {
+        // b is an op's input: only the kernel that applies the op may read it.
+        return Err(BackendError::InvalidOperands(format!(
+            "MUL_MAT: b's {:?} planned for a kernel that does not apply it",
+            plan.problem.b_prologue
+        )));
     }
     if matches!(plan.choice, Choice::Simple(_)) {
         return simple(env, stream, a, b, dst, bound, plan);
@@ -95,6 +141,20 @@ pub fn encode(
     ];
     if plan.a_vec4 {
         buffers.push(BufferRange::new(a.buffer(), bound.a));
+    }
+    if let Some(n) = norm {
+        // After the MUL_MAT's storage bindings (mul_mat_operands.wgsl's NORM_BINDING).
+        buffers.push(n.weight.clone());
+        if let Some((r, s)) = &n.residual {
+            buffers.push(r.clone());
+            buffers.push(s.clone());
+        }
+        params.norm_eps = n.eps;
+        params.norm_w_start = n.w_start;
+        params.norm_r_start = n.r_start;
+        params.norm_r_nb1 = n.r_nb1;
+        params.norm_sum_start = n.sum_start;
+        params.norm_sum_nb1 = n.sum_nb1;
     }
     if plan.dequantize_a.is_some() || plan.convert_b.is_some() {
         // The f16 copies go to the context's scratch first, in the same submit as the kernel,
@@ -226,6 +286,12 @@ fn operand_params(
         tiles_m: plan.tiles_m,
         tiles_n: plan.tiles_n,
         grid_x,
+        norm_eps: 0.0,
+        norm_w_start: 0,
+        norm_r_start: 0,
+        norm_r_nb1: 0,
+        norm_sum_start: 0,
+        norm_sum_nb1: 0,
     })
 }
 

@@ -14,16 +14,18 @@ mod plan_grid;
 pub(crate) mod tuning;
 
 use crate::error::{BackendError, Result};
+use crate::exec::BufferRange;
 use crate::exec::Stream;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
 use crate::ops::Env;
 use crate::ops::dequantize;
 use crate::ops::glu::{self, GluOp, GluParams, GluPlan};
+use crate::ops::norm;
 use crate::tensor::Layout;
 
 pub use plan::{
-    Choice, DeviceFacts, F16Copy, INT_B_WG_MAX_K, MatVecPlan, MatrixConfig, MulMatPlan, Problem, QuantizeB,
+    BPrologue, Choice, DeviceFacts, F16Copy, INT_B_WG_MAX_K, MatVecPlan, MatrixConfig, MulMatPlan, Problem, QuantizeB,
     SubgroupMatrixPlan, TiledPlan,
 };
 pub use tuning::{BVec4, MulMatTuning};
@@ -177,7 +179,7 @@ pub fn check_swiglu(la: &Layout, lb: &Layout, ld: &Layout) -> Result<Layout> {
 }
 
 /// Records `dst = a × swiglu(b)` (see [`check_swiglu`]) as one kernel where the planner fuses
-/// them ([`MulMatPlan::reads_swiglu`]: the integer mat-vec that quantizes b in its workgroup,
+/// them ([`MulMatPlan::applies_prologue`]: the integer mat-vec that quantizes b in its workgroup,
 /// which applies the SWIGLU to the values it quantizes, the same bytes as the two ops) and
 /// returns its plan; `Ok(None)`, with nothing recorded, where it does not.
 pub fn mul_mat_swiglu(
@@ -203,12 +205,153 @@ pub fn mul_mat_swiglu(
         bound.b.start_byte,
         bound.dst.size,
     );
-    problem.b_swiglu = true;
+    problem.b_prologue = BPrologue::Swiglu;
     let plan = plan::plan(&problem, &env.facts(), &env.tuning().mul_mat);
-    if !plan.reads_swiglu() {
+    if !plan.applies_prologue() {
         return Ok(None);
     }
     encode::encode(env, stream, a, b, dst, &bound, &plan)?;
+    Ok(Some(plan))
+}
+
+/// What [`GpuContext::rms_norm_mul_mat`](crate::GpuContext::rms_norm_mul_mat) and
+/// `add_rms_norm_mul_mat` ran: one kernel that norms b as it reads it, or the RMS_NORM then
+/// MUL_MAT where that kernel does not apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NormMulMatPlan {
+    Fused(MulMatPlan),
+    Separate(norm::NormPlan, MulMatPlan),
+}
+
+impl std::fmt::Display for NormMulMatPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NormMulMatPlan::Fused(p) => write!(f, "{p}"),
+            NormMulMatPlan::Separate(n, m) => write!(f, "RMS_NORM: {n}; then MUL_MAT: {m}"),
+        }
+    }
+}
+
+/// The residual ADD before a fused RMS_NORM: `sum = x + residual`, f32 of x's extents.
+#[derive(Debug, Clone, Copy)]
+pub struct Residual<'a> {
+    pub residual: &'a DeviceTensor,
+    pub sum: &'a DeviceTensor,
+}
+
+/// Why `a × (rms_norm(x (+ residual)) · weight)` cannot run, if it cannot: RMS_NORM's rules for
+/// `x`, `weight` and `eps` ([`norm::check`], [`norm::check_residual`]) and MUL_MAT's for `a` times
+/// the norm's f32 result. Returns that result's layout.
+pub fn check_rms_norm(
+    la: &Layout,
+    lx: &Layout,
+    residual: Option<(&Layout, &Layout)>,
+    lw: &Layout,
+    ld: &Layout,
+    eps: f32,
+) -> Result<Layout> {
+    let normed = Layout::contiguous(GgmlType::F32, lx.ne)?;
+    norm::check(lx, Some(lw), None, &normed, eps)?;
+    if let Some((r, s)) = residual {
+        norm::check_residual(lx, r, s)?;
+    }
+    check(la, &normed, ld)?;
+    Ok(normed)
+}
+
+/// Records `dst = a × (rms_norm(x (+ residual)) · weight)` (see [`check_rms_norm`]; with a
+/// residual, `sum = x + residual` too) as one kernel where the planner fuses them
+/// ([`MulMatPlan::applies_prologue`]: the integer mat-vec that quantizes b in its workgroup,
+/// each workgroup norming its columns of b itself) and returns its plan; `Ok(None)`, with
+/// nothing recorded, where it does not (the weight one row of k elements, the norm's operands
+/// packed rows of f32 at whole elements, one batch). The norm's sum of squares runs in another
+/// order than RMS_NORM's kernel: the result agrees with the two ops to rounding.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_mul_mat(
+    env: &Env,
+    stream: &mut Stream,
+    a: &DeviceTensor,
+    x: &DeviceTensor,
+    residual: Option<Residual<'_>>,
+    weight: &DeviceTensor,
+    eps: f32,
+    dst: &DeviceTensor,
+) -> Result<Option<MulMatPlan>> {
+    let (lx, lw) = (x.layout(), weight.layout());
+    check_rms_norm(
+        a.layout(),
+        lx,
+        residual.map(|r| (r.residual.layout(), r.sum.layout())),
+        lw,
+        dst.layout(),
+        eps,
+    )?;
+    let mut all = vec![a, x, weight, dst];
+    if let Some(r) = residual {
+        all.extend([r.residual, r.sum]);
+    }
+    env.check_operands(&all)?;
+    env.check_stream(stream)?;
+    let mut inputs = vec![("a", a), ("x", x), ("weight", weight)];
+    if let Some(r) = residual {
+        inputs.push(("residual", r.residual));
+    }
+    crate::memory::check_output_disjoint("MUL_MAT", dst, &inputs)?;
+    if let Some(r) = residual {
+        inputs.push(("dst", dst));
+        crate::memory::check_output_disjoint("RMS_NORM", r.sum, &inputs)?;
+    }
+    let k = lx.ne[0];
+    let packed = |l: &Layout| l.nb[0] == 4 && l.nb[1].is_multiple_of(4) && l.ne[2] == 1 && l.ne[3] == 1;
+    let fusable = dst.layout().elements() > 0
+        && lw.ne == [k, 1, 1, 1]
+        && packed(lw)
+        && lx.ne[2] == 1
+        && lx.ne[3] == 1
+        && residual.is_none_or(|r| packed(r.residual.layout()) && packed(r.sum.layout()));
+    if !fusable {
+        return Ok(None);
+    }
+    let bound = encode::Bindings::new(env, a, x, dst)?;
+    let limits = env.limits();
+    let (align, max) = (
+        u64::from(limits.min_storage_buffer_offset_alignment),
+        limits.max_storage_buffer_binding_size,
+    );
+    let w = weight.binding(align, max)?;
+    let r = residual
+        .map(|r| Ok::<_, BackendError>((r.residual.binding(align, max)?, r.sum.binding(align, max)?)))
+        .transpose()?;
+    // Element indices into the norm's bindings: their starts must be whole elements.
+    if w.start_byte % 4 != 0 || r.is_some_and(|(r, s)| r.start_byte % 4 != 0 || s.start_byte % 4 != 0) {
+        return Ok(None);
+    }
+    let mut problem = problem(a.layout(), lx, bound.a.start_byte, bound.b.start_byte, bound.dst.size);
+    problem.b_prologue = BPrologue::RmsNorm {
+        residual: residual.is_some(),
+    };
+    let plan = plan::plan(&problem, &env.facts(), &env.tuning().mul_mat);
+    if !plan.applies_prologue() {
+        return Ok(None);
+    }
+    let word = |v: u64| crate::ops::arith::word("MUL_MAT", v);
+    let norm = encode::NormBinding {
+        weight: BufferRange::new(weight.buffer(), w),
+        residual: match (residual, r) {
+            (Some(t), Some((rb, sb))) => Some((
+                BufferRange::new(t.residual.buffer(), rb),
+                BufferRange::new(t.sum.buffer(), sb),
+            )),
+            _ => None,
+        },
+        eps,
+        w_start: word(w.start_byte / 4)?,
+        r_start: word(r.map_or(0, |(r, _)| r.start_byte / 4))?,
+        r_nb1: word(residual.map_or(0, |r| r.residual.layout().nb[1] as u64 / 4))?,
+        sum_start: word(r.map_or(0, |(_, s)| s.start_byte / 4))?,
+        sum_nb1: word(residual.map_or(0, |r| r.sum.layout().nb[1] as u64 / 4))?,
+    };
+    encode::encode_with(env, stream, a, x, dst, &bound, &plan, Some(&norm))?;
     Ok(Some(plan))
 }
 
@@ -267,7 +410,7 @@ pub fn problem(la: &Layout, lb: &Layout, a_start: u64, b_start: u64, dst_bytes: 
         b_align: align(b_start, if contiguous_b { &lb.nb[1..] } else { &lb.nb }),
         b_contiguous: contiguous_b,
         dst_bytes,
-        b_swiglu: false,
+        b_prologue: BPrologue::None,
     }
 }
 

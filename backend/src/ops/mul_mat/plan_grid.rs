@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::plan::{Problem, plan};
+use super::plan::{BPrologue, Problem, plan};
 use crate::facts::presets;
 use crate::ggml_type::GgmlType;
 use crate::tuning::Tuning;
@@ -38,7 +38,7 @@ pub fn plan_grid() -> String {
                                 b_align,
                                 b_contiguous,
                                 dst_bytes: m * n * 4,
-                                b_swiglu: false,
+                                b_prologue: BPrologue::None,
                             };
                             let _ = writeln!(
                                 out,

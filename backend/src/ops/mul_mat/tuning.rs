@@ -63,6 +63,10 @@ crate::knobs! {
         /// kernel reads silu(gate)·up): one dispatch for a feed-forward's activation and down
         /// projection, with the same bytes as the two ops.
         vec_int_b_swiglu: bool,
+        /// ... and the RMS_NORM times its weight before it, with the residual ADD before that
+        /// where there is one (`GpuContext::rms_norm_mul_mat`): one dispatch for a decoder's
+        /// norm and the projection after it (each workgroup sums its columns' squares itself).
+        vec_int_b_rms_norm: bool,
         /// Its rows per row group, for 32-element blocks / super-blocks.
         vec_int_rows: Pair [range(1, 64)],
         /// Its row groups per workgroup, for 32-element blocks / super-blocks.

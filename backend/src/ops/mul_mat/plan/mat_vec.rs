@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::{DeviceFacts, MulMatTuning, Placed, Problem};
+use super::{BPrologue, DeviceFacts, MulMatTuning, Placed, Problem};
 use crate::ggml_type::GgmlType;
 
 /// The mat-vec's shape and form.
@@ -87,10 +87,11 @@ impl MatVecPlan {
             } else {
                 ""
             },
-            if self.int_b_in_workgroup && p.b_swiglu {
-                " after its SWIGLU (silu(gate) x up)"
-            } else {
-                ""
+            match (self.int_b_in_workgroup, p.b_prologue) {
+                (true, BPrologue::Swiglu) => " after its SWIGLU (silu(gate) x up)",
+                (true, BPrologue::RmsNorm { residual: false }) => " after its RMS_NORM x weight",
+                (true, BPrologue::RmsNorm { residual: true }) => " after the residual ADD and RMS_NORM x weight",
+                (_, _) => "",
             },
             match (self.probe(), self.int_dot) {
                 (0, _) => "",
@@ -237,13 +238,23 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
     #[cfg(not(feature = "probes"))]
     let probe_free = true;
     let b_wg_blocks = (p.k / 32).max(1).next_power_of_two().min(INT_B_WG_MAX_K / 32) as u32;
-    let b_wg_bytes = b_wg_blocks * 48 * cols;
+    // An RMS_NORM before the quantization reduces each column's squares in workgroup memory.
+    let norm_bytes = if matches!(p.b_prologue, BPrologue::RmsNorm { .. }) {
+        4 * (wg_size + cols)
+    } else {
+        0
+    };
+    let b_wg_bytes = b_wg_blocks * 48 * cols + norm_bytes;
     let int_b_in_workgroup = probe_free
         && int_dot
         && !int_slots
         && cols <= INT_B_WG_MAX_COLS
         && p.k <= u64::from(t.vec_int_b_wg_max_k).min(INT_B_WG_MAX_K)
-        && (!p.b_swiglu || t.vec_int_b_swiglu)
+        && match p.b_prologue {
+            BPrologue::None => true,
+            BPrologue::Swiglu => t.vec_int_b_swiglu,
+            BPrologue::RmsNorm { .. } => t.vec_int_b_rms_norm,
+        }
         && bytes + b_wg_bytes <= d.max_workgroup_storage;
     let (bytes, b_wg_blocks) = if int_b_in_workgroup {
         (bytes + b_wg_bytes, b_wg_blocks)

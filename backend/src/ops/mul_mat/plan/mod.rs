@@ -59,10 +59,24 @@ pub struct Problem {
     pub b_contiguous: bool,
     /// Bytes of dst's binding.
     pub dst_bytes: u64,
+    /// What the kernel makes of b's values before it multiplies: planned only where the
+    /// integer mat-vec quantizes b in its workgroup ([`MulMatPlan::applies_prologue`]).
+    pub b_prologue: BPrologue,
+}
+
+/// An op applied to b as the integer mat-vec reads it into its workgroup: a decoder's step
+/// before a projection, in the projection's dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BPrologue {
+    /// b as it is.
+    None,
     /// b's rows hold a SWIGLU's gate then its up (`2k` elements each, ggml's fused form), and
-    /// the kernel multiplies by `silu(gate) · up` (`GpuContext::mul_mat_swiglu`): planned only
-    /// where the integer mat-vec quantizes b in its workgroup ([`MulMatPlan::reads_swiglu`]).
-    pub b_swiglu: bool,
+    /// the kernel multiplies by `silu(gate) · up` (`GpuContext::mul_mat_swiglu`).
+    Swiglu,
+    /// The kernel multiplies by `rms_norm(b (+ r)) · w` (`GpuContext::rms_norm_mul_mat`), each
+    /// workgroup summing the squares of its columns itself; with `residual`, `b + r`, which one
+    /// workgroup also stores.
+    RmsNorm { residual: bool },
 }
 
 /// The kernel chosen, with its own plan.
@@ -145,10 +159,11 @@ pub fn a_vec4(p: &Problem) -> bool {
 }
 
 impl MulMatPlan {
-    /// Whether the kernel applies the SWIGLU its problem asks for ([`Problem::b_swiglu`]): only
-    /// the integer mat-vec that quantizes b in its workgroup does (elsewhere the two ops run).
-    pub fn reads_swiglu(&self) -> bool {
-        self.problem.b_swiglu && matches!(&self.choice, Choice::MatVec(v) if v.int_b_in_workgroup)
+    /// Whether the kernel applies the op on b its problem asks for ([`Problem::b_prologue`]):
+    /// only the integer mat-vec that quantizes b in its workgroup does (elsewhere the ops run
+    /// apart).
+    pub fn applies_prologue(&self) -> bool {
+        self.problem.b_prologue != BPrologue::None && matches!(&self.choice, Choice::MatVec(v) if v.int_b_in_workgroup)
     }
 
     /// The problem the main kernel reads: the plan's own, or with a and b replaced by their f16
