@@ -105,8 +105,17 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
                 )
                 .flag(
                     "B_NORM_RESIDUAL",
-                    plan.applies_prologue() && plan.problem.b_prologue == BPrologue::RmsNorm { residual: true },
-                )
+                    plan.applies_prologue()
+                        && matches!(plan.problem.b_prologue, BPrologue::RmsNorm { residual: true, .. }),
+                );
+            let variant = match plan.problem.b_prologue {
+                BPrologue::RmsNorm { reduce, .. } if plan.applies_prologue() => variant
+                    .define("NORM_GROUP", format!("{}u", reduce.group))
+                    .flag("NORM_VEC4", reduce.vec4)
+                    .flag("NORM_SUBGROUPS", reduce.subgroups),
+                _ => variant,
+            };
+            let variant = variant
                 .define("B_WG_BLOCKS", format!("{}u", v.b_wg_blocks.max(1)))
                 .flag("B_Q8K", *int_slots)
                 .flag("VEC_PREFETCH", *prefetch)
@@ -604,13 +613,12 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                             b_prologue: BPrologue::None,
                                         };
                                         add_mul_mat(&mut add, &problem, device, &tuning, knobs);
-                                        // The SWIGLU'd b, where the plan applies it.
-                                        let swiglu = Problem {
-                                            b_prologue: BPrologue::Swiglu,
-                                            ..problem
-                                        };
-                                        if mm::plan(&swiglu, device, &tuning).applies_prologue() {
-                                            add_mul_mat(&mut add, &swiglu, device, &tuning, knobs);
+                                        // b with the ops before it, where the plan applies them.
+                                        for b_prologue in prologues(k, n, device) {
+                                            let fused = Problem { b_prologue, ..problem };
+                                            if mm::plan(&fused, device, &tuning).applies_prologue() {
+                                                add_mul_mat(&mut add, &fused, device, &tuning, knobs);
+                                            }
                                         }
                                     }
                                 }
@@ -968,6 +976,24 @@ fn add_row_ops(add: &mut Add<'_>, device: &DeviceFacts) {
             add(scale(&plan), Op::Scale, path, &|| plan.to_string());
         }
     }
+}
+
+/// The ops a MUL_MAT of `k` and `n` may apply to b: the SWIGLU, and the RMS_NORM with and
+/// without the residual in each of the reductions RMS_NORM's own plan takes on `device`.
+fn prologues(k: u64, n: u64, device: &DeviceFacts) -> Vec<BPrologue> {
+    let mut out = vec![BPrologue::Swiglu];
+    for vec4 in [false, true] {
+        let rows = row_plan::plan(k as usize, n as usize, vec4, device);
+        let reduce = mm::NormReduce {
+            group: rows.group,
+            vec4: rows.vec4,
+            subgroups: rows.subgroups,
+        };
+        for residual in [false, true] {
+            out.push(BPrologue::RmsNorm { residual, reduce });
+        }
+    }
+    out
 }
 
 fn add_mul_mat(add: &mut Add<'_>, problem: &Problem, device: &DeviceFacts, tuning: &MulMatTuning, knobs: &str) {

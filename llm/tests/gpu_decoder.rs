@@ -127,8 +127,7 @@ fn decode_steps_reuse_the_activation_pool() {
 /// Where the integer mat-vec quantizes b in its workgroup (the GPUs' default; forced here on
 /// lavapipe, whose profile runs the pass), the norms run inside the projections after them
 /// (two a layer and the output's) and each layer's SWIGLU inside its down projection: a
-/// dispatch fewer each. The SWIGLU's fusion gives the same logits to the bit; the norm's sums
-/// its squares in another order, so its logits agree to rounding.
+/// dispatch fewer each, and the same logits to the bit.
 #[test]
 fn the_fused_norms_and_swiglus_change_no_logit() {
     let dir = TempDir::new("gpu-decoder-fusions");
@@ -156,9 +155,6 @@ fn the_fused_norms_and_swiglus_change_no_logit() {
         "the SWIGLU's fusion changed a logit"
     );
     assert_eq!(swiglu_dispatches - fused_dispatches, layers);
-    for (step, (got, want)) in fused.iter().zip(&norms_apart).enumerate() {
-        let nmse = metric::nmse(want, got);
-        assert!(nmse <= 1e-6, "step {step}: the fused norms' logits at NMSE {nmse}");
-    }
+    assert!(bits(&fused) == bits(&norms_apart), "the norms' fusion changed a logit");
     assert_eq!(norm_dispatches - fused_dispatches, 2 * layers + 1);
 }

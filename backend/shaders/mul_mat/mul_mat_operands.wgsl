@@ -21,7 +21,9 @@
 //   B_RMS_NORM    with B_Q8_WG: b's value at e is x[e] * scale * w[e], x = b's column (plus
 //                 the residual r's with B_NORM_RESIDUAL, which the workgroup of tile 0 stores
 //                 to `norm_sum`), scale = 1 / sqrt(mean(x²) + eps) (rms_norm.wgsl's arithmetic;
-//                 the mat-vec sets `norm_col` and `norm_scale` before it reads a column)
+//                 the mat-vec sets `norm_col` and `norm_scale` before it reads a column);
+//                 NORM_GROUP, NORM_VEC4 and NORM_SUBGROUPS: RMS_NORM's reduction, which the
+//                 mat-vec repeats (mul_mat_vec.wgsl)
 //   DST_U32       dst is bound as array<u32> (the quantize pass writes b's blocks there)
 //   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //
@@ -644,6 +646,15 @@ fn norm_x4(row: u32, e: u32) -> vec4<f32> {
     return b_vec4(row, e) + vec4<f32>(norm_r[i], norm_r[i + 1u], norm_r[i + 2u], norm_r[i + 3u]);
 #else
     return b_vec4(row, e);
+#endif
+}
+
+// The same for one element.
+fn norm_x1(row: u32, e: u32) -> f32 {
+#ifdef B_NORM_RESIDUAL
+    return b_elem(row, e) + norm_r[params.norm_r_start + norm_col * params.norm_r_nb1 + e];
+#else
+    return b_elem(row, e);
 #endif
 }
 #endif

@@ -92,9 +92,9 @@ impl GpuContext {
     /// `[k, n, b2, b3]` (any strides), `weight` f32 repeating over x as RMS_NORM takes it, `a`
     /// `[k, m, …]` as for [`GpuContext::mul_mat`]; the result a new contiguous f32 `[m, n, b2,
     /// b3]`. One kernel where the integer mat-vec quantizes b in its workgroup (each workgroup
-    /// norms its columns as it quantizes them; `MulMatTuning::vec_int_b_rms_norm`), else the
-    /// two ops; the fused norm sums squares in another order, so the two agree to rounding.
-    /// Recorded, not yet run.
+    /// norms its columns as it quantizes them, summing their squares as RMS_NORM's kernel
+    /// would; `MulMatTuning::vec_int_b_rms_norm`), else the two ops, with the same result either
+    /// way. Recorded, not yet run.
     ///
     /// ```
     /// use ggml_dawn::{GgmlType, GpuContext};

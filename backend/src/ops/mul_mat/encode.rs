@@ -55,8 +55,10 @@ fn plan_kernels(env: &Env, plan: &MulMatPlan) -> Result<Arc<PlanKernels>> {
         }
         if plan.applies_prologue() {
             match plan.problem.b_prologue {
-                BPrologue::RmsNorm { residual: false } => main.push(Access::Read),
-                BPrologue::RmsNorm { residual: true } => main.extend([Access::Read, Access::Read, Access::ReadWrite]),
+                BPrologue::RmsNorm { residual: false, .. } => main.push(Access::Read),
+                BPrologue::RmsNorm { residual: true, .. } => {
+                    main.extend([Access::Read, Access::Read, Access::ReadWrite])
+                }
                 BPrologue::None | BPrologue::Swiglu => {}
             }
         }
@@ -113,7 +115,7 @@ pub fn encode_with(
     norm: Option<&NormBinding>,
 ) -> Result<()> {
     let norm_residual = match plan.problem.b_prologue {
-        BPrologue::RmsNorm { residual } => Some(residual),
+        BPrologue::RmsNorm { residual, .. } => Some(residual),
         _ => None,
     };
     if norm_residual != norm.map(|n| n.residual.is_some()) {

@@ -25,8 +25,8 @@ use crate::ops::norm;
 use crate::tensor::Layout;
 
 pub use plan::{
-    BPrologue, Choice, DeviceFacts, F16Copy, INT_B_WG_MAX_K, MatVecPlan, MatrixConfig, MulMatPlan, Problem, QuantizeB,
-    SubgroupMatrixPlan, TiledPlan,
+    BPrologue, Choice, DeviceFacts, F16Copy, INT_B_WG_MAX_K, MatVecPlan, MatrixConfig, MulMatPlan, NormReduce, Problem,
+    QuantizeB, SubgroupMatrixPlan, TiledPlan,
 };
 pub use tuning::{BVec4, MulMatTuning};
 
@@ -264,8 +264,9 @@ pub fn check_rms_norm(
 /// ([`MulMatPlan::applies_prologue`]: the integer mat-vec that quantizes b in its workgroup,
 /// each workgroup norming its columns of b itself) and returns its plan; `Ok(None)`, with
 /// nothing recorded, where it does not (the weight one row of k elements, the norm's operands
-/// packed rows of f32 at whole elements, one batch). The norm's sum of squares runs in another
-/// order than RMS_NORM's kernel: the result agrees with the two ops to rounding.
+/// packed rows of f32 at whole elements, one batch). The kernel sums each column's squares as
+/// RMS_NORM's kernel would (its threads a row, units and reduction: [`NormReduce`]), so the
+/// result is the two ops' to the bit on the same device.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_mul_mat(
     env: &Env,
@@ -326,9 +327,15 @@ pub fn rms_norm_mul_mat(
     if w.start_byte % 4 != 0 || r.is_some_and(|(r, s)| r.start_byte % 4 != 0 || s.start_byte % 4 != 0) {
         return Ok(None);
     }
+    let rows = norm::plan_into_new(env, x, residual.map(|r| (r.residual, r.sum)), Some(weight))?;
     let mut problem = problem(a.layout(), lx, bound.a.start_byte, bound.b.start_byte, bound.dst.size);
     problem.b_prologue = BPrologue::RmsNorm {
         residual: residual.is_some(),
+        reduce: NormReduce {
+            group: rows.group,
+            vec4: rows.vec4,
+            subgroups: rows.subgroups,
+        },
     };
     let plan = plan::plan(&problem, &env.facts(), &env.tuning().mul_mat);
     if !plan.applies_prologue() {

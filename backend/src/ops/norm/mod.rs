@@ -166,6 +166,22 @@ fn record_norm(
     Ok(plan)
 }
 
+/// The row plan RMS_NORM follows for `x` (with these operands) into a new contiguous tensor of
+/// x's extents (which binds as 16-byte vectors wherever x's rows are whole vectors): what a
+/// kernel that fuses the norm repeats, so that its result is RMS_NORM's to the bit.
+pub(crate) fn plan_into_new(
+    env: &Env,
+    x: &DeviceTensor,
+    residual: Option<(&DeviceTensor, &DeviceTensor)>,
+    weight: Option<&DeviceTensor>,
+) -> Result<RowPlan> {
+    // x stands in for the new tensor's binding; the new tensor's rows decide the rest.
+    let bound = encode::Bound::new(env, x, residual, weight, None, x)?;
+    let l = x.layout();
+    let vec4 = bound.vec4_allowed() && l.ne[0].is_multiple_of(4);
+    Ok(plan(l.ne[0], l.rows(), vec4, &env.facts()))
+}
+
 /// The row plan of RMS_NORM: rows of `row_len` elements, 16-byte loads when every operand
 /// allows them.
 pub fn plan(row_len: usize, rows: usize, vec4: bool, facts: &crate::facts::DeviceFacts) -> RowPlan {

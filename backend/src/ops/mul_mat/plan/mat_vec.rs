@@ -89,8 +89,8 @@ impl MatVecPlan {
             },
             match (self.int_b_in_workgroup, p.b_prologue) {
                 (true, BPrologue::Swiglu) => " after its SWIGLU (silu(gate) x up)",
-                (true, BPrologue::RmsNorm { residual: false }) => " after its RMS_NORM x weight",
-                (true, BPrologue::RmsNorm { residual: true }) => " after the residual ADD and RMS_NORM x weight",
+                (true, BPrologue::RmsNorm { residual: false, .. }) => " after its RMS_NORM x weight",
+                (true, BPrologue::RmsNorm { residual: true, .. }) => " after the residual ADD and RMS_NORM x weight",
                 (_, _) => "",
             },
             match (self.probe(), self.int_dot) {
@@ -253,7 +253,11 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
         && match p.b_prologue {
             BPrologue::None => true,
             BPrologue::Swiglu => t.vec_int_b_swiglu,
-            BPrologue::RmsNorm { .. } => t.vec_int_b_rms_norm,
+            // RMS_NORM's reduction repeated: its group inside the workgroup, its subgroup
+            // operations where the mat-vec has them.
+            BPrologue::RmsNorm { reduce, .. } => {
+                t.vec_int_b_rms_norm && reduce.group <= wg_size && (!reduce.subgroups || subgroups)
+            }
         }
         && bytes + b_wg_bytes <= d.max_workgroup_storage;
     let (bytes, b_wg_blocks) = if int_b_in_workgroup {

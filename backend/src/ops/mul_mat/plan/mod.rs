@@ -76,7 +76,20 @@ pub enum BPrologue {
     /// The kernel multiplies by `rms_norm(b (+ r)) · w` (`GpuContext::rms_norm_mul_mat`), each
     /// workgroup summing the squares of its columns itself; with `residual`, `b + r`, which one
     /// workgroup also stores.
-    RmsNorm { residual: bool },
+    RmsNorm { residual: bool, reduce: NormReduce },
+}
+
+/// How RMS_NORM's own kernel would sum a column's squares (its [`RowPlan`](crate::ops::row_plan::RowPlan)
+/// for the column), which the fused kernel repeats so that its scale, and so its result, is
+/// the two ops' to the bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NormReduce {
+    /// Threads a column (a power of two).
+    pub group: u32,
+    /// In 16-byte units.
+    pub vec4: bool,
+    /// Reduced with subgroup operations (else a workgroup-memory tree).
+    pub subgroups: bool,
 }
 
 /// The kernel chosen, with its own plan.
