@@ -135,6 +135,23 @@ impl GpuContext {
     /// A decoder's residual ADD, its norm and the projection after it: `sum = x + residual`
     /// (f32 of x's extents) and `a × (rms_norm(sum) · weight)` as
     /// [`GpuContext::rms_norm_mul_mat`]; returns both, new tensors. Recorded, not yet run.
+    ///
+    /// ```
+    /// use ggml_dawn::{GgmlType, GpuContext};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = GpuContext::new(Default::default())?;
+    /// // x + r = [3, 4]; weight [1, 2]; a = [1, 1] sums the normed row.
+    /// let x = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[1., 2.])?;
+    /// let r = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[2., 2.])?;
+    /// let w = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[1., 2.])?;
+    /// let a = ctx.from_f32(GgmlType::F32, [2, 1, 1, 1], &[1., 1.])?;
+    /// let (sum, y) = ctx.add_rms_norm_mul_mat(&a, &x, &r, &w, 0.0)?;
+    /// assert_eq!(ctx.read_f32(&sum)?, [3., 4.]);
+    /// assert!((ctx.read_f32(&y)?[0] - 11.0 / 12.5f32.sqrt()).abs() < 1e-5);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn add_rms_norm_mul_mat(
         &self,
         a: &DeviceTensor,
