@@ -880,6 +880,13 @@ fn mul_mat_swiglu_fused_matches_the_two_ops() {
         let cpu = reference::mul_mat::mul_mat(&a, &act).unwrap();
         metric::check(&cpu, &got, 5e-4).unwrap_or_else(|e| panic!("{what}: {e}"));
     }
+    // An f16 b: the SWIGLU's own kernel rounds its result to f16, so the two ops run.
+    let a = ctx.from_f32(GgmlType::Q8_0, [64, 5, 1, 1], &[0.25; 320]).unwrap();
+    let values: Vec<f32> = (0..128).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b = ctx.from_f32(GgmlType::F16, [128, 1, 1, 1], &values).unwrap();
+    let dst = ctx.empty(GgmlType::F32, [5, 1, 1, 1]).unwrap();
+    let ran = ctx.mul_mat_swiglu_into(&a, &b, &dst).unwrap();
+    assert!(matches!(ran, mul_mat::MulMatSwigluPlan::Separate(..)), "f16 b: {ran}");
 }
 
 /// Where the fused kernel does not apply (b quantized by a pass, f16 b of many columns) the two

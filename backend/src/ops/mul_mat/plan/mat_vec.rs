@@ -252,6 +252,8 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
         && p.k <= u64::from(t.vec_int_b_wg_max_k).min(INT_B_WG_MAX_K)
         && match p.b_prologue {
             BPrologue::None => true,
+            // The ops' own kernels keep f16 results in f16: only an f32 b is theirs to the bit.
+            _ if p.b_type != GgmlType::F32 => false,
             BPrologue::Swiglu => t.vec_int_b_swiglu,
             // RMS_NORM's reduction repeated: its group inside the workgroup, its subgroup
             // operations where the mat-vec has them.
