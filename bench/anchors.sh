@@ -19,7 +19,8 @@
 # whole MUL_MAT list takes more than one 10-minute call (137 cases in 500 s); ours takes about
 # 0.3 s a case. Narrow it, e.g. the decode and prefill shapes of the common types:
 #   FILTER='type_a=(f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q4_K|q6_K),type_b=f32,m=4096,n=(1|8|512),k=14336'
-# and FLASH_ATTN_EXT (its list is short) in a call of its own: OPS=FLASH_ATTN_EXT.
+# and FLASH_ATTN_EXT in a call of its own (its list is about 160 cases: narrow it too), e.g.
+#   OPS=FLASH_ATTN_EXT FILTER='hsk=(64|128),hsv=(64|128),nh=8,nr23=\[(1|4),1\],kv=(4096|16384),nb=(1|4096)'
 # Results: $OUT/anchors-BACKEND.md (the table), $OUT/llama-BACKEND-OP-ROUND.txt (llama.cpp's
 # output), $OUT/ours-BACKEND-OP-ROUND.jsonl (ours).
 set -uo pipefail
