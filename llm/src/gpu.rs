@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use ggml_dawn::exec::SubmitPolicy;
 use ggml_dawn::ops::flash_attn::{FlashAttnOperands, FlashAttnParams};
+use ggml_dawn::ops::mul_mat;
 use ggml_dawn::reference::RopeParams;
 use ggml_dawn::reference::binary::BinaryOp;
 use ggml_dawn::reference::glu::{GluOp, GluParams};
@@ -163,6 +164,30 @@ impl GpuOps {
 
     /// A contiguous tensor on a pool buffer, its bytes left as the buffer's last user wrote
     /// them (every op below writes all of its output).
+    /// `sum = a + b` into `sum`, and its RMS norm times `weight` into a new tensor of the pool.
+    fn add_rms_norm_mul_into(
+        &self,
+        a: &GpuTensor,
+        b: &GpuTensor,
+        sum: &GpuTensor,
+        weight: &GpuTensor,
+        eps: f32,
+    ) -> Result<GpuTensor> {
+        let dst = self.alloc(GgmlType::F32, a.tensor.layout().ne)?;
+        self.ctx
+            .add_rms_norm_mul_add_into(
+                &a.tensor,
+                &b.tensor,
+                &sum.tensor,
+                Some(&weight.tensor),
+                None,
+                &dst.tensor,
+                eps,
+            )
+            .map_err(backend_error)?;
+        Ok(dst)
+    }
+
     fn alloc(&self, ty: GgmlType, ne: [usize; 4]) -> Result<GpuTensor> {
         let layout = Layout::contiguous(ty, ne)?;
         let bytes = (layout.end_bytes()? as u64).max(4).next_multiple_of(POOL_GRANULE);
@@ -253,25 +278,14 @@ impl Ops for GpuOps {
         weight: &GpuTensor,
         eps: f32,
     ) -> Result<(GpuTensor, GpuTensor)> {
-        let ne = a.tensor.layout().ne;
-        let (sum, dst) = (self.alloc(GgmlType::F32, ne)?, self.alloc(GgmlType::F32, ne)?);
-        self.ctx
-            .add_rms_norm_mul_add_into(
-                &a.tensor,
-                &b.tensor,
-                &sum.tensor,
-                Some(&weight.tensor),
-                None,
-                &dst.tensor,
-                eps,
-            )
-            .map_err(backend_error)?;
+        let sum = self.alloc(GgmlType::F32, a.tensor.layout().ne)?;
+        let dst = self.add_rms_norm_mul_into(a, b, &sum, weight, eps)?;
         Ok((sum, dst))
     }
 
     fn mul_mat(&self, a: &GpuTensor, b: &GpuTensor) -> Result<GpuTensor> {
         let (la, lb) = (a.tensor.layout(), b.tensor.layout());
-        let dst = self.alloc(GgmlType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]])?;
+        let dst = self.alloc(GgmlType::F32, mul_mat::dst_ne(la, lb))?;
         self.ctx
             .mul_mat_into(&a.tensor, &b.tensor, &dst.tensor)
             .map_err(backend_error)?;
@@ -282,7 +296,7 @@ impl Ops for GpuOps {
         // One kernel where the backend's planner fuses them, else the two ops with the norm's
         // result from the pool.
         let (la, lx) = (a.tensor.layout(), x.tensor.layout());
-        let dst = self.alloc(GgmlType::F32, [la.ne[1], lx.ne[1], lx.ne[2], lx.ne[3]])?;
+        let dst = self.alloc(GgmlType::F32, mul_mat::dst_ne(la, lx))?;
         let fused = self
             .ctx
             .try_rms_norm_mul_mat_into(&a.tensor, &x.tensor, None, &weight.tensor, eps, &dst.tensor)
@@ -307,8 +321,8 @@ impl Ops for GpuOps {
     ) -> Result<(GpuTensor, GpuTensor)> {
         let (la, lx) = (a.tensor.layout(), x.tensor.layout());
         let sum = self.alloc(GgmlType::F32, lx.ne)?;
-        let dst = self.alloc(GgmlType::F32, [la.ne[1], lx.ne[1], lx.ne[2], lx.ne[3]])?;
-        let operands = ggml_dawn::ops::mul_mat::Residual {
+        let dst = self.alloc(GgmlType::F32, mul_mat::dst_ne(la, lx))?;
+        let operands = mul_mat::Residual {
             residual: &residual.tensor,
             sum: &sum.tensor,
         };
@@ -319,9 +333,8 @@ impl Ops for GpuOps {
         if fused.is_some() {
             return Ok((sum, dst));
         }
-        // The two ops, into the pool's tensors (the sum's, made above, is given back).
-        drop(sum);
-        let (sum, normed) = self.add_rms_norm_mul(x, residual, weight, eps)?;
+        // The two ops: the sum into the tensor made above, the norm's result from the pool.
+        let normed = self.add_rms_norm_mul_into(x, residual, &sum, weight, eps)?;
         self.ctx
             .mul_mat_into(&a.tensor, &normed.tensor, &dst.tensor)
             .map_err(backend_error)?;
@@ -332,7 +345,7 @@ impl Ops for GpuOps {
         // One kernel where the backend's planner fuses them (the mat-vec that quantizes b in
         // its workgroup), else the two ops: the same bytes either way.
         let (la, lb) = (a.tensor.layout(), gate_up.tensor.layout());
-        let dst = self.alloc(GgmlType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]])?;
+        let dst = self.alloc(GgmlType::F32, mul_mat::dst_ne(la, lb))?;
         let fused = self
             .ctx
             .try_mul_mat_swiglu_into(&a.tensor, &gate_up.tensor, &dst.tensor)

@@ -821,13 +821,30 @@ fn tuned(facts: &DeviceFacts, overrides: &str) -> MulMatTuning {
     t
 }
 
+/// A context whose integer mat-vec quantizes b in its workgroup (the GPUs' default, off on CPU
+/// adapters): where the fused SWIGLU and RMS_NORM run.
+fn b_in_workgroup_context() -> GpuContext {
+    context(false)
+        .with_tuning(Overrides::parse("vec_int_b_wg_max_k=2048", "").expect("knobs parse"))
+        .expect("a context")
+}
+
+/// An error for bad operands: invalid, or unsupported.
+fn assert_refused(err: &ggml_dawn::Error, what: &str) {
+    assert!(
+        matches!(
+            err,
+            ggml_dawn::Error::InvalidOperands(_) | ggml_dawn::Error::Unsupported(_)
+        ),
+        "{what}: {err}"
+    );
+}
+
 /// `a × swiglu(b)` with the integer mat-vec quantizing b in its workgroup (off on CPU adapters
 /// by default): the fused kernel gives the bytes of SWIGLU then MUL_MAT, and the CPU's result.
 #[test]
 fn mul_mat_swiglu_fused_matches_the_two_ops() {
-    let ctx = context(false)
-        .with_tuning(Overrides::parse("vec_int_b_wg_max_k=2048", "").expect("knobs parse"))
-        .expect("a context");
+    let ctx = b_in_workgroup_context();
     let mut rng = Rng::new(0x5eed_0a11);
     // (a type, k, m, n, b's column stride in elements past 2k): SmolLM2's down projection,
     // columns with room between them, q4_K's super-blocks.
@@ -923,13 +940,7 @@ fn mul_mat_swiglu_falls_back_and_refuses_bad_operands() {
         ("a and b swapped", &b, &a),
     ] {
         let err = ctx.mul_mat_swiglu(a_op, b_op).expect_err(what);
-        assert!(
-            matches!(
-                err,
-                ggml_dawn::Error::InvalidOperands(_) | ggml_dawn::Error::Unsupported(_)
-            ),
-            "{what}: {err}"
-        );
+        assert_refused(&err, what);
     }
     // An output over the input: refused.
     let over = b
@@ -945,9 +956,7 @@ fn mul_mat_swiglu_falls_back_and_refuses_bad_operands() {
 /// stored whole by one workgroup.
 #[test]
 fn rms_norm_mul_mat_fused_matches_the_two_ops() {
-    let ctx = context(false)
-        .with_tuning(Overrides::parse("vec_int_b_wg_max_k=2048", "").expect("knobs parse"))
-        .expect("a context");
+    let ctx = b_in_workgroup_context();
     let mut rng = Rng::new(0x5eed_0a12);
     // (a type, k, m, n, x's column stride in elements past k, with a residual)
     let shapes = [
@@ -1064,13 +1073,7 @@ fn rms_norm_mul_mat_falls_back_and_refuses_bad_operands() {
         ("eps NaN", &x, &w, f32::NAN),
     ] {
         let err = ctx.rms_norm_mul_mat(&a, x_op, w_op, eps).expect_err(what);
-        assert!(
-            matches!(
-                err,
-                ggml_dawn::Error::InvalidOperands(_) | ggml_dawn::Error::Unsupported(_)
-            ),
-            "{what}: {err}"
-        );
+        assert_refused(&err, what);
     }
     // The sum over an input, or over dst: refused.
     let r = ctx.from_f32(GgmlType::F32, [64, 1, 1, 1], &[1.0; 64]).unwrap();

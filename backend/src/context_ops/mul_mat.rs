@@ -15,7 +15,7 @@ impl GpuContext {
     /// the result a new contiguous f32 `[m, n, b2, b3]`. Recorded, not yet run.
     pub fn mul_mat(&self, a: &DeviceTensor, b: &DeviceTensor) -> Result<DeviceTensor> {
         let (la, lb) = (a.layout(), b.layout());
-        let ne = [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]];
+        let ne = mul_mat::dst_ne(la, lb);
         mul_mat::check(la, lb, &Layout::contiguous(GgmlType::F32, ne)?)?;
         let dst = self.empty(GgmlType::F32, ne)?;
         self.mul_mat_into(a, b, &dst)?;
@@ -50,7 +50,7 @@ impl GpuContext {
     /// ```
     pub fn mul_mat_swiglu(&self, a: &DeviceTensor, b: &DeviceTensor) -> Result<DeviceTensor> {
         let (la, lb) = (a.layout(), b.layout());
-        let ne = [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]];
+        let ne = mul_mat::dst_ne(la, lb);
         mul_mat::check_swiglu(la, lb, &Layout::contiguous(GgmlType::F32, ne)?)?;
         let dst = self.empty(GgmlType::F32, ne)?;
         self.mul_mat_swiglu_into(a, b, &dst)?;
@@ -118,7 +118,7 @@ impl GpuContext {
         eps: f32,
     ) -> Result<DeviceTensor> {
         let (la, lx) = (a.layout(), x.layout());
-        let ne = [la.ne[1], lx.ne[1], lx.ne[2], lx.ne[3]];
+        let ne = mul_mat::dst_ne(la, lx);
         mul_mat::check_rms_norm(
             la,
             lx,
@@ -161,7 +161,7 @@ impl GpuContext {
         eps: f32,
     ) -> Result<(DeviceTensor, DeviceTensor)> {
         let (la, lx) = (a.layout(), x.layout());
-        let ne = [la.ne[1], lx.ne[1], lx.ne[2], lx.ne[3]];
+        let ne = mul_mat::dst_ne(la, lx);
         let sum_layout = Layout::contiguous(GgmlType::F32, lx.ne)?;
         mul_mat::check_rms_norm(
             la,

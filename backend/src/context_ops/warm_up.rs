@@ -43,7 +43,7 @@ impl GpuContext {
             match *op {
                 WarmUp::MulMat { a, b } => {
                     let (la, lb) = (a.layout(), b.layout());
-                    let dst = self.empty(GgmlType::F32, [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]])?;
+                    let dst = self.empty(GgmlType::F32, crate::ops::mul_mat::dst_ne(la, lb))?;
                     mul_mat::mul_mat(&self.env(), &mut stream, a, b, &dst)?;
                 }
                 WarmUp::FlashAttn { q, k, v, mask, params } => {

@@ -30,6 +30,11 @@ pub use plan::{
 };
 pub use tuning::{BVec4, MulMatTuning};
 
+/// dst's extents for `a × b`: `[a.ne1, b.ne1, b.ne2, b.ne3]`.
+pub fn dst_ne(a: &Layout, b: &Layout) -> [usize; 4] {
+    [a.ne[1], b.ne[1], b.ne[2], b.ne[3]]
+}
+
 /// Why `a × b` cannot run here, if it cannot (from the layouts alone).
 pub fn check(la: &Layout, lb: &Layout, ld: &Layout) -> Result<()> {
     if !dequantize::supports(la.ty) {
@@ -62,7 +67,7 @@ pub fn check(la: &Layout, lb: &Layout, ld: &Layout) -> Result<()> {
             "MUL_MAT with src0 rows that are not contiguous".into(),
         ));
     }
-    let want = [la.ne[1], lb.ne[1], lb.ne[2], lb.ne[3]];
+    let want = dst_ne(la, lb);
     if ld.ty != GgmlType::F32 || !ld.is_contiguous() || ld.ne != want {
         return Err(BackendError::InvalidOperands(format!(
             "MUL_MAT: dst must be contiguous f32 {want:?}, is {ld:?}"
