@@ -46,6 +46,7 @@ const SOURCES: &[(&str, &str)] = sources!(
         "mul_mat_vec_q8.wgsl",
         "mul_mat_vec_kq.wgsl",
         "mul_mat_quantize_b.wgsl",
+        "mul_mat_norm.wgsl",
         "mul_mat_dequantize_a.wgsl",
         "mul_mat_convert_b.wgsl",
     ],

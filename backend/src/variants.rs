@@ -22,7 +22,7 @@ use crate::ops::flash_attn::plan::{
 };
 use crate::ops::flash_attn::tuning::Force;
 use crate::ops::mul_mat::plan::{
-    self as mm, BPrologue, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, QUANTIZE_WG, SIMPLE_WG,
+    self as mm, BPrologue, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, SIMPLE_WG,
     SubgroupMatrixPlan, TiledPlan,
 };
 use crate::ops::norm::plan::NormPlan;
@@ -94,28 +94,8 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             } = v;
             let variant = operands("mul_mat_vec.wgsl")
                 .flag("B_Q8", *int_dot)
-                .flag("B_Q8_WG", v.int_b_in_workgroup)
-                .flag(
-                    "B_SWIGLU",
-                    plan.applies_prologue() && plan.problem.b_prologue == BPrologue::Swiglu,
-                )
-                .flag(
-                    "B_RMS_NORM",
-                    plan.applies_prologue() && matches!(plan.problem.b_prologue, BPrologue::RmsNorm { .. }),
-                )
-                .flag(
-                    "B_NORM_RESIDUAL",
-                    plan.applies_prologue()
-                        && matches!(plan.problem.b_prologue, BPrologue::RmsNorm { residual: true, .. }),
-                );
-            let variant = match plan.problem.b_prologue {
-                BPrologue::RmsNorm { reduce, .. } if plan.applies_prologue() => variant
-                    .define("NORM_GROUP", format!("{}u", reduce.group))
-                    .flag("NORM_VEC4", reduce.vec4)
-                    .flag("NORM_SUBGROUPS", reduce.subgroups),
-                _ => variant,
-            };
-            let variant = variant
+                .flag("B_Q8_WG", v.int_b_in_workgroup);
+            let variant = with_prologue(variant, plan.prologue_in_workgroup().then_some(plan.problem.b_prologue))
                 .define("B_WG_BLOCKS", format!("{}u", v.b_wg_blocks.max(1)))
                 .flag("B_Q8K", *int_slots)
                 .flag("VEC_PREFETCH", *prefetch)
@@ -188,9 +168,14 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
         Choice::Simple(_) => unreachable!("handled above"),
     };
     let quantize_b = plan.quantize_b.map(|q| {
-        operands("mul_mat_quantize_b.wgsl")
-            .define("WG_SIZE", format!("{QUANTIZE_WG}u"))
+        let prologue = q.prologue.then_some(problem.b_prologue);
+        with_prologue(operands("mul_mat_quantize_b.wgsl"), prologue)
+            .define("WG_SIZE", format!("{}u", q.wg_size))
             .flag("B_Q8K", q.slots)
+            .flag(
+                "USE_SUBGROUPS",
+                matches!(prologue, Some(BPrologue::RmsNorm { reduce, .. }) if reduce.subgroups),
+            )
     });
     let copy = |file: &'static str| {
         operands_of(problem, mm::b_vec4(problem), file)
@@ -202,6 +187,21 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
         quantize_b,
         dequantize_a: plan.dequantize_a.map(|_| copy("mul_mat_dequantize_a.wgsl")),
         convert_b: plan.convert_b.map(|_| copy("mul_mat_convert_b.wgsl")),
+    }
+}
+
+/// `variant` applying `prologue` to b as it quantizes it (mul_mat_operands.wgsl's B_SWIGLU,
+/// B_RMS_NORM and RMS_NORM's reduction); `None`: b as it is.
+fn with_prologue(variant: ShaderVariant, prologue: Option<BPrologue>) -> ShaderVariant {
+    match prologue {
+        None | Some(BPrologue::None) => variant,
+        Some(BPrologue::Swiglu) => variant.flag("B_SWIGLU", true),
+        Some(BPrologue::RmsNorm { residual, reduce }) => variant
+            .flag("B_RMS_NORM", true)
+            .flag("B_NORM_RESIDUAL", residual)
+            .define("NORM_GROUP", format!("{}u", reduce.group))
+            .flag("NORM_VEC4", reduce.vec4)
+            .flag("NORM_SUBGROUPS", reduce.subgroups),
     }
 }
 

@@ -124,10 +124,10 @@ fn decode_steps_reuse_the_activation_pool() {
     assert_eq!(bytes.zeroed, (shape.n_layer * 2 * e_kv * 32 * 2) as u64);
 }
 
-/// Where the integer mat-vec quantizes b in its workgroup (the GPUs' default; forced here on
-/// lavapipe, whose profile runs the pass), the norms run inside the projections after them
-/// (two a layer and the output's) and each layer's SWIGLU inside its down projection: a
-/// dispatch fewer each, and the same logits to the bit.
+/// Where the integer mat-vec quantizes b, in its workgroup (the GPUs' default at small k; forced
+/// here on lavapipe, whose profile runs the pass) or in its quantize pass, the norms run inside
+/// the projections after them (two a layer and the output's) and each layer's SWIGLU inside its
+/// down projection: a dispatch fewer each, and the same logits to the bit.
 #[test]
 fn the_fused_norms_and_swiglus_change_no_logit() {
     let dir = TempDir::new("gpu-decoder-fusions");
@@ -146,15 +146,31 @@ fn the_fused_norms_and_swiglus_change_no_logit() {
         (logits, decoder.ops().dispatches().unwrap() - before)
     };
     let bits = |l: &[Vec<f32>]| l.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
-    let (fused, fused_dispatches) = run("vec_int_b_wg_max_k=2048");
-    let (swiglu_apart, swiglu_dispatches) = run("vec_int_b_wg_max_k=2048,vec_int_b_swiglu=false");
-    let (norms_apart, norm_dispatches) = run("vec_int_b_wg_max_k=2048,vec_int_b_rms_norm=false");
     let layers = tiny_shape(Architecture::Llama).n_layer as u64;
+    let (fused, fused_dispatches) = run("vec_int_b_wg_max_k=2048");
+    for (what, knobs, fewer) in [
+        (
+            "the SWIGLU's fusion",
+            "vec_int_b_wg_max_k=2048,vec_int_b_swiglu=false,vec_int_pass_swiglu=false",
+            layers,
+        ),
+        (
+            "the norms' fusion",
+            "vec_int_b_wg_max_k=2048,vec_int_b_rms_norm=false,vec_int_pass_rms_norm=false",
+            2 * layers + 1,
+        ),
+    ] {
+        let (apart, dispatches) = run(knobs);
+        assert!(bits(&fused) == bits(&apart), "{what} changed a logit");
+        assert_eq!(dispatches - fused_dispatches, fewer, "{what}");
+    }
+    // The same ops in the quantize pass: the pass's dispatches stay, the ops' go.
+    let (in_pass, pass_dispatches) = run("vec_int_b_wg_max_k=0");
+    let (apart, apart_dispatches) = run("vec_int_b_wg_max_k=0,vec_int_pass_swiglu=false,vec_int_pass_rms_norm=false");
     assert!(
-        bits(&fused) == bits(&swiglu_apart),
-        "the SWIGLU's fusion changed a logit"
+        bits(&fused) == bits(&in_pass),
+        "the fusions in the pass changed a logit"
     );
-    assert_eq!(swiglu_dispatches - fused_dispatches, layers);
-    assert!(bits(&fused) == bits(&norms_apart), "the norms' fusion changed a logit");
-    assert_eq!(norm_dispatches - fused_dispatches, 2 * layers + 1);
+    assert!(bits(&fused) == bits(&apart), "b quantized by a pass changed a logit");
+    assert_eq!(apart_dispatches - pass_dispatches, 3 * layers + 1);
 }

@@ -8,6 +8,7 @@
 use dawn_compute_tests::{full, gpu_planning};
 use ggml_dawn::ops::glu::{GluOp, GluParams};
 use ggml_dawn::ops::mul_mat::{self, Choice, DeviceFacts, MatVecPlan, MulMatPlan, MulMatTuning};
+use ggml_dawn::ops::norm;
 use ggml_dawn::reference::{self, metric};
 use ggml_dawn::tuning::Overrides;
 use ggml_dawn::tuning::profiles;
@@ -821,12 +822,48 @@ fn tuned(facts: &DeviceFacts, overrides: &str) -> MulMatTuning {
     t
 }
 
-/// A context whose integer mat-vec quantizes b in its workgroup (the GPUs' default, off on CPU
-/// adapters): where the fused SWIGLU and RMS_NORM run.
-fn b_in_workgroup_context() -> GpuContext {
+/// A context with these MUL_MAT knobs on top of its profile.
+fn context_with(knobs: &str) -> GpuContext {
     context(false)
-        .with_tuning(Overrides::parse("vec_int_b_wg_max_k=2048", "").expect("knobs parse"))
+        .with_tuning(Overrides::parse(knobs, "").expect("knobs parse"))
         .expect("a context")
+}
+
+/// A context whose integer mat-vec quantizes b in its workgroup (the GPUs' default for small
+/// k, off on CPU adapters): where the fused SWIGLU and RMS_NORM run in one dispatch.
+fn b_in_workgroup_context() -> GpuContext {
+    context_with("vec_int_b_wg_max_k=2048")
+}
+
+/// The contexts the fused ops run in: b quantized in the mat-vec's workgroups (where the shape
+/// allows), and by the quantize pass, which then applies the op.
+fn fused_contexts() -> [(&'static str, GpuContext); 2] {
+    [
+        ("in the workgroup", b_in_workgroup_context()),
+        ("in the pass", context_with("vec_int_b_wg_max_k=0")),
+    ]
+}
+
+/// The dispatches a fused plan records: the mat-vec, and its quantize pass if it has one;
+/// checks the pass applies the op where it runs.
+fn fused_dispatches(plan: &mul_mat::MulMatPlan, what: &str) -> u64 {
+    assert!(plan.applies_prologue(), "{what}: {plan}");
+    match &plan.quantize_b {
+        Some(q) => {
+            assert!(q.prologue && !plan.prologue_in_workgroup(), "{what}: {plan}");
+            2
+        }
+        None => {
+            assert!(plan.prologue_in_workgroup(), "{what}: {plan}");
+            1
+        }
+    }
+}
+
+/// A context whose planner fuses nothing into the mat-vec: b quantized by a pass that does not
+/// apply the ops.
+fn unfused_context() -> GpuContext {
+    context_with("vec_int_b_wg_max_k=0,vec_int_pass_swiglu=false,vec_int_pass_rms_norm=false")
 }
 
 /// An error for bad operands: invalid, or unsupported.
@@ -841,21 +878,30 @@ fn assert_refused(err: &ggml_dawn::Error, what: &str) {
 }
 
 /// `a × swiglu(b)` with the integer mat-vec quantizing b in its workgroup (off on CPU adapters
-/// by default): the fused kernel gives the bytes of SWIGLU then MUL_MAT, and the CPU's result.
+/// by default) or in its pass: the fused plan gives the bytes of SWIGLU then MUL_MAT, and the
+/// CPU's result.
 #[test]
 fn mul_mat_swiglu_fused_matches_the_two_ops() {
-    let ctx = b_in_workgroup_context();
+    for (path, ctx) in fused_contexts() {
+        swiglu_fused_matches_the_two_ops(&ctx, path);
+    }
+}
+
+fn swiglu_fused_matches_the_two_ops(ctx: &GpuContext, path: &str) {
     let mut rng = Rng::new(0x5eed_0a11);
     // (a type, k, m, n, b's column stride in elements past 2k): SmolLM2's down projection,
-    // columns with room between them, q4_K's super-blocks.
+    // columns with room between them, q4_K's super-blocks (in 16-element slots at n = 4), a
+    // k past the workgroup's quantization.
     let shapes = [
         (GgmlType::Q4_1, 1536, 576, 1, 0),
         (GgmlType::Q4_0, 256, 70, 2, 8),
         (GgmlType::Q8_0, 64, 9, 1, 4),
         (GgmlType::Q4_K, 512, 33, 2, 0),
+        (GgmlType::Q4_K, 256, 20, 4, 0),
+        (GgmlType::Q4_0, 4608, 12, 3, 0),
     ];
     for (ty, k, m, n, pad) in shapes {
-        let what = format!("{ty} k={k} m={m} n={n} pad={pad}");
+        let what = format!("{path}: {ty} k={k} m={m} n={n} pad={pad}");
         let a_values: Vec<f32> = (0..k * m).map(|_| rng.uniform(-1.0, 1.0)).collect();
         let a = HostTensor::from_f32(ty, [k, m, 1, 1], &a_values).unwrap();
         let row = 2 * k + pad;
@@ -871,9 +917,15 @@ fn mul_mat_swiglu_fused_matches_the_two_ops() {
         let before = ctx.stream_counts().dispatches;
         let fused = ctx.empty(GgmlType::F32, [m, n, 1, 1]).unwrap();
         let ran = ctx.mul_mat_swiglu_into(&a_dev, &b, &fused).unwrap();
-        assert!(matches!(ran, mul_mat::MulMatSwigluPlan::Fused(_)), "{what}: {ran}");
+        let mul_mat::MulMatSwigluPlan::Fused(plan) = &ran else {
+            panic!("{what}: {ran}");
+        };
         assert!(ran.to_string().contains("SWIGLU"), "{what}: {ran}");
-        assert_eq!(ctx.stream_counts().dispatches - before, 1, "{what}: one dispatch");
+        assert_eq!(
+            ctx.stream_counts().dispatches - before,
+            fused_dispatches(plan, &what),
+            "{what}"
+        );
         // The two ops: the SWIGLU's result quantized by the same mat-vec.
         let act = ctx.glu(&b, None, &GluParams::new(GluOp::Swiglu)).unwrap();
         let separate = ctx.mul_mat(&a_dev, &act).unwrap();
@@ -906,11 +958,12 @@ fn mul_mat_swiglu_fused_matches_the_two_ops() {
     assert!(matches!(ran, mul_mat::MulMatSwigluPlan::Separate(..)), "f16 b: {ran}");
 }
 
-/// Where the fused kernel does not apply (b quantized by a pass, f16 b of many columns) the two
-/// ops run with the same result; bad operands are errors with nothing recorded.
+/// Where the fused kernel does not apply (a pass that does not apply the op, f16 b of many
+/// columns) the two ops run with the same result; bad operands are errors with nothing
+/// recorded.
 #[test]
 fn mul_mat_swiglu_falls_back_and_refuses_bad_operands() {
-    let ctx = context(false);
+    let ctx = unfused_context();
     let a = ctx.from_f32(GgmlType::Q8_0, [64, 5, 1, 1], &[0.25; 320]).unwrap();
     for (b_ty, n) in [(GgmlType::F32, 1), (GgmlType::F16, 12)] {
         let values: Vec<f32> = (0..128 * n).map(|i| (i % 7) as f32 - 3.0).collect();
@@ -956,19 +1009,30 @@ fn mul_mat_swiglu_falls_back_and_refuses_bad_operands() {
 /// stored whole by one workgroup.
 #[test]
 fn rms_norm_mul_mat_fused_matches_the_two_ops() {
-    let ctx = b_in_workgroup_context();
+    for (path, ctx) in fused_contexts() {
+        rms_norm_fused_matches_the_two_ops(&ctx, path);
+    }
+}
+
+fn rms_norm_fused_matches_the_two_ops(ctx: &GpuContext, path: &str) {
     let mut rng = Rng::new(0x5eed_0a12);
-    // (a type, k, m, n, x's column stride in elements past k, with a residual)
+    // (a type, k, m, n, x's column stride in elements past k, with a residual): SmolLM2's
+    // q/k/v and gate/up, columns with room between them (an odd stride: a column at a time),
+    // q4_K's slots at n = 4, Llama-3-8B's k (the norm's 256- and 1024-thread groups).
     let shapes = [
         (GgmlType::Q4_1, 576, 960, 1, 0, true),
         (GgmlType::Q4_1, 576, 300, 1, 0, false),
         (GgmlType::Q8_0, 256, 70, 2, 8, true),
         (GgmlType::Q4_0, 64, 9, 2, 0, false),
         (GgmlType::Q4_K, 512, 33, 1, 4, true),
+        (GgmlType::Q4_0, 96, 7, 3, 1, true),
+        (GgmlType::Q4_K, 256, 20, 4, 0, true),
+        (GgmlType::Q4_0, 4096, 12, 1, 0, true),
+        (GgmlType::Q6_K, 14336, 4, 1, 0, false),
     ];
     let eps = 1e-5;
     for (ty, k, m, n, pad, with_residual) in shapes {
-        let what = format!("{ty} k={k} m={m} n={n} pad={pad} residual={with_residual}");
+        let what = format!("{path}: {ty} k={k} m={m} n={n} pad={pad} residual={with_residual}");
         let a_values: Vec<f32> = (0..k * m).map(|_| rng.uniform(-1.0, 1.0)).collect();
         let a = HostTensor::from_f32(ty, [k, m, 1, 1], &a_values).unwrap();
         let a_dev = ctx.upload(&a).unwrap();
@@ -995,9 +1059,15 @@ fn rms_norm_mul_mat_fused_matches_the_two_ops() {
         let ran = ctx
             .rms_norm_mul_mat_into(&a_dev, &x, residual, &w, eps, &fused)
             .unwrap();
-        assert!(matches!(ran, mul_mat::NormMulMatPlan::Fused(_)), "{what}: {ran}");
+        let mul_mat::NormMulMatPlan::Fused(plan) = &ran else {
+            panic!("{what}: {ran}");
+        };
         assert!(ran.to_string().contains("RMS_NORM"), "{what}: {ran}");
-        assert_eq!(ctx.stream_counts().dispatches - before, 1, "{what}: one dispatch");
+        assert_eq!(
+            ctx.stream_counts().dispatches - before,
+            fused_dispatches(plan, &what),
+            "{what}"
+        );
         // The two ops.
         let (want_sum, normed) = if with_residual {
             let (s, y) = ctx.add_rms_norm_mul_add(&x, &r, Some(&w), None, eps).unwrap();
@@ -1041,11 +1111,76 @@ fn rms_norm_mul_mat_fused_matches_the_two_ops() {
     }
 }
 
-/// Where the fused kernel does not apply (b quantized by a pass, a weight that broadcasts) the
-/// two ops run; bad operands are errors with nothing recorded.
+/// On a device without subgroups RMS_NORM sums a column's squares by a tree in workgroup
+/// memory: the fused norm repeats that tree, in the mat-vec's workgroups and in the quantize
+/// pass, and still gives the two ops' bytes.
+#[test]
+fn rms_norm_mul_mat_fused_without_subgroups_matches_the_two_ops() {
+    let mut rng = Rng::new(0x5eed_0a13);
+    for (path, ctx) in fused_contexts() {
+        let env = ctx.env().with_facts(without_subgroups(ctx.facts())).unwrap();
+        // SmolLM2's k with a residual, Llama-3-8B's without.
+        for (k, m, with_residual) in [(576, 40, true), (4096, 8, false)] {
+            let what = format!("{path}: k={k} m={m} residual={with_residual}");
+            let values =
+                |n: usize, lo: f32, hi: f32, rng: &mut Rng| (0..n).map(|_| rng.uniform(lo, hi)).collect::<Vec<_>>();
+            let a = ctx
+                .from_f32(GgmlType::Q4_0, [k, m, 1, 1], &values(k * m, -1.0, 1.0, &mut rng))
+                .unwrap();
+            let x = ctx
+                .from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, -3.0, 3.0, &mut rng))
+                .unwrap();
+            let r = ctx
+                .from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, -1.0, 1.0, &mut rng))
+                .unwrap();
+            let w = ctx
+                .from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, 0.5, 1.5, &mut rng))
+                .unwrap();
+            let (sum, want_sum) = (
+                ctx.empty(GgmlType::F32, [k, 1, 1, 1]).unwrap(),
+                ctx.empty(GgmlType::F32, [k, 1, 1, 1]).unwrap(),
+            );
+            let (fused, normed, separate) = (
+                ctx.empty(GgmlType::F32, [m, 1, 1, 1]).unwrap(),
+                ctx.empty(GgmlType::F32, [k, 1, 1, 1]).unwrap(),
+                ctx.empty(GgmlType::F32, [m, 1, 1, 1]).unwrap(),
+            );
+            let mut stream = ctx.stream().unwrap();
+            let residual = with_residual.then_some(mul_mat::Residual {
+                residual: &r,
+                sum: &sum,
+            });
+            let plan = mul_mat::rms_norm_mul_mat(&env, &mut stream, &a, &x, residual, &w, 1e-5, &fused)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{what}: not fused"));
+            assert!(
+                matches!(plan.problem.b_prologue, mul_mat::BPrologue::RmsNorm { reduce, .. } if !reduce.subgroups),
+                "{what}: {plan}"
+            );
+            let norm = if with_residual {
+                norm::add_rms_norm_mul_add(&env, &mut stream, &x, &r, &want_sum, Some(&w), None, &normed, 1e-5)
+            } else {
+                norm::rms_norm_mul_add(&env, &mut stream, &x, Some(&w), None, &normed, 1e-5)
+            };
+            assert!(!norm.unwrap().rows.subgroups, "{what}");
+            mul_mat::mul_mat(&env, &mut stream, &a, &normed, &separate).unwrap();
+            let bits = |t: &ggml_dawn::DeviceTensor, stream: &mut _| {
+                let values = ctx.read_after(stream, t).unwrap().to_f32().unwrap();
+                values.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&fused, &mut stream), bits(&separate, &mut stream), "{what}");
+            if with_residual {
+                assert_eq!(bits(&sum, &mut stream), bits(&want_sum, &mut stream), "{what}: the sum");
+            }
+        }
+    }
+}
+
+/// Where the fused kernel does not apply (a pass that does not apply the op) the two ops run;
+/// bad operands are errors with nothing recorded.
 #[test]
 fn rms_norm_mul_mat_falls_back_and_refuses_bad_operands() {
-    let ctx = context(false);
+    let ctx = unfused_context();
     let a = ctx.from_f32(GgmlType::Q8_0, [64, 5, 1, 1], &[0.25; 320]).unwrap();
     let x = ctx
         .from_f32(

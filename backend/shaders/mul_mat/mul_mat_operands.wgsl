@@ -16,14 +16,15 @@
 //   A_ALIGN2      a's start and strides are even (f16 fields are read with one load)
 //   B_Q8          b is the 8-bit blocks of mul_mat_quantize_b.wgsl, bound as array<vec4<u32>>
 //   B_Q8_WG       with B_Q8: b is bound as it is, and the mat-vec quantizes it itself
-//   B_SWIGLU      with B_Q8_WG: each column of b holds 2k elements, a SWIGLU's gate then its up,
-//                 and b's value at e is silu(gate[e]) * up[e] (glu.wgsl's arithmetic)
-//   B_RMS_NORM    with B_Q8_WG: b's value at e is x[e] * scale * w[e], x = b's column (plus
-//                 the residual r's with B_NORM_RESIDUAL, which the workgroup of tile 0 stores
-//                 to `norm_sum`), scale = 1 / sqrt(mean(x²) + eps) (rms_norm.wgsl's arithmetic;
-//                 the mat-vec sets `norm_col` and `norm_scale` before it reads a column);
+//   B_SWIGLU      with B_Q8_WG, or in the quantize pass: each column of b holds 2k elements, a
+//                 SWIGLU's gate then its up, and b's value at e is silu(gate[e]) * up[e]
+//                 (glu.wgsl's arithmetic)
+//   B_RMS_NORM    likewise: b's value at e is x[e] * scale * w[e], x = b's column (plus the
+//                 residual r's with B_NORM_RESIDUAL, which one workgroup a column stores to
+//                 `norm_sum`), scale = 1 / sqrt(mean(x²) + eps) (rms_norm.wgsl's arithmetic;
+//                 the kernel sets `norm_col` and `norm_scale` before it reads a column);
 //                 NORM_GROUP, NORM_VEC4 and NORM_SUBGROUPS: RMS_NORM's reduction, which the
-//                 mat-vec repeats (mul_mat_vec.wgsl)
+//                 kernel repeats (mul_mat_norm.wgsl)
 //   DST_U32       dst is bound as array<u32> (the quantize pass writes b's blocks there)
 //   A_VEC4        a is also bound as array<vec4<u32>> (`a4`, binding 3; params move to 4)
 //

@@ -65,98 +65,17 @@ var<workgroup> partial: array<f32, WG_SIZE>;
 #endif
 
 #ifdef B_RMS_NORM
-// Each column's squares summed as RMS_NORM's kernel sums them (rms_norm.wgsl with
-// row_reduce.wgsl's row_sum): NORM_GROUP threads a column, in 16-byte units with NORM_VEC4,
-// reduced with subgroup operations with NORM_SUBGROUPS, else by a tree; the threads past the
-// group add nothing. So the scale, and each value b takes, are RMS_NORM's to the bit.
-#ifdef NORM_VEC4
-alias NormV = vec4<f32>;
-fn norm_hsum(v: NormV) -> f32 {
-    return (v.x + v.y) + (v.z + v.w);
-}
-#else
-alias NormV = f32;
-fn norm_hsum(v: NormV) -> f32 {
-    return v;
-}
-#endif
-var<workgroup> norm_red: array<f32, WG_SIZE>;
+#include "mul_mat_norm.wgsl"
 var<workgroup> norm_scales: array<f32, N_COLS>;
 
-// Unit u of the norm's input in the column at byte `row` (and, with B_NORM_RESIDUAL, stored to
-// norm_sum by the workgroup of tile 0).
-fn norm_unit(row: u32, u: u32, store: bool) -> NormV {
-#ifdef NORM_VEC4
-    let v = norm_x4(row, 4u * u);
-#ifdef B_NORM_RESIDUAL
-    if (store) {
-        let s = params.norm_sum_start + norm_col * params.norm_sum_nb1 + 4u * u;
-        norm_sum[s] = v.x;
-        norm_sum[s + 1u] = v.y;
-        norm_sum[s + 2u] = v.z;
-        norm_sum[s + 3u] = v.w;
-    }
-#endif
-#else
-    let v = norm_x1(row, u);
-#ifdef B_NORM_RESIDUAL
-    if (store) {
-        norm_sum[params.norm_sum_start + norm_col * params.norm_sum_nb1 + u] = v;
-    }
-#endif
-#endif
-    return v;
-}
-
-// row_reduce.wgsl's row_sum for a group of the workgroup's first NORM_GROUP threads.
-fn norm_row_sum(v: f32, lid: u32, sg_lane: u32, sg_size: u32) -> f32 {
-#ifdef NORM_SUBGROUPS
-    let s = subgroupAdd(v);
-    workgroupBarrier();
-    if (sg_lane == 0u) {
-        norm_red[lid / sg_size] = s;
-    }
-    workgroupBarrier();
-    var t = 0.0;
-    for (var i = 0u; i < NORM_GROUP / sg_size; i += 1u) {
-        t += norm_red[i];
-    }
-    return t;
-#else
-    workgroupBarrier();
-    norm_red[lid] = v;
-    workgroupBarrier();
-    for (var s = NORM_GROUP / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            norm_red[lid] = norm_red[lid] + norm_red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return norm_red[0];
-#endif
-}
-
-// Every column's 1/sqrt(mean(x²) + eps) into norm_scales (every thread calls it).
+// Every column's 1/sqrt(mean(x²) + eps) into norm_scales (every thread calls it); the
+// workgroup of tile 0 stores the residual sum.
 fn norm_prologue(tile: Tile, lid: u32, cols: u32, sg_lane: u32, sg_size: u32) {
-    let p = params;
-#ifdef NORM_VEC4
-    let units = p.k / 4u;
-#else
-    let units = p.k;
-#endif
     for (var c = 0u; c < cols; c += 1u) {
         norm_col = c;
-        let row = tile.b_base + c * p.b_nb1;
-        var acc = NormV(0.0);
-        if (lid < NORM_GROUP) {
-            for (var u = lid; u < units; u += NORM_GROUP) {
-                let v = norm_unit(row, u, tile.tm == 0u);
-                acc += v * v;
-            }
-        }
-        let sum = norm_row_sum(norm_hsum(acc), lid, sg_lane, sg_size);
+        let scale = norm_column_scale(tile.b_base + c * params.b_nb1, lid, tile.tm == 0u, sg_lane, sg_size);
         if (lid == 0u) {
-            norm_scales[c] = 1.0 / sqrt(sum / f32(p.k) + p.norm_eps);
+            norm_scales[c] = scale;
         }
         workgroupBarrier();
     }

@@ -30,10 +30,11 @@ impl GpuContext {
     /// `a × swiglu(b)`, a feed-forward's activation and down projection: `b` f32 or f16
     /// `[2k, n, b2, b3]` with contiguous rows, each a SWIGLU's gate then its up (ggml's fused
     /// form, as one MUL_MAT over the stacked gate and up weights gives it), and `a` `[k, m, …]`
-    /// as for [`GpuContext::mul_mat`]; the result a new contiguous f32 `[m, n, b2, b3]`. One
-    /// kernel where the integer mat-vec quantizes b in its workgroup (it applies the SWIGLU to
-    /// what it quantizes; `MulMatTuning::vec_int_b_swiglu`), else the two ops, with the same
-    /// result either way. Recorded, not yet run.
+    /// as for [`GpuContext::mul_mat`]; the result a new contiguous f32 `[m, n, b2, b3]`. Where
+    /// the integer mat-vec runs, it applies the SWIGLU to what it quantizes, in its workgroups
+    /// (one dispatch) or in its quantize pass (`MulMatTuning::vec_int_b_swiglu`,
+    /// `vec_int_pass_swiglu`); else the two ops run, with the same result either way. Recorded,
+    /// not yet run.
     ///
     /// ```
     /// use ggml_dawn::{GgmlType, GpuContext};
@@ -57,7 +58,7 @@ impl GpuContext {
         Ok(dst)
     }
 
-    /// [`GpuContext::mul_mat_swiglu`]'s one kernel into an existing contiguous f32 tensor,
+    /// [`GpuContext::mul_mat_swiglu`]'s fused mat-vec into an existing contiguous f32 tensor,
     /// where it applies (returns its plan); `Ok(None)`, with nothing recorded, where the two ops
     /// must run instead (a caller with its own buffers for the SWIGLU's result runs them).
     pub fn try_mul_mat_swiglu_into(
@@ -91,10 +92,10 @@ impl GpuContext {
     /// `a × (rms_norm(x) · weight)`, a decoder's norm and the projection after it: `x` f32
     /// `[k, n, b2, b3]` (any strides), `weight` f32 repeating over x as RMS_NORM takes it, `a`
     /// `[k, m, …]` as for [`GpuContext::mul_mat`]; the result a new contiguous f32 `[m, n, b2,
-    /// b3]`. One kernel where the integer mat-vec quantizes b in its workgroup (each workgroup
-    /// norms its columns as it quantizes them, summing their squares as RMS_NORM's kernel
-    /// would; `MulMatTuning::vec_int_b_rms_norm`), else the two ops, with the same result either
-    /// way. Recorded, not yet run.
+    /// b3]`. Where the integer mat-vec runs, it norms b's columns as it quantizes them, in its
+    /// workgroups (one dispatch) or in its quantize pass, summing their squares as RMS_NORM's
+    /// kernel would (`MulMatTuning::vec_int_b_rms_norm`, `vec_int_pass_rms_norm`); else the two
+    /// ops run, with the same result either way. Recorded, not yet run.
     ///
     /// ```
     /// use ggml_dawn::{GgmlType, GpuContext};
@@ -177,7 +178,7 @@ impl GpuContext {
         Ok((sum, dst))
     }
 
-    /// [`GpuContext::rms_norm_mul_mat`]'s one kernel into an existing contiguous f32 `dst` (and,
+    /// [`GpuContext::rms_norm_mul_mat`]'s fused mat-vec into an existing contiguous f32 `dst` (and,
     /// with a residual, its sum into `sum`: f32 of x's extents), where it applies (returns its
     /// plan); `Ok(None)`, with nothing recorded, where the two ops must run instead (a caller
     /// with its own buffers for the norm's result runs them).

@@ -49,24 +49,32 @@ pub struct PlanKernels {
 fn plan_kernels(env: &Env, plan: &MulMatPlan) -> Result<Arc<PlanKernels>> {
     env.plan_kernels().mul_mat.get_or_try_insert(plan, || {
         let variants = crate::variants::mul_mat(plan);
+        // The norm's operands follow the storage bindings of the kernel that applies it.
+        let norm_accesses: &[Access] = match plan.problem.b_prologue {
+            BPrologue::RmsNorm { residual: false, .. } => &[Access::Read],
+            BPrologue::RmsNorm { residual: true, .. } => &[Access::Read, Access::Read, Access::ReadWrite],
+            BPrologue::None | BPrologue::Swiglu => &[],
+        };
         let mut main = vec![Access::Read, Access::Read, Access::ReadWrite];
         if plan.a_vec4 {
             main.push(Access::Read);
         }
-        if plan.applies_prologue() {
-            match plan.problem.b_prologue {
-                BPrologue::RmsNorm { residual: false, .. } => main.push(Access::Read),
-                BPrologue::RmsNorm { residual: true, .. } => {
-                    main.extend([Access::Read, Access::Read, Access::ReadWrite])
-                }
-                BPrologue::None | BPrologue::Swiglu => {}
-            }
+        if plan.prologue_in_workgroup() {
+            main.extend_from_slice(norm_accesses);
         }
         let pass = [Access::Read, Access::Read, Access::ReadWrite];
         let compile = |v: Option<&crate::shader_lib::ShaderVariant>| v.map(|v| env.kernel(v, &pass)).transpose();
+        let mut quantize = pass.to_vec();
+        if plan.quantize_b.is_some_and(|q| q.prologue) {
+            quantize.extend_from_slice(norm_accesses);
+        }
         Ok(Arc::new(PlanKernels {
             kernel: env.kernel(&variants.kernel, &main)?,
-            quantize_b: compile(variants.quantize_b.as_ref())?,
+            quantize_b: variants
+                .quantize_b
+                .as_ref()
+                .map(|v| env.kernel(v, &quantize))
+                .transpose()?,
             dequantize_a: compile(variants.dequantize_a.as_ref())?,
             convert_b: compile(variants.convert_b.as_ref())?,
         }))
@@ -86,6 +94,24 @@ pub struct NormBinding {
     pub r_nb1: u32,
     pub sum_start: u32,
     pub sum_nb1: u32,
+}
+
+impl NormBinding {
+    /// Binds the norm's operands after a kernel's MUL_MAT storage bindings
+    /// (mul_mat_operands.wgsl's NORM_BINDING) and sets its parameters.
+    fn bind(&self, buffers: &mut Vec<BufferRange>, params: &mut MulMatUniforms) {
+        buffers.push(self.weight.clone());
+        if let Some((r, s)) = &self.residual {
+            buffers.push(r.clone());
+            buffers.push(s.clone());
+        }
+        params.norm_eps = self.eps;
+        params.norm_w_start = self.w_start;
+        params.norm_r_start = self.r_start;
+        params.norm_r_nb1 = self.r_nb1;
+        params.norm_sum_start = self.sum_start;
+        params.norm_sum_nb1 = self.sum_nb1;
+    }
 }
 
 /// Records the planned kernel.
@@ -144,19 +170,8 @@ pub fn encode_with(
     if plan.a_vec4 {
         buffers.push(BufferRange::new(a.buffer(), bound.a));
     }
-    if let Some(n) = norm {
-        // After the MUL_MAT's storage bindings (mul_mat_operands.wgsl's NORM_BINDING).
-        buffers.push(n.weight.clone());
-        if let Some((r, s)) = &n.residual {
-            buffers.push(r.clone());
-            buffers.push(s.clone());
-        }
-        params.norm_eps = n.eps;
-        params.norm_w_start = n.w_start;
-        params.norm_r_start = n.r_start;
-        params.norm_r_nb1 = n.r_nb1;
-        params.norm_sum_start = n.sum_start;
-        params.norm_sum_nb1 = n.sum_nb1;
+    if let Some(n) = norm.filter(|_| plan.prologue_in_workgroup()) {
+        n.bind(&mut buffers, &mut params);
     }
     if plan.dequantize_a.is_some() || plan.convert_b.is_some() {
         // The f16 copies go to the context's scratch first, in the same submit as the kernel,
@@ -219,8 +234,11 @@ pub fn encode_with(
             offset: 0,
             size: q.scratch_bytes,
         };
-        let quantize_buffers = [buffers[0].clone(), buffers[1].clone(), scratch.clone()];
-        let quantize_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
+        let mut quantize_buffers = vec![buffers[0].clone(), buffers[1].clone(), scratch.clone()];
+        let mut quantize_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
+        if let Some(n) = norm.filter(|_| q.prologue) {
+            n.bind(&mut quantize_buffers, &mut quantize_params);
+        }
         stream.dispatch(quantize, &quantize_buffers, &quantize_params, q.grid)?;
         if q.twice() {
             stream.dispatch(quantize, &quantize_buffers, &quantize_params, q.grid)?;

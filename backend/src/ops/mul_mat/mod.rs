@@ -183,10 +183,11 @@ pub fn check_swiglu(la: &Layout, lb: &Layout, ld: &Layout) -> Result<Layout> {
     Ok(gate)
 }
 
-/// Records `dst = a × swiglu(b)` (see [`check_swiglu`]) as one kernel where the planner fuses
-/// them ([`MulMatPlan::applies_prologue`]: the integer mat-vec that quantizes b in its workgroup,
-/// which applies the SWIGLU to the values it quantizes, the same bytes as the two ops) and
-/// returns its plan; `Ok(None)`, with nothing recorded, where it does not.
+/// Records `dst = a × swiglu(b)` (see [`check_swiglu`]) as the integer mat-vec where the planner
+/// fuses them ([`MulMatPlan::applies_prologue`]: where the mat-vec quantizes b, in its
+/// workgroups or in its quantize pass, it applies the SWIGLU to the values it quantizes, the
+/// same bytes as the two ops) and returns its plan; `Ok(None)`, with nothing recorded, where it
+/// does not.
 pub fn mul_mat_swiglu(
     env: &Env,
     stream: &mut Stream,
@@ -265,13 +266,13 @@ pub fn check_rms_norm(
 }
 
 /// Records `dst = a × (rms_norm(x (+ residual)) · weight)` (see [`check_rms_norm`]; with a
-/// residual, `sum = x + residual` too) as one kernel where the planner fuses them
-/// ([`MulMatPlan::applies_prologue`]: the integer mat-vec that quantizes b in its workgroup,
-/// each workgroup norming its columns of b itself) and returns its plan; `Ok(None)`, with
-/// nothing recorded, where it does not (the weight one row of k elements, the norm's operands
-/// packed rows of f32 at whole elements, one batch). The kernel sums each column's squares as
-/// RMS_NORM's kernel would (its threads a row, units and reduction: [`NormReduce`]), so the
-/// result is the two ops' to the bit on the same device.
+/// residual, `sum = x + residual` too) as the integer mat-vec where the planner fuses them
+/// ([`MulMatPlan::applies_prologue`]: where the mat-vec quantizes b, each of its workgroups, or
+/// its quantize pass, norms the columns of b it quantizes) and returns its plan; `Ok(None)`,
+/// with nothing recorded, where it does not (the weight one row of k elements, the norm's
+/// operands packed rows of f32 at whole elements, one batch). The kernel sums each column's
+/// squares as RMS_NORM's kernel would (its threads a row, units and reduction: [`NormReduce`]),
+/// so the result is the two ops' to the bit on the same device.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_mul_mat(
     env: &Env,

@@ -67,6 +67,13 @@ crate::knobs! {
         /// where there is one (`GpuContext::rms_norm_mul_mat`): one dispatch for a decoder's
         /// norm and the projection after it (each workgroup sums its columns' squares itself).
         vec_int_b_rms_norm: bool,
+        /// Where the integer mat-vec reads b from its quantize pass instead (k past
+        /// `vec_int_b_wg_max_k`, n > 2, the K-quants' slots), that pass applies the SWIGLU
+        /// before it: two dispatches for the activation and the down projection instead of three.
+        vec_int_pass_swiglu: bool,
+        /// ... and the RMS_NORM (with the residual ADD) before it, a workgroup a column summing
+        /// its squares as RMS_NORM's kernel would.
+        vec_int_pass_rms_norm: bool,
         /// Its rows per row group, for 32-element blocks / super-blocks.
         vec_int_rows: Pair [range(1, 64)],
         /// Its row groups per workgroup, for 32-element blocks / super-blocks.

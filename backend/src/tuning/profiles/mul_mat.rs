@@ -54,6 +54,10 @@ fn hopper() -> MulMatTuning {
         vec_int_b_swiglu: true,
         // unmeasured: 60 dispatches fewer a SmolLM2 token (the norms before the projections).
         vec_int_b_rms_norm: true,
+        // unmeasured: 64 and 32 dispatches fewer a Llama-3-8B token (the norms, the SWIGLUs),
+        // whose matrices are past `vec_int_b_wg_max_k`; the same bytes.
+        vec_int_pass_swiglu: true,
+        vec_int_pass_rms_norm: true,
         // bench/results/2026-12-03-h200-int-matvec-sweep.md: 4 groups of 2 rows at n=1 (q4_K 23.7 against 25.0 us with 8 of 1).
         vec_int_rows: Pair(2, 2),
         vec_int_groups: Pair(4, 4),

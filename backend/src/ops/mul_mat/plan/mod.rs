@@ -60,12 +60,13 @@ pub struct Problem {
     /// Bytes of dst's binding.
     pub dst_bytes: u64,
     /// What the kernel makes of b's values before it multiplies: planned only where the
-    /// integer mat-vec quantizes b in its workgroup ([`MulMatPlan::applies_prologue`]).
+    /// integer mat-vec quantizes b, in its workgroup or in its quantize pass
+    /// ([`MulMatPlan::applies_prologue`]).
     pub b_prologue: BPrologue,
 }
 
-/// An op applied to b as the integer mat-vec reads it into its workgroup: a decoder's step
-/// before a projection, in the projection's dispatch.
+/// An op applied to b as the integer mat-vec quantizes it, in its workgroup or in its quantize
+/// pass: a decoder's step before a projection, in the projection's dispatches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BPrologue {
     /// b as it is.
@@ -74,8 +75,8 @@ pub enum BPrologue {
     /// the kernel multiplies by `silu(gate) · up` (`GpuContext::mul_mat_swiglu`).
     Swiglu,
     /// The kernel multiplies by `rms_norm(b (+ r)) · w` (`GpuContext::rms_norm_mul_mat`), each
-    /// workgroup summing the squares of its columns itself; with `residual`, `b + r`, which one
-    /// workgroup also stores.
+    /// workgroup that quantizes b summing the squares of its columns itself; with `residual`,
+    /// `b + r`, which one workgroup a column also stores.
     RmsNorm { residual: bool, reduce: NormReduce },
 }
 
@@ -172,10 +173,17 @@ pub fn a_vec4(p: &Problem) -> bool {
 }
 
 impl MulMatPlan {
-    /// Whether the kernel applies the op on b its problem asks for ([`Problem::b_prologue`]):
-    /// only the integer mat-vec that quantizes b in its workgroup does (elsewhere the ops run
-    /// apart).
+    /// Whether the plan applies the op on b its problem asks for ([`Problem::b_prologue`]): only
+    /// the integer mat-vec does, where it quantizes b in its workgroup
+    /// ([`MulMatPlan::prologue_in_workgroup`]) or its quantize pass does
+    /// ([`QuantizeB::prologue`]); elsewhere the ops run apart.
     pub fn applies_prologue(&self) -> bool {
+        self.prologue_in_workgroup() || self.quantize_b.is_some_and(|q| q.prologue)
+    }
+
+    /// Whether the main kernel itself applies the op on b (the integer mat-vec that quantizes b
+    /// in its workgroup), and so binds the op's operands.
+    pub fn prologue_in_workgroup(&self) -> bool {
         self.problem.b_prologue != BPrologue::None && matches!(&self.choice, Choice::MatVec(v) if v.int_b_in_workgroup)
     }
 
@@ -231,7 +239,17 @@ impl fmt::Display for MulMatPlan {
         if let Some(q) = &self.quantize_b {
             write!(
                 f,
-                "; b quantized first: {} blocks into {} B of scratch, grid {:?}{}",
+                "; b quantized first{}: {} blocks into {} B of scratch, grid {:?}{}",
+                match (q.prologue, self.problem.b_prologue) {
+                    (true, BPrologue::Swiglu) => " after its SWIGLU (silu(gate) x up)",
+                    (true, BPrologue::RmsNorm { residual: false, .. }) => {
+                        " after its RMS_NORM x weight, a workgroup a column"
+                    }
+                    (true, BPrologue::RmsNorm { residual: true, .. }) => {
+                        " after the residual ADD and RMS_NORM x weight, a workgroup a column"
+                    }
+                    _ => "",
+                },
                 q.blocks,
                 q.scratch_bytes,
                 q.grid,
@@ -302,7 +320,7 @@ fn fast_path(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Result<MulMatPla
         _ => (false, false),
     };
     let quantize_b = match &choice {
-        Choice::MatVec(v) if v.int_dot && !v.int_b_in_workgroup => Some(passes::quantize_b(p, d, v)),
+        Choice::MatVec(v) if v.int_dot && !v.int_b_in_workgroup => Some(passes::quantize_b(p, d, t, v)),
         _ => None,
     };
     let b_vec4 = b_vec4(&kp)

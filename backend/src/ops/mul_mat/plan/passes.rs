@@ -2,7 +2,7 @@
 //! (`mul_mat_quantize_b.wgsl`), and contiguous f16 copies of a and b for the subgroup-matrix
 //! kernel (`mul_mat_dequantize_a.wgsl`, `mul_mat_convert_b.wgsl`).
 
-use super::{DeviceFacts, MatVecPlan, MulMatTuning, Problem, int_scratch_bytes};
+use super::{BPrologue, DeviceFacts, MatVecPlan, MulMatTuning, Problem, int_scratch_bytes};
 use crate::exec::grid_2d;
 use crate::ggml_type::GgmlType;
 
@@ -36,6 +36,12 @@ pub struct QuantizeB {
     pub grid: [u32; 3],
     /// K-quant super-blocks in the slot kernel's layout.
     pub slots: bool,
+    /// The pass quantizes b's values after the op its problem asks for
+    /// ([`Problem::b_prologue`](super::Problem::b_prologue)): the mat-vec after it reads them.
+    pub prologue: bool,
+    /// Threads a workgroup: [`QUANTIZE_WG`], one block each; with an RMS_NORM, the norm's group
+    /// ([`NormReduce::group`](super::NormReduce::group)), one workgroup a column.
+    pub wg_size: u32,
     /// Recorded twice (`vec_int_probe=2`: measurement only).
     #[cfg(feature = "probes")]
     pub twice: bool,
@@ -52,15 +58,37 @@ impl QuantizeB {
 }
 
 /// The quantize pass of the integer mat-vec `v`.
-pub(super) fn quantize_b(p: &Problem, d: &DeviceFacts, v: &MatVecPlan) -> QuantizeB {
+pub(super) fn quantize_b(p: &Problem, d: &DeviceFacts, t: &MulMatTuning, v: &MatVecPlan) -> QuantizeB {
     let scratch_bytes = int_scratch_bytes(p);
     // Within one binding (the mat-vec checked), so the block count fits 32 bits.
     let blocks = (scratch_bytes / 48) as u32;
+    let prologue = match p.b_prologue {
+        BPrologue::None => false,
+        // The ops' own kernels keep f16 results in f16: only an f32 b is theirs to the bit.
+        _ if p.b_type != GgmlType::F32 => false,
+        BPrologue::Swiglu => t.vec_int_pass_swiglu,
+        // RMS_NORM's reduction repeated in a workgroup of its group's threads a column: one
+        // batch (as the fused op's check has it), its subgroup operations where the device has
+        // them.
+        BPrologue::RmsNorm { reduce, .. } => {
+            t.vec_int_pass_rms_norm
+                && p.batches == 1
+                && reduce.group <= d.max_threads()
+                && (!reduce.subgroups || d.subgroups)
+                && 4 * reduce.group <= d.max_workgroup_storage
+        }
+    };
+    let (wg_size, workgroups) = match p.b_prologue {
+        BPrologue::RmsNorm { reduce, .. } if prologue => (reduce.group, (p.n * p.batches) as u32),
+        _ => (QUANTIZE_WG, blocks.div_ceil(QUANTIZE_WG)),
+    };
     QuantizeB {
         scratch_bytes,
         blocks,
-        grid: grid_2d(blocks.div_ceil(QUANTIZE_WG), d.max_workgroups_per_dim),
+        grid: grid_2d(workgroups, d.max_workgroups_per_dim),
         slots: v.int_slots,
+        prologue,
+        wg_size,
         #[cfg(feature = "probes")]
         twice: v.probe == 2,
     }
