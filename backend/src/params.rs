@@ -71,6 +71,31 @@ kernel_params! {
         norm_r_nb1: u32,
         norm_sum_start: u32,
         norm_sum_nb1: u32,
+        /// The ROPE and KV-cache write of the mat-vec's result (`DST_ROPE`): rows [0,
+        /// rope_rows) of each column are heads of rope_d rows, the first rope_n_dims of each
+        /// roped in pairs of adjacent rows at the column's position (`pos_start` elements into
+        /// its binding; frequency factors from `ff_start`), with ROPE's angle parameters.
+        rope_rows: u32,
+        rope_d: u32,
+        rope_n_dims: u32,
+        pos_start: u32,
+        ff_start: u32,
+        theta_scale: f32,
+        freq_scale: f32,
+        ext_factor: f32,
+        attn_factor: f32,
+        corr0: f32,
+        corr1: f32,
+        mscale_ext: f32,
+        /// Rows [kv_start, kv_end) of column c go to the cache row its id names (ids from
+        /// `ids_start` elements; the cache's row 0 `cache_start` words into its binding, rows
+        /// `cache_nb1` words apart, `cache_rows` of them).
+        kv_start: u32,
+        kv_end: u32,
+        ids_start: u32,
+        cache_start: u32,
+        cache_nb1: u32,
+        cache_rows: u32,
     }
 }
 

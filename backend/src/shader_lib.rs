@@ -28,7 +28,7 @@ const SOURCES: &[(&str, &str)] = sources!(
     "common": ["common.wgsl", "formats.wgsl", "format_tables.wgsl", "row_reduce.wgsl"],
     "dequantize": ["dequantize.wgsl"],
     "rows": ["rows.wgsl", "encode.wgsl", "transpose.wgsl"],
-    "rope": ["rope.wgsl"],
+    "rope": ["rope.wgsl", "rope_yarn.wgsl"],
     "norm": ["rms_norm.wgsl"],
     "soft_max": ["soft_max.wgsl"],
     "argmax": ["argmax.wgsl"],

@@ -22,7 +22,7 @@ use crate::ops::flash_attn::plan::{
 };
 use crate::ops::flash_attn::tuning::Force;
 use crate::ops::mul_mat::plan::{
-    self as mm, BPrologue, COPY_WG, Choice, MatVecPlan, MulMatPlan, MulMatTuning, Problem, SIMPLE_WG,
+    self as mm, BPrologue, COPY_WG, Choice, DstEpilogue, MatVecPlan, MulMatPlan, MulMatTuning, Problem, SIMPLE_WG,
     SubgroupMatrixPlan, TiledPlan,
 };
 use crate::ops::norm::plan::NormPlan;
@@ -95,7 +95,18 @@ pub fn mul_mat(plan: &MulMatPlan) -> MulMatKernels {
             let variant = operands("mul_mat_vec.wgsl")
                 .flag("B_Q8", *int_dot)
                 .flag("B_Q8_WG", v.int_b_in_workgroup);
-            let variant = with_prologue(variant, plan.prologue_in_workgroup().then_some(plan.problem.b_prologue))
+            let variant = with_prologue(variant, plan.prologue_in_workgroup().then_some(plan.problem.b_prologue));
+            let variant = match plan.problem.dst_epilogue {
+                DstEpilogue::RopeSetRows {
+                    freq_factors,
+                    cache_f16,
+                } if plan.applies_epilogue() => variant
+                    .flag("DST_ROPE", true)
+                    .flag("ROPE_FF", freq_factors)
+                    .flag("CACHE_F16", cache_f16),
+                _ => variant,
+            };
+            let variant = variant
                 .define("B_WG_BLOCKS", format!("{}u", v.b_wg_blocks.max(1)))
                 .flag("B_Q8K", *int_slots)
                 .flag("VEC_PREFETCH", *prefetch)
@@ -611,6 +622,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                             b_contiguous,
                                             dst_bytes: m * n * 4,
                                             b_prologue: BPrologue::None,
+                                            dst_epilogue: DstEpilogue::None,
                                         };
                                         add_mul_mat(&mut add, &problem, device, &tuning, knobs);
                                         // b with the ops before it, where the plan applies them.
@@ -640,6 +652,7 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                     b_contiguous: true,
                     dst_bytes: 1 << 34,
                     b_prologue: BPrologue::None,
+                    dst_epilogue: DstEpilogue::None,
                 };
                 add_mul_mat(&mut add, &huge, device, &tuning, knobs);
             }

@@ -1222,3 +1222,123 @@ fn rms_norm_mul_mat_falls_back_and_refuses_bad_operands() {
     }
     assert_eq!(ctx.stream_counts().dispatches, before, "nothing recorded");
 }
+
+/// i32 values on the device.
+fn i32_tensor(ctx: &GpuContext, values: &[i32]) -> ggml_dawn::DeviceTensor {
+    ctx.upload(&HostTensor {
+        layout: Layout::contiguous(GgmlType::I32, [values.len(), 1, 1, 1]).unwrap(),
+        data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    })
+    .unwrap()
+}
+
+/// A q/k/v projection with its norm before it and its ROPE and KV-cache write after it: the
+/// fused mat-vec (one dispatch, or two with the quantize pass) gives the bytes of the ops one
+/// after the other, both in the result and in the cache, whatever the cache's type, the
+/// frequency factors, YaRN's ramp, a partial rotation or several tokens.
+#[test]
+fn rms_norm_mul_mat_rope_set_rows_fused_matches_the_ops() {
+    use ggml_dawn::ops::mul_mat::{NormMulMatRopePlan, RopeSetRows};
+    use ggml_dawn::reference::{RopeMode, RopeParams};
+    let mut rng = Rng::new(0x5eed_0a14);
+    // (a type, k, q heads, kv heads, head dim, n_dims, tokens, cache type, freq factors, YaRN,
+    // residual): SmolLM2's, Llama-3-8B's head size, a partial rotation.
+    let shapes = [
+        (GgmlType::Q4_1, 576, 9, 3, 64, 64, 1, GgmlType::F16, false, false, true),
+        (GgmlType::Q8_0, 256, 4, 2, 128, 128, 1, GgmlType::F32, true, true, false),
+        (GgmlType::Q4_0, 128, 2, 1, 64, 32, 2, GgmlType::F16, false, true, true),
+        (GgmlType::Q4_K, 512, 4, 2, 64, 64, 1, GgmlType::F16, true, false, false),
+    ];
+    for (path, ctx) in fused_contexts() {
+        for (ty, k, n_head, n_kv, d, n_dims, n, cache_ty, ff, yarn, with_residual) in shapes {
+            let what = format!(
+                "{path}: {ty} k={k} heads={n_head}+{n_kv} d={d} n_dims={n_dims} n={n} {cache_ty} ff={ff} yarn={yarn}"
+            );
+            let m = (n_head + 2 * n_kv) * d;
+            let values =
+                |len: usize, lo: f32, hi: f32, rng: &mut Rng| (0..len).map(|_| rng.uniform(lo, hi)).collect::<Vec<_>>();
+            let a = ctx
+                .from_f32(ty, [k, m, 1, 1], &values(k * m, -1.0, 1.0, &mut rng))
+                .unwrap();
+            let x = ctx
+                .from_f32(GgmlType::F32, [k, n, 1, 1], &values(k * n, -2.0, 2.0, &mut rng))
+                .unwrap();
+            let r = ctx
+                .from_f32(GgmlType::F32, [k, n, 1, 1], &values(k * n, -1.0, 1.0, &mut rng))
+                .unwrap();
+            let w = ctx
+                .from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, 0.5, 1.5, &mut rng))
+                .unwrap();
+            let factors = ctx
+                .from_f32(
+                    GgmlType::F32,
+                    [n_dims / 2, 1, 1, 1],
+                    &values(n_dims / 2, 1.0, 4.0, &mut rng),
+                )
+                .unwrap();
+            let positions: Vec<i32> = (0..n as i32).map(|t| 37 + 5 * t).collect();
+            let pos = i32_tensor(&ctx, &positions);
+            let ids: Vec<i32> = (0..n as i32).map(|t| 2 + 3 * t).collect();
+            let ids = i32_tensor(&ctx, &ids);
+            let mut params = RopeParams::new(n_dims, RopeMode::Normal);
+            if yarn {
+                (params.freq_scale, params.ext_factor, params.n_ctx_orig) = (0.25, 1.0, 4096);
+                (params.beta_fast, params.beta_slow, params.attn_factor) = (32.0, 1.0, 1.0);
+            }
+            let width = 2 * n_kv * d;
+            let run = |fused: bool| {
+                let dst = ctx.empty(GgmlType::F32, [m, n, 1, 1]).unwrap();
+                let sum = ctx.empty(GgmlType::F32, [k, n, 1, 1]).unwrap();
+                let cache = ctx.zeros(cache_ty, [width, 16, 1, 1]).unwrap();
+                let residual = with_residual.then_some(mul_mat::Residual {
+                    residual: &r,
+                    sum: &sum,
+                });
+                let rope = RopeSetRows {
+                    heads: n_head + n_kv,
+                    head_dim: d,
+                    pos: &pos,
+                    freq_factors: ff.then_some(&factors),
+                    params: &params,
+                    kv_start: n_head * d,
+                    cache: &cache,
+                    ids: &ids,
+                };
+                let before = ctx.stream_counts().dispatches;
+                if fused {
+                    let ran = ctx
+                        .rms_norm_mul_mat_rope_set_rows_into(&a, &x, residual, &w, 1e-5, &dst, rope)
+                        .unwrap();
+                    let NormMulMatRopePlan::Fused(plan) = &ran else {
+                        panic!("{what}: {ran}");
+                    };
+                    assert!(
+                        plan.applies_epilogue() && ran.to_string().contains("ROPE"),
+                        "{what}: {ran}"
+                    );
+                    assert_eq!(
+                        ctx.stream_counts().dispatches - before,
+                        fused_dispatches(plan, &what),
+                        "{what}"
+                    );
+                } else {
+                    ctx.rms_norm_mul_mat_into(&a, &x, residual, &w, 1e-5, &dst).unwrap();
+                    let heads = dst.view(rope.heads_layout(dst.layout()).unwrap()).unwrap();
+                    let rows = dst.view(rope.rows_layout(dst.layout()).unwrap()).unwrap();
+                    ctx.rope_into(&heads, &pos, rope.freq_factors, &heads, &params).unwrap();
+                    ctx.set_rows(&cache, &rows, &ids).unwrap();
+                }
+                let bits = |t: &ggml_dawn::DeviceTensor| {
+                    let h = ctx.read(t).unwrap();
+                    h.data
+                };
+                (bits(&dst), bits(&cache), with_residual.then(|| bits(&sum)))
+            };
+            let (fused, apart) = (run(true), run(false));
+            assert!(fused.0 == apart.0, "{what}: the result");
+            assert!(fused.1 == apart.1, "{what}: the cache");
+            assert!(fused.1.iter().any(|&b| b != 0), "{what}: the cache written");
+            assert!(fused.2 == apart.2, "{what}: the sum");
+        }
+    }
+}

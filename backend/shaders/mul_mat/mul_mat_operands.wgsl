@@ -80,17 +80,32 @@
 #else
 #define NORM_BINDING 3
 #endif
-// The norm's operands follow the storage bindings above; the parameters come last.
+// The norm's operands follow the storage bindings above, then the epilogue's; the parameters
+// come last.
 #if defined(B_RMS_NORM) && defined(B_NORM_RESIDUAL)
 @group(0) @binding(NORM_BINDING) var<storage, read> norm_w: array<f32>;
 @group(0) @binding(NORM_BINDING + 1) var<storage, read> norm_r: array<f32>;
 @group(0) @binding(NORM_BINDING + 2) var<storage, read_write> norm_sum: array<f32>;
-#define PARAMS_BINDING NORM_BINDING + 3
+#define EPI_BINDING (NORM_BINDING + 3)
 #elif defined(B_RMS_NORM)
 @group(0) @binding(NORM_BINDING) var<storage, read> norm_w: array<f32>;
-#define PARAMS_BINDING NORM_BINDING + 1
+#define EPI_BINDING (NORM_BINDING + 1)
 #else
-#define PARAMS_BINDING NORM_BINDING
+#define EPI_BINDING NORM_BINDING
+#endif
+#if defined(DST_ROPE) && defined(ROPE_FF)
+@group(0) @binding(EPI_BINDING) var<storage, read> rope_pos: array<u32>;
+@group(0) @binding(EPI_BINDING + 1) var<storage, read> rope_ff: array<f32>;
+@group(0) @binding(EPI_BINDING + 2) var<storage, read> kv_ids: array<u32>;
+@group(0) @binding(EPI_BINDING + 3) var<storage, read_write> kv_cache: array<u32>;
+#define PARAMS_BINDING (EPI_BINDING + 4)
+#elif defined(DST_ROPE)
+@group(0) @binding(EPI_BINDING) var<storage, read> rope_pos: array<u32>;
+@group(0) @binding(EPI_BINDING + 1) var<storage, read> kv_ids: array<u32>;
+@group(0) @binding(EPI_BINDING + 2) var<storage, read_write> kv_cache: array<u32>;
+#define PARAMS_BINDING (EPI_BINDING + 3)
+#else
+#define PARAMS_BINDING EPI_BINDING
 #endif
 
 struct Params {
@@ -120,6 +135,24 @@ struct Params {
     norm_r_nb1: u32,
     norm_sum_start: u32,
     norm_sum_nb1: u32,
+    rope_rows: u32,   // DST_ROPE: rows [0, rope_rows) of each column are heads of rope_d rows,
+    rope_d: u32,      // roped in place (ROPE's normal mode: pairs of adjacent rows, the first
+    rope_n_dims: u32, // n_dims of each head), at position rope_pos[pos_start + column]
+    pos_start: u32,   // elements
+    ff_start: u32,    // elements (ROPE_FF)
+    theta_scale: f32, // rope.wgsl's angle parameters
+    freq_scale: f32,
+    ext_factor: f32,
+    attn_factor: f32,
+    corr0: f32,
+    corr1: f32,
+    mscale_ext: f32,
+    kv_start: u32,    // rows [kv_start, kv_end) of column c stored as cache row kv_ids[ids_start + c]
+    kv_end: u32,
+    ids_start: u32,   // elements
+    cache_start: u32, // words from kv_cache's binding to the cache's row 0
+    cache_nb1: u32,   // words a cache row
+    cache_rows: u32,  // rows of the cache (an id past them writes nothing)
 }
 @group(0) @binding(PARAMS_BINDING) var<uniform> params: Params;
 

@@ -24,10 +24,15 @@
 // workgroup table),
 // PROBE_LOADS (measuring only: the loads without the arithmetic) and PROBE_ALU (measuring only:
 // the float kernel's arithmetic without a's loads); USE_SUBGROUPS and MAX_SUBGROUPS (WG_SIZE / the smallest subgroup size). A group
-// holds a whole number of subgroups (the planner sees to it).
+// holds a whole number of subgroups (the planner sees to it). DST_ROPE (with ROPE_FF,
+// CACHE_F16): the ROPE and KV-cache write of a q/k/v projection applied to the rows the
+// workgroup stored (`rope_kv_epilogue`; ROWS · GROUPS and m even, one batch).
 //
 // Bytes touched: a, b and dst only as mul_mat_operands.wgsl states (a's rows past m, b's
-// columns past n and elements past k are not read); tested by tests/tests/guards.rs.
+// columns past n and elements past k are not read); tested by tests/tests/guards.rs. With
+// DST_ROPE, rope_pos and kv_ids elements pos_start + c and ids_start + c for columns c < n,
+// rope_ff elements ff_start + [0, rope_n_dims / 2), and kv_cache words cache_start + id ·
+// cache_nb1 + [0, row words) for ids below cache_rows (`mul_mat::check_rope_set_rows`).
 #ifdef USE_SUBGROUPS
 enable subgroups;
 #endif
@@ -341,6 +346,66 @@ fn vu_acc(h: VuSub, b0: vec4<f32>, b1: vec4<f32>, c: f32) -> f32 {
 #else
     return fma(vu_dot0(h.x, b0), h.sx, fma(vu_dot0(h.y, b1), h.sy, c));
 #endif
+}
+#endif
+
+#ifdef DST_ROPE
+#include "rope_yarn.wgsl"
+
+// cos and sin of pair k's angle at column c's position: rope.wgsl's angle in the normal mode.
+fn epi_angle(k: u32, c: u32) -> vec2<f32> {
+    let p = params;
+    var theta = f32(bitcast<i32>(rope_pos[p.pos_start + c]));
+    for (var j = 0u; j < k; j++) {
+        theta *= p.theta_scale;
+    }
+#ifdef ROPE_FF
+    let extrap = theta / rope_ff[p.ff_start + k];
+#else
+    let extrap = theta;
+#endif
+    return rope_yarn(extrap, k, p.freq_scale, p.ext_factor, p.attn_factor, p.corr0, p.corr1, p.mscale_ext);
+}
+
+// After the workgroup has stored its rows (an even number from an even row: the planner's
+// condition), each pair of them roped in place where it is a head's rotated pair (ROPE's
+// arithmetic), then stored to the KV cache where it lies in the window [kv_start, kv_end), as
+// SET_ROWS would (f32, or f16 with CACHE_F16: the pair is one word).
+fn rope_kv_epilogue(tile: Tile, lid: u32) {
+    let p = params;
+    let pairs = (ROWS * GROUPS) / 2u;
+    let row0 = tile.tm * (ROWS * GROUPS);
+    for (var u = lid; u < pairs * N_COLS; u += WG_SIZE) {
+        let c = u / pairs;
+        let r = row0 + 2u * (u % pairs);
+        if (c >= p.n || r >= p.m) {
+            continue;
+        }
+        let at = tile.dst_base + c * p.m + r;
+        var v0 = dst[at];
+        var v1 = dst[at + 1u];
+        if (r < p.rope_rows && r % p.rope_d < p.rope_n_dims) {
+            let cs = epi_angle((r % p.rope_d) / 2u, c);
+            let x0 = v0;
+            let x1 = v1;
+            v0 = x0 * cs.x - x1 * cs.y;
+            v1 = x0 * cs.y + x1 * cs.x;
+            dst[at] = v0;
+            dst[at + 1u] = v1;
+        }
+        if (r >= p.kv_start && r < p.kv_end) {
+            let id = kv_ids[p.ids_start + c];
+            if (id < p.cache_rows) {
+#ifdef CACHE_F16
+                kv_cache[p.cache_start + id * p.cache_nb1 + (r - p.kv_start) / 2u] = f16_bits(v0) | (f16_bits(v1) << 16u);
+#else
+                let w = p.cache_start + id * p.cache_nb1 + (r - p.kv_start);
+                kv_cache[w] = bitcast<u32>(v0);
+                kv_cache[w + 1u] = bitcast<u32>(v1);
+#endif
+            }
+        }
+    }
 }
 #endif
 
@@ -745,5 +810,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     workgroupBarrier();
 #endfor
 #endfor
+#endif
+#ifdef DST_ROPE
+    // The rows this workgroup stored, visible to all its threads.
+    storageBarrier();
+    rope_kv_epilogue(tile, lid);
 #endif
 }

@@ -22,6 +22,7 @@
 // extents, elements below ne0); pos element i2 + section·ne2 (the host checks pos holds
 // ne2·sections of them); ff elements below the rotated pairs (checked likewise).
 #include "common.wgsl"
+#include "rope_yarn.wgsl"
 
 #if INPLACE && DST_ATOMIC
 @group(0) @binding(0) var<storage, read> pos: array<u32>;
@@ -240,20 +241,7 @@ fn angle(k: u32, i2: u32) -> vec2<f32> {
 #else
     let extrap = theta;
 #endif
-    let interp = p.freq_scale * extrap;
-    var t = interp;
-    var mscale = p.attn_factor;
-    if (p.ext_factor != 0.0) {
-        let y = (f32(k) - p.corr0) / max(0.001, p.corr1 - p.corr0);
-        let ramp = 1.0 - min(1.0, max(0.0, y));
-        let mix = ramp * p.ext_factor;
-        t = interp * (1.0 - mix) + extrap * mix;
-        mscale *= p.mscale_ext;
-    }
-    // t − n·2π in two steps (6.28125 has 8 significant bits: n·C1 is exact).
-    let n = round(t * 0.15915494);
-    let r = (t - n * 6.28125) - n * 0.0019353071795864769;
-    return vec2<f32>(cos(r), sin(r)) * mscale;
+    return rope_yarn(extrap, k, p.freq_scale, p.ext_factor, p.attn_factor, p.corr0, p.corr1, p.mscale_ext);
 }
 
 #if SHARED

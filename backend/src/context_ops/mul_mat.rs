@@ -5,8 +5,11 @@ use crate::error::Result;
 use crate::ggml_type::GgmlType;
 use crate::memory::DeviceTensor;
 use crate::ops::glu::{self, GluOp, GluParams};
-use crate::ops::mul_mat::{self, MulMatPlan, MulMatSwigluPlan, NormMulMatPlan, Residual};
+use crate::ops::mul_mat::{
+    self, MulMatPlan, MulMatSwigluPlan, NormMulMatPlan, NormMulMatRopePlan, Residual, RopeSetRows,
+};
 use crate::ops::norm;
+use crate::ops::rope;
 use crate::tensor::Layout;
 
 impl GpuContext {
@@ -228,5 +231,112 @@ impl GpuContext {
         };
         let m = mul_mat::mul_mat(&env, &mut stream, a, &normed, dst)?;
         Ok(NormMulMatPlan::Separate(n, m))
+    }
+
+    /// A q/k/v projection with the steps around it: [`GpuContext::rms_norm_mul_mat`] of `x`
+    /// (with a residual, `add_rms_norm_mul_mat`, its sum into `sum`) into the existing f32
+    /// `dst` `[m, n]`, then ROPE of the heads at the start of each of dst's columns and the
+    /// KV-cache write of its window (`rope`, see [`RopeSetRows`]: the ops
+    /// [`GpuContext::rope_set_rows`] runs). One dispatch where the mat-vec quantizes b in its
+    /// workgroups (two with its quantize pass) when the planner fuses them
+    /// (`MulMatTuning::vec_rope_set_rows`: each workgroup ropes the rows it stored, with ROPE's
+    /// arithmetic, and stores its part of the window); else the ops one after the other, with
+    /// the same result. Recorded, not yet run; returns what it recorded.
+    ///
+    /// ```
+    /// use ggml_dawn::ops::mul_mat::RopeSetRows;
+    /// use ggml_dawn::reference::{RopeMode, RopeParams};
+    /// use ggml_dawn::{GgmlType, GpuContext, HostTensor, Layout};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = GpuContext::new(Default::default())?;
+    /// // x = [1, 1, 1, 1] normed is itself; a's rows pick its elements: y = [1, 2, 3, 4] · 1.
+    /// let x = ctx.from_f32(GgmlType::F32, [4, 1, 1, 1], &[1.0; 4])?;
+    /// let w = ctx.from_f32(GgmlType::F32, [4, 1, 1, 1], &[1.0, 2.0, 3.0, 4.0])?;
+    /// let a = ctx.from_f32(GgmlType::F32, [4, 4, 1, 1], &[
+    ///     1., 0., 0., 0., 0., 1., 0., 0., 0., 0., 1., 0., 0., 0., 0., 1.,
+    /// ])?;
+    /// let dst = ctx.empty(GgmlType::F32, [4, 1, 1, 1])?;
+    /// // One head of 2 rows roped at position 1; rows 2..4 into cache row 1.
+    /// let pos = ctx.upload(&HostTensor {
+    ///     layout: Layout::contiguous(GgmlType::I32, [1, 1, 1, 1])?,
+    ///     data: 1i32.to_le_bytes().to_vec(),
+    /// })?;
+    /// let cache = ctx.zeros(GgmlType::F32, [2, 3, 1, 1])?;
+    /// let params = RopeParams::new(2, RopeMode::Normal);
+    /// let rope = RopeSetRows {
+    ///     heads: 1,
+    ///     head_dim: 2,
+    ///     pos: &pos,
+    ///     freq_factors: None,
+    ///     params: &params,
+    ///     kv_start: 2,
+    ///     cache: &cache,
+    ///     ids: &pos,
+    /// };
+    /// ctx.rms_norm_mul_mat_rope_set_rows_into(&a, &x, None, &w, 0.0, &dst, rope)?;
+    /// let (y, cells) = (ctx.read_f32(&dst)?, ctx.read_f32(&cache)?);
+    /// let (c, s) = (1f32.cos(), 1f32.sin());
+    /// assert!((y[0] - (c - 2.0 * s)).abs() < 1e-3 && (y[1] - (s + 2.0 * c)).abs() < 1e-3);
+    /// assert_eq!(cells, [0.0, 0.0, 3.0, 4.0, 0.0, 0.0]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn rms_norm_mul_mat_rope_set_rows_into(
+        &self,
+        a: &DeviceTensor,
+        x: &DeviceTensor,
+        residual: Option<Residual<'_>>,
+        weight: &DeviceTensor,
+        eps: f32,
+        dst: &DeviceTensor,
+        rope: RopeSetRows<'_>,
+    ) -> Result<NormMulMatRopePlan> {
+        if let Some(plan) = self.try_rms_norm_mul_mat_rope_set_rows_into(a, x, residual, weight, eps, dst, rope)? {
+            return Ok(NormMulMatRopePlan::Fused(plan));
+        }
+        mul_mat::check_rope_set_rows(dst.layout(), &rope)?;
+        let heads = dst.view(rope.heads_layout(dst.layout())?)?;
+        let rows = dst.view(rope.rows_layout(dst.layout())?)?;
+        let n = self.rms_norm_mul_mat_into(a, x, residual, weight, eps, dst)?;
+        let r = rope::rope_set_rows(
+            &self.env(),
+            &mut self.stream.lock(),
+            &heads,
+            rope.pos,
+            rope.freq_factors,
+            rope.params,
+            &rows,
+            rope.cache,
+            rope.ids,
+        )?;
+        Ok(NormMulMatRopePlan::Separate(n, r))
+    }
+
+    /// [`GpuContext::rms_norm_mul_mat_rope_set_rows_into`]'s fused mat-vec where it applies
+    /// (returns its plan); `Ok(None)`, with nothing recorded, where the ops must run instead.
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_rms_norm_mul_mat_rope_set_rows_into(
+        &self,
+        a: &DeviceTensor,
+        x: &DeviceTensor,
+        residual: Option<Residual<'_>>,
+        weight: &DeviceTensor,
+        eps: f32,
+        dst: &DeviceTensor,
+        rope: RopeSetRows<'_>,
+    ) -> Result<Option<MulMatPlan>> {
+        mul_mat::rms_norm_mul_mat_rope_set_rows(
+            &self.env(),
+            &mut self.stream.lock(),
+            a,
+            x,
+            residual,
+            weight,
+            eps,
+            dst,
+            Some(rope),
+        )
     }
 }

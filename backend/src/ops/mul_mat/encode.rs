@@ -9,7 +9,7 @@ use crate::memory::{Binding, DeviceTensor};
 use crate::ops::Env;
 use crate::params::{MulMatSimpleUniforms, MulMatUniforms};
 
-use super::plan::{BPrologue, Choice, MulMatPlan, SIMPLE_WG};
+use super::plan::{BPrologue, Choice, DstEpilogue, MulMatPlan, SIMPLE_WG};
 
 /// The three storage bindings (a, b, dst).
 #[derive(Debug, Clone, Copy)]
@@ -61,6 +61,15 @@ fn plan_kernels(env: &Env, plan: &MulMatPlan) -> Result<Arc<PlanKernels>> {
         }
         if plan.prologue_in_workgroup() {
             main.extend_from_slice(norm_accesses);
+        }
+        if let (true, DstEpilogue::RopeSetRows { freq_factors, .. }) =
+            (plan.applies_epilogue(), plan.problem.dst_epilogue)
+        {
+            main.push(Access::Read);
+            if freq_factors {
+                main.push(Access::Read);
+            }
+            main.extend([Access::Read, Access::ReadWrite]);
         }
         let pass = [Access::Read, Access::Read, Access::ReadWrite];
         let compile = |v: Option<&crate::shader_lib::ShaderVariant>| v.map(|v| env.kernel(v, &pass)).transpose();
@@ -114,6 +123,46 @@ impl NormBinding {
     }
 }
 
+/// The ROPE and KV-cache write a plan with [`DstEpilogue::RopeSetRows`] binds after the
+/// norm's operands (mul_mat_operands.wgsl's EPI_BINDING), and its parameters (the
+/// `MulMatUniforms` fields from `rope_rows` on).
+#[derive(Debug, Clone)]
+pub struct RopeKvBinding {
+    pub pos: BufferRange,
+    pub freq_factors: Option<BufferRange>,
+    pub ids: BufferRange,
+    pub cache: BufferRange,
+    pub params: MulMatUniforms,
+}
+
+impl RopeKvBinding {
+    fn bind(&self, buffers: &mut Vec<BufferRange>, params: &mut MulMatUniforms) {
+        buffers.push(self.pos.clone());
+        buffers.extend(self.freq_factors.clone());
+        buffers.push(self.ids.clone());
+        buffers.push(self.cache.clone());
+        let e = &self.params;
+        params.rope_rows = e.rope_rows;
+        params.rope_d = e.rope_d;
+        params.rope_n_dims = e.rope_n_dims;
+        params.pos_start = e.pos_start;
+        params.ff_start = e.ff_start;
+        params.theta_scale = e.theta_scale;
+        params.freq_scale = e.freq_scale;
+        params.ext_factor = e.ext_factor;
+        params.attn_factor = e.attn_factor;
+        params.corr0 = e.corr0;
+        params.corr1 = e.corr1;
+        params.mscale_ext = e.mscale_ext;
+        params.kv_start = e.kv_start;
+        params.kv_end = e.kv_end;
+        params.ids_start = e.ids_start;
+        params.cache_start = e.cache_start;
+        params.cache_nb1 = e.cache_nb1;
+        params.cache_rows = e.cache_rows;
+    }
+}
+
 /// Records the planned kernel.
 pub fn encode(
     env: &Env,
@@ -124,11 +173,11 @@ pub fn encode(
     bound: &Bindings,
     plan: &MulMatPlan,
 ) -> Result<()> {
-    encode_with(env, stream, a, b, dst, bound, plan, None)
+    encode_with(env, stream, a, b, dst, bound, plan, None, None)
 }
 
-/// [`encode`] with the norm's operands of a [`BPrologue::RmsNorm`] plan (which needs them and
-/// takes no others).
+/// [`encode`] with the norm's operands of a [`BPrologue::RmsNorm`] plan and the epilogue's of a
+/// [`DstEpilogue::RopeSetRows`] plan (which need them and take no others).
 #[allow(clippy::too_many_arguments)]
 pub fn encode_with(
     env: &Env,
@@ -139,7 +188,21 @@ pub fn encode_with(
     bound: &Bindings,
     plan: &MulMatPlan,
     norm: Option<&NormBinding>,
+    rope: Option<&RopeKvBinding>,
 ) -> Result<()> {
+    if plan.applies_epilogue() != rope.is_some()
+        || rope.is_some_and(|r| {
+            r.freq_factors.is_some()
+                != matches!(
+                    plan.problem.dst_epilogue,
+                    DstEpilogue::RopeSetRows { freq_factors: true, .. }
+                )
+        })
+    {
+        return Err(BackendError::InvalidOperands(
+            "MUL_MAT: an epilogue's operands that do not match the plan".into(),
+        ));
+    }
     let norm_residual = match plan.problem.b_prologue {
         BPrologue::RmsNorm { residual, .. } => Some(residual),
         _ => None,
@@ -172,6 +235,9 @@ pub fn encode_with(
     }
     if let Some(n) = norm.filter(|_| plan.prologue_in_workgroup()) {
         n.bind(&mut buffers, &mut params);
+    }
+    if let Some(r) = rope {
+        r.bind(&mut buffers, &mut params);
     }
     if plan.dequantize_a.is_some() || plan.convert_b.is_some() {
         // The f16 copies go to the context's scratch first, in the same submit as the kernel,
@@ -312,6 +378,7 @@ fn operand_params(
         norm_r_nb1: 0,
         norm_sum_start: 0,
         norm_sum_nb1: 0,
+        ..MulMatUniforms::default()
     })
 }
 

@@ -22,11 +22,13 @@ use crate::ops::Env;
 use crate::ops::dequantize;
 use crate::ops::glu::{self, GluOp, GluParams, GluPlan};
 use crate::ops::norm;
+use crate::params::MulMatUniforms;
+use crate::reference::{RopeMode, RopeParams};
 use crate::tensor::Layout;
 
 pub use plan::{
-    BPrologue, Choice, DeviceFacts, F16Copy, INT_B_WG_MAX_K, MatVecPlan, MatrixConfig, MulMatPlan, NormReduce, Problem,
-    QuantizeB, SubgroupMatrixPlan, TiledPlan,
+    BPrologue, Choice, DeviceFacts, DstEpilogue, F16Copy, INT_B_WG_MAX_K, MatVecPlan, MatrixConfig, MulMatPlan,
+    NormReduce, Problem, QuantizeB, SubgroupMatrixPlan, TiledPlan,
 };
 pub use tuning::{BVec4, MulMatTuning};
 
@@ -238,6 +240,23 @@ impl std::fmt::Display for NormMulMatPlan {
     }
 }
 
+/// What [`GpuContext::rms_norm_mul_mat_rope_set_rows_into`](crate::GpuContext::rms_norm_mul_mat_rope_set_rows_into)
+/// ran: the mat-vec that norms b, ropes its result and writes the KV cache, or the ops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NormMulMatRopePlan {
+    Fused(MulMatPlan),
+    Separate(NormMulMatPlan, crate::ops::rope::RopeSetRowsPlan),
+}
+
+impl std::fmt::Display for NormMulMatRopePlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NormMulMatRopePlan::Fused(p) => write!(f, "{p}"),
+            NormMulMatRopePlan::Separate(m, r) => write!(f, "{m}; then ROPE: {r}"),
+        }
+    }
+}
+
 /// The residual ADD before a fused RMS_NORM: `sum = x + residual`, f32 of x's extents.
 #[derive(Debug, Clone, Copy)]
 pub struct Residual<'a> {
@@ -284,6 +303,98 @@ pub fn rms_norm_mul_mat(
     eps: f32,
     dst: &DeviceTensor,
 ) -> Result<Option<MulMatPlan>> {
+    rms_norm_mul_mat_rope_set_rows(env, stream, a, x, residual, weight, eps, dst, None)
+}
+
+/// The ROPE and SET_ROWS after a q/k/v projection, for [`rms_norm_mul_mat_rope_set_rows`] to
+/// apply to the projection's result `dst` (f32 `[m, n]`) as its mat-vec stores it: rows `[0,
+/// heads · head_dim)` of each column are heads of `head_dim` rows roped in place at the
+/// column's position `pos[c]` (ROPE in ggml's normal mode, with `freq_factors`); then rows
+/// `[kv_start, kv_start + w)`, `w` the cache's row, are stored as row `ids[c]` of `cache`
+/// (SET_ROWS). See [`check_rope_set_rows`].
+#[derive(Debug, Clone, Copy)]
+pub struct RopeSetRows<'a> {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub pos: &'a DeviceTensor,
+    pub freq_factors: Option<&'a DeviceTensor>,
+    pub params: &'a RopeParams,
+    pub kv_start: usize,
+    pub cache: &'a DeviceTensor,
+    pub ids: &'a DeviceTensor,
+}
+
+impl RopeSetRows<'_> {
+    /// The layout ROPE sees in `dst` (`[m, n]` f32): the heads `[head_dim, heads, n]`.
+    pub fn heads_layout(&self, dst: &Layout) -> Result<Layout> {
+        self.window(dst, self.head_dim, self.heads, 0)
+    }
+
+    /// The layout SET_ROWS reads from `dst`: the rows `[w, n]` from `kv_start`.
+    pub fn rows_layout(&self, dst: &Layout) -> Result<Layout> {
+        let w = self.cache.layout().ne[0];
+        let mut l = self.window(dst, w, 1, self.kv_start)?;
+        l.ne = [w, dst.ne[1], 1, 1];
+        l.nb = [4, dst.nb[1], dst.nb[1] * dst.ne[1], dst.nb[1] * dst.ne[1]];
+        Ok(l)
+    }
+
+    fn window(&self, dst: &Layout, rows: usize, heads: usize, first: usize) -> Result<Layout> {
+        let inside = rows
+            .checked_mul(heads)
+            .and_then(|r| r.checked_add(first))
+            .is_some_and(|end| end <= dst.ne[0]);
+        if dst.ty != GgmlType::F32 || !dst.is_contiguous() || dst.ne[2] != 1 || dst.ne[3] != 1 || !inside {
+            return Err(BackendError::InvalidOperands(format!(
+                "ROPE + SET_ROWS: {heads} heads of {rows} rows from row {first} outside the f32 result {:?}",
+                dst.ne
+            )));
+        }
+        let col = dst.nb[1];
+        Ok(Layout {
+            ty: GgmlType::F32,
+            ne: [rows, heads, dst.ne[1], 1],
+            nb: [4, rows * 4, col, col * dst.ne[1]],
+            offset: dst.offset + first * 4,
+        })
+    }
+}
+
+/// Why ROPE and SET_ROWS of `r` cannot follow a MUL_MAT into `dst`, if they cannot: ROPE's
+/// rules ([`crate::ops::rope::check`]) for the heads in place, SET_ROWS's
+/// ([`crate::ops::rows::check_set_rows`]) for the rows into the cache.
+pub fn check_rope_set_rows(dst: &Layout, r: &RopeSetRows<'_>) -> Result<()> {
+    let heads = r.heads_layout(dst)?;
+    crate::ops::rope::check(
+        &heads,
+        r.pos.layout(),
+        r.freq_factors.map(|f| f.layout()),
+        &heads,
+        r.params,
+    )?;
+    crate::ops::rows::check_set_rows(r.cache.layout(), &r.rows_layout(dst)?, r.ids.layout())?;
+    Ok(())
+}
+
+/// [`rms_norm_mul_mat`] followed by the ROPE and KV-cache write `rope` describes (see
+/// [`RopeSetRows`]), all in the mat-vec where the planner fuses them
+/// ([`MulMatPlan::applies_epilogue`]: each workgroup ropes the rows it stored, with ROPE's
+/// arithmetic, and stores its part of the KV window, as SET_ROWS would): its plan, or `Ok(None)`
+/// with nothing recorded where it does not (the caller runs the ops: ROPE's normal mode
+/// without an offset, i32 ids, an f32 or f16 cache of packed word-aligned rows, the window
+/// starting at an even row).
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_mul_mat_rope_set_rows(
+    env: &Env,
+    stream: &mut Stream,
+    a: &DeviceTensor,
+    x: &DeviceTensor,
+    residual: Option<Residual<'_>>,
+    weight: &DeviceTensor,
+    eps: f32,
+    dst: &DeviceTensor,
+    rope: Option<RopeSetRows<'_>>,
+) -> Result<Option<MulMatPlan>> {
     let (lx, lw) = (x.layout(), weight.layout());
     check_rms_norm(
         a.layout(),
@@ -293,9 +404,16 @@ pub fn rms_norm_mul_mat(
         dst.layout(),
         eps,
     )?;
+    if let Some(r) = &rope {
+        check_rope_set_rows(dst.layout(), r)?;
+    }
     let mut all = vec![a, x, weight, dst];
     if let Some(r) = residual {
         all.extend([r.residual, r.sum]);
+    }
+    if let Some(r) = &rope {
+        all.extend([r.pos, r.cache, r.ids]);
+        all.extend(r.freq_factors);
     }
     env.check_operands(&all)?;
     env.check_stream(stream)?;
@@ -303,10 +421,21 @@ pub fn rms_norm_mul_mat(
     if let Some(r) = residual {
         inputs.push(("residual", r.residual));
     }
+    if let Some(r) = &rope {
+        inputs.extend([("pos", r.pos), ("ids", r.ids)]);
+        inputs.extend(r.freq_factors.map(|f| ("freq_factors", f)));
+    }
     crate::memory::check_output_disjoint("MUL_MAT", dst, &inputs)?;
     if let Some(r) = residual {
         inputs.push(("dst", dst));
         crate::memory::check_output_disjoint("RMS_NORM", r.sum, &inputs)?;
+    }
+    if let Some(r) = &rope {
+        inputs.push(("dst", dst));
+        if let Some(res) = residual {
+            inputs.push(("sum", res.sum));
+        }
+        crate::memory::check_output_disjoint("SET_ROWS", r.cache, &inputs)?;
     }
     let k = lx.ne[0];
     let packed = |l: &Layout| l.nb[0] == 4 && l.nb[1].is_multiple_of(4) && l.ne[2] == 1 && l.ne[3] == 1;
@@ -343,8 +472,21 @@ pub fn rms_norm_mul_mat(
             subgroups: rows.subgroups,
         },
     };
+    let epilogue = match &rope {
+        Some(r) => match rope_kv_binding(env, r, dst)? {
+            Some(binding) => Some(binding),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    if let Some(r) = &rope {
+        problem.dst_epilogue = DstEpilogue::RopeSetRows {
+            freq_factors: r.freq_factors.is_some(),
+            cache_f16: r.cache.layout().ty == GgmlType::F16,
+        };
+    }
     let plan = plan::plan(&problem, &env.facts(), &env.tuning().mul_mat);
-    if !plan.applies_prologue() {
+    if !plan.applies_prologue() || rope.is_some() != plan.applies_epilogue() {
         return Ok(None);
     }
     let word = |v: u64| crate::ops::arith::word("MUL_MAT", v);
@@ -364,8 +506,77 @@ pub fn rms_norm_mul_mat(
         sum_start: word(r.map_or(0, |(_, s)| s.start_byte / 4))?,
         sum_nb1: word(residual.map_or(0, |r| r.sum.layout().nb[1] as u64 / 4))?,
     };
-    encode::encode_with(env, stream, a, x, dst, &bound, &plan, Some(&norm))?;
+    encode::encode_with(env, stream, a, x, dst, &bound, &plan, Some(&norm), epilogue.as_ref())?;
     Ok(Some(plan))
+}
+
+/// The epilogue's bindings and parameters for `r` after a MUL_MAT into `dst` (checked by
+/// [`check_rope_set_rows`]), or `None` where the fused kernel does not take them.
+fn rope_kv_binding(env: &Env, r: &RopeSetRows<'_>, dst: &DeviceTensor) -> Result<Option<encode::RopeKvBinding>> {
+    let (p, lc, li) = (r.params, r.cache.layout(), r.ids.layout());
+    let width = lc.ne[0];
+    let fusable = p.mode == RopeMode::Normal
+        && p.n_offs == 0
+        && r.head_dim.is_multiple_of(2)
+        && r.kv_start.is_multiple_of(2)
+        && width.is_multiple_of(2)
+        && matches!(lc.ty, GgmlType::F32 | GgmlType::F16)
+        && lc.ne[2] == 1
+        && lc.ne[3] == 1
+        && lc.nb[1].is_multiple_of(4)
+        && li.ty == GgmlType::I32
+        && li.nb[0] == 4
+        && dst.layout().ne[1] <= li.ne[0];
+    if !fusable {
+        return Ok(None);
+    }
+    let limits = env.limits();
+    let (align, max) = (
+        u64::from(limits.min_storage_buffer_offset_alignment),
+        limits.max_storage_buffer_binding_size,
+    );
+    let (pb, ib, cb) = (
+        r.pos.binding(align, max)?,
+        r.ids.binding(align, max)?,
+        r.cache.binding(align, max)?,
+    );
+    let fb = r.freq_factors.map(|f| f.binding(align, max)).transpose()?;
+    // Element (word) indices into each binding: their starts must be whole words.
+    if [pb.start_byte, ib.start_byte, cb.start_byte].iter().any(|b| b % 4 != 0)
+        || fb.is_some_and(|f| f.start_byte % 4 != 0)
+    {
+        return Ok(None);
+    }
+    let word = |v: u64| crate::ops::arith::word("MUL_MAT", v);
+    let angles = crate::reference::rope::rope_angles(p);
+    let params = MulMatUniforms {
+        rope_rows: word((r.heads * r.head_dim) as u64)?,
+        rope_d: word(r.head_dim as u64)?,
+        rope_n_dims: word(p.n_dims as u64)?,
+        pos_start: word(pb.start_byte / 4)?,
+        ff_start: word(fb.map_or(0, |f| f.start_byte / 4))?,
+        theta_scale: angles.theta_scale,
+        freq_scale: p.freq_scale,
+        ext_factor: p.ext_factor,
+        attn_factor: p.attn_factor,
+        corr0: angles.corr[0],
+        corr1: angles.corr[1],
+        mscale_ext: angles.mscale_ext,
+        kv_start: word(r.kv_start as u64)?,
+        kv_end: word((r.kv_start + width) as u64)?,
+        ids_start: word(ib.start_byte / 4)?,
+        cache_start: word(cb.start_byte / 4)?,
+        cache_nb1: word(lc.nb[1] as u64 / 4)?,
+        cache_rows: word(lc.ne[1] as u64)?,
+        ..MulMatUniforms::default()
+    };
+    Ok(Some(encode::RopeKvBinding {
+        pos: BufferRange::new(r.pos.buffer(), pb),
+        freq_factors: r.freq_factors.zip(fb).map(|(f, b)| BufferRange::new(f.buffer(), b)),
+        ids: BufferRange::new(r.ids.buffer(), ib),
+        cache: BufferRange::new(r.cache.buffer(), cb),
+        params,
+    }))
 }
 
 /// The plan [`mul_mat`] would follow for tensors of these layouts (views placed at their
@@ -424,6 +635,7 @@ pub fn problem(la: &Layout, lb: &Layout, a_start: u64, b_start: u64, dst_bytes: 
         b_contiguous: contiguous_b,
         dst_bytes,
         b_prologue: BPrologue::None,
+        dst_epilogue: DstEpilogue::None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::plan::{BPrologue, Problem, plan};
+use super::plan::{BPrologue, DstEpilogue, Problem, plan};
 use crate::facts::presets;
 use crate::ggml_type::GgmlType;
 use crate::tuning::Tuning;
@@ -39,6 +39,7 @@ pub fn plan_grid() -> String {
                                 b_contiguous,
                                 dst_bytes: m * n * 4,
                                 b_prologue: BPrologue::None,
+                                dst_epilogue: DstEpilogue::None,
                             };
                             let _ = writeln!(
                                 out,

@@ -74,6 +74,10 @@ crate::knobs! {
         /// ... and the RMS_NORM (with the residual ADD) before it, a workgroup a column summing
         /// its squares as RMS_NORM's kernel would.
         vec_int_pass_rms_norm: bool,
+        /// The mat-vec ropes its result rows and stores the KV window to the cache itself
+        /// (`GpuContext::try_rms_norm_mul_mat_rope_set_rows_into`): a q/k/v projection, its
+        /// rotary embedding and its KV-cache write in one dispatch instead of two or three.
+        vec_rope_set_rows: bool,
         /// Its rows per row group, for 32-element blocks / super-blocks.
         vec_int_rows: Pair [range(1, 64)],
         /// Its row groups per workgroup, for 32-element blocks / super-blocks.

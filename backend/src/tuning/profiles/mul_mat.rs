@@ -58,6 +58,8 @@ fn hopper() -> MulMatTuning {
         // whose matrices are past `vec_int_b_wg_max_k`; the same bytes.
         vec_int_pass_swiglu: true,
         vec_int_pass_rms_norm: true,
+        // unmeasured: 60 dispatches fewer a SmolLM2 token, 64 a Llama-3-8B one.
+        vec_rope_set_rows: true,
         // bench/results/2026-12-03-h200-int-matvec-sweep.md: 4 groups of 2 rows at n=1 (q4_K 23.7 against 25.0 us with 8 of 1).
         vec_int_rows: Pair(2, 2),
         vec_int_groups: Pair(4, 4),

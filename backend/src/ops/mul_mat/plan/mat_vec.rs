@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::{BPrologue, DeviceFacts, MulMatTuning, Placed, Problem};
+use super::{BPrologue, DeviceFacts, DstEpilogue, MulMatTuning, Placed, Problem};
 use crate::ggml_type::GgmlType;
 
 /// The mat-vec's shape and form.
@@ -38,6 +38,10 @@ pub struct MatVecPlan {
     /// The blocks of 32 a column its workgroup array holds (`k / 32` rounded up to a power of
     /// two: a kernel serves every k up to it); 0 without `int_b_in_workgroup`.
     pub b_wg_blocks: u32,
+    /// The kernel applies its problem's [`DstEpilogue`] to the rows it stored
+    /// ([`MulMatTuning::vec_rope_set_rows`]; a workgroup's rows an even number, m even, one
+    /// batch).
+    pub epilogue: bool,
     /// `MulMatTuning::vec_int_probe` (0 but when measuring).
     #[cfg(feature = "probes")]
     pub probe: u32,
@@ -63,7 +67,7 @@ impl MatVecPlan {
         } = self;
         write!(
             f,
-            "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}{}",
+            "mat-vec{}: {groups}x{rows} rows x {cols} columns per workgroup of {wg_size}, {} reduction{}{}{}{}{}{}",
             if self.int_slots {
                 " (8-bit b, integer dot products, 16-element slots)"
             } else if self.int_dot {
@@ -92,6 +96,10 @@ impl MatVecPlan {
                 (true, BPrologue::RmsNorm { residual: false, .. }) => " after its RMS_NORM x weight",
                 (true, BPrologue::RmsNorm { residual: true, .. }) => " after the residual ADD and RMS_NORM x weight",
                 (_, _) => "",
+            },
+            match (self.epilogue, p.dst_epilogue) {
+                (true, DstEpilogue::RopeSetRows { .. }) => ", then ROPE and the KV-cache write of its rows",
+                _ => "",
             },
             match (self.probe(), self.int_dot) {
                 (0, _) => "",
@@ -268,6 +276,13 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
         (bytes, 0)
     };
     let tiles_m = (p.m.div_ceil(u64::from(rows * groups))) as u32;
+    // The epilogue pairs rows 2i and 2i + 1 within a workgroup's rows.
+    let epilogue = match p.dst_epilogue {
+        DstEpilogue::None => false,
+        DstEpilogue::RopeSetRows { .. } => {
+            t.vec_rope_set_rows && (rows * groups).is_multiple_of(2) && p.m.is_multiple_of(2) && p.batches == 1
+        }
+    };
     let plan = MatVecPlan {
         wg_size,
         rows,
@@ -282,6 +297,7 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
         level_table,
         int_b_in_workgroup,
         b_wg_blocks,
+        epilogue,
         #[cfg(feature = "probes")]
         probe: if int_dot || !p.a_type.is_quantized() {
             t.vec_int_probe

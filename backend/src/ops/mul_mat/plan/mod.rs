@@ -63,6 +63,22 @@ pub struct Problem {
     /// integer mat-vec quantizes b, in its workgroup or in its quantize pass
     /// ([`MulMatPlan::applies_prologue`]).
     pub b_prologue: BPrologue,
+    /// What the kernel does with its result rows after it stores them: planned only where the
+    /// mat-vec runs ([`MulMatPlan::applies_epilogue`]).
+    pub dst_epilogue: DstEpilogue,
+}
+
+/// An op applied to the mat-vec's result rows once its workgroup has stored them: a decoder's
+/// steps after its q/k/v projection, in the projection's dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DstEpilogue {
+    /// The rows as they are.
+    None,
+    /// ROPE in place of the heads in the rows' first part (ggml's normal mode: adjacent rows
+    /// paired), then the rows of a window stored to a KV cache at each column's id, as SET_ROWS
+    /// would (`GpuContext::try_rms_norm_mul_mat_rope_set_rows_into`): with frequency factors,
+    /// into an f16 cache (else f32).
+    RopeSetRows { freq_factors: bool, cache_f16: bool },
 }
 
 /// An op applied to b as the integer mat-vec quantizes it, in its workgroup or in its quantize
@@ -185,6 +201,13 @@ impl MulMatPlan {
     /// in its workgroup), and so binds the op's operands.
     pub fn prologue_in_workgroup(&self) -> bool {
         self.problem.b_prologue != BPrologue::None && matches!(&self.choice, Choice::MatVec(v) if v.int_b_in_workgroup)
+    }
+
+    /// Whether the kernel applies the op on its result its problem asks for
+    /// ([`Problem::dst_epilogue`]): only the mat-vec does, where its workgroups' rows pair up
+    /// ([`MatVecPlan::epilogue`]); elsewhere the ops run apart.
+    pub fn applies_epilogue(&self) -> bool {
+        self.problem.dst_epilogue != DstEpilogue::None && matches!(&self.choice, Choice::MatVec(v) if v.epilogue)
     }
 
     /// The problem the main kernel reads: the plan's own, or with a and b replaced by their f16

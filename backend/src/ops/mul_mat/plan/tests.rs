@@ -53,6 +53,7 @@ fn problem(a_type: GgmlType, m: u64, n: u64, k: u64) -> Problem {
         b_contiguous: true,
         dst_bytes: m * n * 4,
         b_prologue: BPrologue::None,
+        dst_epilogue: DstEpilogue::None,
     }
 }
 
@@ -759,6 +760,7 @@ fn mat_vecs_read_16_byte_words_where_the_knobs_and_rows_allow() {
         b_contiguous: true,
         dst_bytes: 4096 * n * 4,
         b_prologue: BPrologue::None,
+        dst_epilogue: DstEpilogue::None,
     };
     for (a_type, n, a_align, expected) in [
         (GgmlType::F16, 1, 16, true),
