@@ -1342,3 +1342,129 @@ fn rms_norm_mul_mat_rope_set_rows_fused_matches_the_ops() {
         }
     }
 }
+
+/// Where the fused epilogue does not apply (NeoX pairs, i64 ids, the knob off) the ops run with
+/// the same result; bad operands (heads past the result, a cache row of another width, NaN
+/// parameters, the cache over the result) are errors with nothing recorded.
+#[test]
+fn rms_norm_mul_mat_rope_set_rows_falls_back_and_refuses_bad_operands() {
+    use ggml_dawn::ops::mul_mat::{NormMulMatRopePlan, RopeSetRows};
+    use ggml_dawn::reference::{RopeMode, RopeParams};
+    let (k, d) = (64, 8);
+    let m = 4 * d;
+    let mut rng = Rng::new(0x5eed_0a15);
+    let values = |len: usize, rng: &mut Rng| (0..len).map(|_| rng.uniform(-1.0, 1.0)).collect::<Vec<_>>();
+    for (what, knobs, mode, ids_i64) in [
+        ("NeoX pairs", "", RopeMode::Neox, false),
+        ("i64 ids", "", RopeMode::Normal, true),
+        ("the knob off", "vec_rope_set_rows=false", RopeMode::Normal, false),
+    ] {
+        let ctx = context_with(knobs);
+        let a = ctx
+            .from_f32(GgmlType::Q8_0, [k, m, 1, 1], &values(k * m, &mut rng))
+            .unwrap();
+        let x = ctx.from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, &mut rng)).unwrap();
+        let w = ctx.from_f32(GgmlType::F32, [k, 1, 1, 1], &[1.0; 64]).unwrap();
+        let pos = i32_tensor(&ctx, &[9]);
+        let ids = if ids_i64 {
+            ctx.upload(&HostTensor {
+                layout: Layout::contiguous(GgmlType::I64, [1, 1, 1, 1]).unwrap(),
+                data: 3i64.to_le_bytes().to_vec(),
+            })
+            .unwrap()
+        } else {
+            i32_tensor(&ctx, &[3])
+        };
+        let params = RopeParams::new(d, mode);
+        let run = |fused: bool| {
+            let dst = ctx.empty(GgmlType::F32, [m, 1, 1, 1]).unwrap();
+            let cache = ctx.zeros(GgmlType::F16, [2 * d, 4, 1, 1]).unwrap();
+            let rope = RopeSetRows {
+                heads: 3,
+                head_dim: d,
+                pos: &pos,
+                freq_factors: None,
+                params: &params,
+                kv_start: 2 * d,
+                cache: &cache,
+                ids: &ids,
+            };
+            if fused {
+                let ran = ctx
+                    .rms_norm_mul_mat_rope_set_rows_into(&a, &x, None, &w, 1e-6, &dst, rope)
+                    .unwrap();
+                assert!(matches!(ran, NormMulMatRopePlan::Separate(..)), "{what}: {ran}");
+            } else {
+                ctx.rms_norm_mul_mat_into(&a, &x, None, &w, 1e-6, &dst).unwrap();
+                let heads = dst.view(rope.heads_layout(dst.layout()).unwrap()).unwrap();
+                let rows = dst.view(rope.rows_layout(dst.layout()).unwrap()).unwrap();
+                ctx.rope_into(&heads, &pos, None, &heads, &params).unwrap();
+                ctx.set_rows(&cache, &rows, &ids).unwrap();
+            }
+            (ctx.read(&dst).unwrap().data, ctx.read(&cache).unwrap().data)
+        };
+        assert!(run(true) == run(false), "{what}");
+    }
+
+    let ctx = context(false);
+    let a = ctx
+        .from_f32(GgmlType::Q8_0, [k, m, 1, 1], &values(k * m, &mut rng))
+        .unwrap();
+    let x = ctx.from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, &mut rng)).unwrap();
+    let w = ctx.from_f32(GgmlType::F32, [k, 1, 1, 1], &[1.0; 64]).unwrap();
+    let pos = i32_tensor(&ctx, &[9]);
+    let dst = ctx.empty(GgmlType::F32, [m, 1, 1, 1]).unwrap();
+    let cache = ctx.zeros(GgmlType::F16, [2 * d, 4, 1, 1]).unwrap();
+    let narrow = ctx.zeros(GgmlType::F16, [d, 4, 1, 1]).unwrap();
+    let good = RopeParams::new(d, RopeMode::Normal);
+    let mut nan = good;
+    nan.freq_base = f32::NAN;
+    let over_dst = dst
+        .view(Layout::contiguous(GgmlType::F32, [2 * d, 1, 1, 1]).unwrap())
+        .unwrap();
+    let before = ctx.stream_counts().dispatches;
+    for (what, heads, kv_start, c, params) in [
+        ("heads past the result", 5, 2 * d, &cache, &good),
+        ("the window past the result", 3, 3 * d, &cache, &good),
+        ("NaN freq_base", 3, 2 * d, &cache, &nan),
+        ("the cache over the result", 3, 2 * d, &over_dst, &good),
+    ] {
+        let rope = RopeSetRows {
+            heads,
+            head_dim: d,
+            pos: &pos,
+            freq_factors: None,
+            params,
+            kv_start,
+            cache: c,
+            ids: &pos,
+        };
+        let err = ctx
+            .rms_norm_mul_mat_rope_set_rows_into(&a, &x, None, &w, 1e-6, &dst, rope)
+            .expect_err(what);
+        if what == "the cache over the result" {
+            assert!(
+                matches!(err, ggml_dawn::Error::Overlap(_) | ggml_dawn::Error::InvalidOperands(_)),
+                "{what}: {err}"
+            );
+        } else {
+            assert_refused(&err, what);
+        }
+    }
+    // A cache row narrower than the window is a window of its width: the rows it names.
+    let rope = RopeSetRows {
+        heads: 3,
+        head_dim: d,
+        pos: &pos,
+        freq_factors: None,
+        params: &good,
+        kv_start: 3 * d + 2,
+        cache: &narrow,
+        ids: &pos,
+    };
+    assert!(
+        ctx.rms_norm_mul_mat_rope_set_rows_into(&a, &x, None, &w, 1e-6, &dst, rope)
+            .is_err()
+    );
+    assert_eq!(ctx.stream_counts().dispatches, before, "nothing recorded");
+}
