@@ -628,8 +628,25 @@ pub fn enumerate(device: &DeviceFacts) -> BTreeMap<ShaderVariant, Enumerated> {
                                         // b with the ops before it, where the plan applies them.
                                         for b_prologue in prologues(k, n, device) {
                                             let fused = Problem { b_prologue, ..problem };
-                                            if mm::plan(&fused, device, &tuning).applies_prologue() {
-                                                add_mul_mat(&mut add, &fused, device, &tuning, knobs);
+                                            if !mm::plan(&fused, device, &tuning).applies_prologue() {
+                                                continue;
+                                            }
+                                            add_mul_mat(&mut add, &fused, device, &tuning, knobs);
+                                            // A q/k/v projection's ROPE and KV write after the norm.
+                                            if !matches!(b_prologue, BPrologue::RmsNorm { .. }) {
+                                                continue;
+                                            }
+                                            for (freq_factors, cache_f16) in
+                                                [(false, false), (false, true), (true, false), (true, true)]
+                                            {
+                                                let dst_epilogue = DstEpilogue::RopeSetRows {
+                                                    freq_factors,
+                                                    cache_f16,
+                                                };
+                                                let qkv = Problem { dst_epilogue, ..fused };
+                                                if mm::plan(&qkv, device, &tuning).applies_epilogue() {
+                                                    add_mul_mat(&mut add, &qkv, device, &tuning, knobs);
+                                                }
                                             }
                                         }
                                     }
@@ -1193,6 +1210,20 @@ mod tests {
             .collect();
         assert!(sg.iter().any(|v| v.defines.contains_key("ACC_F32")));
         assert!(sg.iter().any(|v| !v.defines.contains_key("ACC_F32")));
+        // The ops fused into the mat-vec: the norm and SWIGLU in its workgroups and in its
+        // quantize pass, the ROPE and KV write after it.
+        for (file, define) in [
+            ("mul_mat_vec.wgsl", "B_RMS_NORM"),
+            ("mul_mat_vec.wgsl", "B_SWIGLU"),
+            ("mul_mat_quantize_b.wgsl", "B_RMS_NORM"),
+            ("mul_mat_quantize_b.wgsl", "B_SWIGLU"),
+            ("mul_mat_vec.wgsl", "DST_ROPE"),
+        ] {
+            assert!(
+                all.keys().any(|v| v.file == file && v.defines.contains_key(define)),
+                "{file} with {define}"
+            );
+        }
         // The float mat-vec reading an f16 b as words (a knob set switches it on).
         assert!(apple().keys().any(|v| {
             v.file == "mul_mat_vec.wgsl" && v.defines.contains_key("B_F16") && v.defines.contains_key("B_VEC4")

@@ -12,7 +12,7 @@ use ggml_dawn::{GgmlType, HostTensor, Layout};
 use crate::config::{Architecture, ModelConfig, RopeScaling};
 use crate::error::{LlmError, Result};
 use crate::model::{LayerNames, Model, OUTPUT, OUTPUT_NORM, ROPE_FREQS, TOKEN_EMBD};
-use crate::ops::{Ops, i32_tensor};
+use crate::ops::{Ops, QkvRope, i32_tensor};
 use crate::tokenizer::TokenId;
 
 /// The graph's constants, derived from the hyperparameters as llama.cpp derives them.
@@ -334,6 +334,23 @@ impl<O: Ops> Decoder<O> {
             let cells = &mut cache.kv[il];
             let whole = ops.layout(cells);
             let (x_in, q) = match &l.qkv {
+                Qkv::Fused { w, b: None } => {
+                    // The norm, the projection, the rotary embedding of q's and k's heads in
+                    // place and the KV-cache write of k and v side by side: one step where the
+                    // backend fuses them.
+                    let rope = QkvRope {
+                        heads: p.n_head + p.n_head_kv,
+                        head_dim: d,
+                        kv_start: p.n_head * d,
+                        pos: &pos,
+                        freq_factors: self.rope_freqs.as_ref(),
+                        params: &p.rope,
+                        ids: &pos,
+                    };
+                    let (x_in, y) = x.norm_mul_mat_rope(ops, &l.attn_norm, p.rms_norm_eps, w, &rope, cells, whole)?;
+                    let row = ops.layout(&y).nb[1];
+                    (x_in, self.sub_view(&y, [d, p.n_head, n_tokens], [d * 4, row], 0)?)
+                }
                 Qkv::Fused { w, b } => {
                     // The norm and the projection in one step where the backend fuses them.
                     let (x_in, y) = x.norm_mul_mat(ops, &l.attn_norm, p.rms_norm_eps, w)?;
@@ -486,6 +503,32 @@ impl<T> Residual<T> {
                 Ok((x, y))
             }
             Residual::Sum(x, r) => ops.add_rms_norm_mul_mat(a, &x, &r, weight, eps),
+        }
+    }
+
+    /// The stream's value, and `a ×` its RMS norm times `weight`, roped and written to the KV
+    /// cache as `rope` says ([`Ops::norm_mul_mat_rope_set_rows`]).
+    #[allow(clippy::too_many_arguments)]
+    fn norm_mul_mat_rope<O: Ops<Tensor = T>>(
+        self,
+        ops: &O,
+        weight: &T,
+        eps: f32,
+        a: &T,
+        rope: &QkvRope<'_, T>,
+        cache: &mut T,
+        cache_view: Layout,
+    ) -> Result<(T, T)> {
+        match self {
+            Residual::Value(x) => {
+                let (_, y) = ops.norm_mul_mat_rope_set_rows(a, &x, None, weight, eps, rope, cache, cache_view)?;
+                Ok((x, y))
+            }
+            Residual::Sum(x, r) => {
+                let (sum, y) = ops.norm_mul_mat_rope_set_rows(a, &x, Some(&r), weight, eps, rope, cache, cache_view)?;
+                let sum = sum.ok_or_else(|| LlmError::Backend("a fused residual ADD returned no sum".into()))?;
+                Ok((sum, y))
+            }
         }
     }
 

@@ -22,7 +22,7 @@ use ggml_dawn::reference::glu::{GluOp, GluParams};
 use ggml_dawn::{DeviceTensor, GgmlType, GpuContext, HostTensor, Layout};
 
 use crate::error::{LlmError, Result};
-use crate::ops::Ops;
+use crate::ops::{Ops, QkvRope};
 
 /// How many dispatches a decode step hands the GPU at a time, by the model's weight bytes a
 /// layer (the first row whose bound is at least the model's applies). A single-token step's
@@ -462,6 +462,75 @@ impl Ops for GpuOps {
             )
             .map_err(backend_error)?;
         Ok(())
+    }
+
+    fn norm_mul_mat_rope_set_rows(
+        &self,
+        a: &GpuTensor,
+        x: &GpuTensor,
+        residual: Option<&GpuTensor>,
+        weight: &GpuTensor,
+        eps: f32,
+        rope: &QkvRope<'_, GpuTensor>,
+        cache: &mut GpuTensor,
+        cache_view: Layout,
+    ) -> Result<(Option<GpuTensor>, GpuTensor)> {
+        // One mat-vec where the backend's planner fuses them all, else the steps as the
+        // default has them (the norm fused into the projection, the rotary embedding with the
+        // KV-cache write, wherever each fuses).
+        let (la, lx) = (a.tensor.layout(), x.tensor.layout());
+        let dst = self.alloc(GgmlType::F32, mul_mat::dst_ne(la, lx))?;
+        let sum = residual.map(|_| self.alloc(GgmlType::F32, lx.ne)).transpose()?;
+        let cells = cache.tensor.view(cache_view).map_err(backend_error)?;
+        let fused = self
+            .ctx
+            .try_rms_norm_mul_mat_rope_set_rows_into(
+                &a.tensor,
+                &x.tensor,
+                residual.zip(sum.as_ref()).map(|(r, s)| mul_mat::Residual {
+                    residual: &r.tensor,
+                    sum: &s.tensor,
+                }),
+                &weight.tensor,
+                eps,
+                &dst.tensor,
+                mul_mat::RopeSetRows {
+                    heads: rope.heads,
+                    head_dim: rope.head_dim,
+                    pos: &rope.pos.tensor,
+                    freq_factors: rope.freq_factors.map(|f| &f.tensor),
+                    params: rope.params,
+                    kv_start: rope.kv_start,
+                    cache: &cells,
+                    ids: &rope.ids.tensor,
+                },
+            )
+            .map_err(backend_error)?;
+        if fused.is_some() {
+            return Ok((sum, dst));
+        }
+        // The tensors made above go back to the pool; the steps take their own.
+        drop((dst, sum, cells));
+        let (sum, mut y) = match residual {
+            Some(r) => {
+                let (sum, y) = self.add_rms_norm_mul_mat(a, x, r, weight, eps)?;
+                (Some(sum), y)
+            }
+            None => (None, self.rms_norm_mul_mat(a, x, weight, eps)?),
+        };
+        let (heads, rows) = rope.views(y.tensor.layout(), cache_view.ne[0]);
+        self.rope_set_rows(
+            &mut y,
+            heads,
+            rope.pos,
+            rope.freq_factors,
+            rope.params,
+            rows,
+            cache,
+            cache_view,
+            rope.ids,
+        )?;
+        Ok((sum, y))
     }
 
     fn flash_attn(

@@ -136,6 +136,44 @@ pub trait Ops {
         let rows = self.view(t, rows)?;
         self.set_rows(dst, dst_view, &rows, ids)
     }
+    /// A decoder's q/k/v projection with the steps around it: `a ×` the RMS norm of `x` (plus
+    /// `residual`, whose sum it returns too) times `weight` ([`Ops::rms_norm_mul_mat`],
+    /// [`Ops::add_rms_norm_mul_mat`]), then the rotary embedding and KV-cache write of that
+    /// result ([`Ops::rope_set_rows`]) as `rope` lays them out. A backend may do them in one
+    /// step.
+    #[allow(clippy::too_many_arguments)]
+    fn norm_mul_mat_rope_set_rows(
+        &self,
+        a: &Self::Tensor,
+        x: &Self::Tensor,
+        residual: Option<&Self::Tensor>,
+        weight: &Self::Tensor,
+        eps: f32,
+        rope: &QkvRope<'_, Self::Tensor>,
+        cache: &mut Self::Tensor,
+        cache_view: Layout,
+    ) -> Result<(Option<Self::Tensor>, Self::Tensor)> {
+        let (sum, mut y) = match residual {
+            Some(r) => {
+                let (sum, y) = self.add_rms_norm_mul_mat(a, x, r, weight, eps)?;
+                (Some(sum), y)
+            }
+            None => (None, self.rms_norm_mul_mat(a, x, weight, eps)?),
+        };
+        let (heads, rows) = rope.views(&self.layout(&y), cache_view.ne[0]);
+        self.rope_set_rows(
+            &mut y,
+            heads,
+            rope.pos,
+            rope.freq_factors,
+            rope.params,
+            rows,
+            cache,
+            cache_view,
+            rope.ids,
+        )?;
+        Ok((sum, y))
+    }
     /// FLASH_ATTN_EXT: `softmax(q·kᵀ·scale + mask)·v`, `[d_v, n_head, n_q, 1]`; no mask: every
     /// key is attended to.
     fn flash_attn(
@@ -170,6 +208,42 @@ pub trait Ops {
     /// Stops timing and returns the device time per kernel since [`Ops::start_profile`].
     fn finish_profile(&self) -> Result<Option<ggml_dawn::profile::Profile>> {
         Ok(None)
+    }
+}
+
+/// How [`Ops::norm_mul_mat_rope_set_rows`] ropes a q/k/v projection's result and writes the
+/// KV cache: each token's column holds `heads` heads of `head_dim` f32 values (q's, then k's)
+/// roped in place at the i32 positions `pos`, and from row `kv_start` the row (k's and v's
+/// values side by side) that goes to the cache at the i32 `ids`.
+#[derive(Debug)]
+pub struct QkvRope<'a, T> {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub kv_start: usize,
+    pub pos: &'a T,
+    pub freq_factors: Option<&'a T>,
+    pub params: &'a RopeParams,
+    pub ids: &'a T,
+}
+
+impl<T> QkvRope<'_, T> {
+    /// The heads `[head_dim, heads, tokens, 1]` and the cache rows `[width, tokens]` within a
+    /// result of layout `y` (f32 `[rows, tokens]`).
+    pub fn views(&self, y: &Layout, width: usize) -> (Layout, Layout) {
+        let (row, n) = (y.nb[1], y.ne[1]);
+        let heads = Layout {
+            ty: y.ty,
+            ne: [self.head_dim, self.heads, n, 1],
+            nb: [4, self.head_dim * 4, row, row * n],
+            offset: y.offset,
+        };
+        let rows = Layout {
+            ty: y.ty,
+            ne: [width, n, 1, 1],
+            nb: [4, row, row * n, row * n],
+            offset: y.offset + self.kv_start * 4,
+        };
+        (heads, rows)
     }
 }
 

@@ -311,7 +311,7 @@ impl GpuContext {
             rope.cache,
             rope.ids,
         )?;
-        Ok(NormMulMatRopePlan::Separate(n, r))
+        Ok(NormMulMatRopePlan::Separate(n, Box::new(r)))
     }
 
     /// [`GpuContext::rms_norm_mul_mat_rope_set_rows_into`]'s fused mat-vec where it applies

@@ -245,7 +245,8 @@ impl std::fmt::Display for NormMulMatPlan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NormMulMatRopePlan {
     Fused(MulMatPlan),
-    Separate(NormMulMatPlan, crate::ops::rope::RopeSetRowsPlan),
+    /// The norm and projection, then the ROPE and SET_ROWS (boxed: the rarer variant).
+    Separate(NormMulMatPlan, Box<crate::ops::rope::RopeSetRowsPlan>),
 }
 
 impl std::fmt::Display for NormMulMatRopePlan {
