@@ -7,8 +7,9 @@
 //!
 //! One case per kernel path of MUL_MAT (a quantized and an f16 weight, 1 and 9 columns, b a
 //! strided, permuted view) and FLASH_ATTN_EXT (vec with one query, tile and mma with 8; f16 and
-//! q8_0 K/V; a mask of exactly `n_q` rows and sinks), and one of each decoder op with GPU
-//! kernels (GET_ROWS, SET_ROWS, CPY, ROPE).
+//! q8_0 K/V; a mask of exactly `n_q` rows and sinks), one of each decoder op with GPU kernels
+//! (GET_ROWS, SET_ROWS, CPY, ROPE), and the q/k/v projection with its norm, ROPE and KV-cache
+//! write fused into the mat-vec.
 
 use std::ops::Range;
 
@@ -449,4 +450,97 @@ fn transposed_cpy_through_tiles_stays_inside() {
     assert!(plan.tiled, "{plan}");
     let got = packed.finish(&ctx, "CPY (tiles)", ld);
     assert_matches("CPY (tiles)", &want, &got, 0.0);
+}
+
+/// A q/k/v projection with the steps fused into its mat-vec (the residual ADD and RMS_NORM
+/// before it, ROPE and the KV-cache write after it), b quantized in the mat-vec's workgroups
+/// and in its quantize pass: nothing outside the result, the sum and the cache changes, and
+/// they hold the values of the ops apart.
+#[test]
+fn norm_mul_mat_rope_set_rows_stays_inside() {
+    use ggml_dawn::ops::mul_mat::{NormMulMatRopePlan, RopeSetRows};
+    let (k, d, heads, kv_heads) = (256, 16, 4, 2);
+    let m = (heads + 2 * kv_heads) * d;
+    let width = 2 * kv_heads * d;
+    let a = HostTensor::from_f32(GgmlType::Q4_0, [k, m, 1, 1], &values(k * m, 21)).unwrap();
+    let x = HostTensor::from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, 22)).unwrap();
+    let r = HostTensor::from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, 23)).unwrap();
+    let w = HostTensor::from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, 24)).unwrap();
+    let ff = HostTensor::from_f32(GgmlType::F32, [d / 2, 1, 1, 1], &[1.5; 8]).unwrap();
+    let pos = ids(GgmlType::I32, &[5]);
+    let cells = ids(GgmlType::I32, &[2]);
+    let cache_layout = Layout::contiguous(GgmlType::F16, [width, 4, 1, 1]).unwrap();
+    let params = RopeParams::new(d, RopeMode::Normal);
+    for knobs in ["vec_int_b_wg_max_k=2048", "vec_int_b_wg_max_k=0"] {
+        let ctx = GpuContext::new(ContextOptions {
+            tuning: Overrides::parse(knobs, "").unwrap(),
+            ..Default::default()
+        })
+        .expect("an adapter");
+        let mut p = Packing::default();
+        let (la, lx, lr, lw, lf, lp, li) = (
+            p.place(&a),
+            p.place(&x),
+            p.place(&r),
+            p.place(&w),
+            p.place(&ff),
+            p.place(&pos),
+            p.place(&cells),
+        );
+        let ld = p.place_dst(&poisoned(Layout::contiguous(GgmlType::F32, [m, 1, 1, 1]).unwrap()));
+        let ls = p.place_dst(&poisoned(x.layout));
+        let lc = p.place_dst(&HostTensor {
+            layout: cache_layout,
+            data: vec![0; cache_layout.end_bytes().unwrap()],
+        });
+        let packed = p.upload(&ctx);
+        let t = |l: Layout| packed.tensor(l);
+        let (da, dx, dr, dw, df, dp, di, dd, ds, dc) =
+            (t(la), t(lx), t(lr), t(lw), t(lf), t(lp), t(li), t(ld), t(ls), t(lc));
+        let rope = |cache| RopeSetRows {
+            heads: heads + kv_heads,
+            head_dim: d,
+            pos: &dp,
+            freq_factors: Some(&df),
+            params: &params,
+            kv_start: heads * d,
+            cache,
+            ids: &di,
+        };
+        let residual = mul_mat::Residual {
+            residual: &dr,
+            sum: &ds,
+        };
+        let ran = ctx
+            .rms_norm_mul_mat_rope_set_rows_into(&da, &dx, Some(residual), &dw, 1e-6, &dd, rope(&dc))
+            .unwrap();
+        let what = format!("{knobs}: {ran}");
+        assert!(matches!(ran, NormMulMatRopePlan::Fused(_)), "{what}");
+        // The ops apart, on tensors of their own.
+        let (want_d, want_s, want_c) = (
+            ctx.empty(GgmlType::F32, [m, 1, 1, 1]).unwrap(),
+            ctx.empty(GgmlType::F32, [k, 1, 1, 1]).unwrap(),
+            ctx.zeros(GgmlType::F16, [width, 4, 1, 1]).unwrap(),
+        );
+        let apart = mul_mat::Residual {
+            residual: &dr,
+            sum: &want_s,
+        };
+        ctx.rms_norm_mul_mat_into(&da, &dx, Some(apart), &dw, 1e-6, &want_d)
+            .unwrap();
+        let op = rope(&want_c);
+        let heads_view = want_d.view(op.heads_layout(want_d.layout()).unwrap()).unwrap();
+        let rows = want_d.view(op.rows_layout(want_d.layout()).unwrap()).unwrap();
+        ctx.rope_into(&heads_view, &dp, Some(&df), &heads_view, &params)
+            .unwrap();
+        ctx.set_rows(&want_c, &rows, &di).unwrap();
+        for (name, layout, want) in [
+            ("the result", ld, &want_d),
+            ("the sum", ls, &want_s),
+            ("the cache", lc, &want_c),
+        ] {
+            let got = packed.finish(&ctx, &format!("{what}: {name}"), layout);
+            assert_matches(&format!("{what}: {name}"), &ctx.read_f32(want).unwrap(), &got, 0.0);
+        }
+    }
 }
