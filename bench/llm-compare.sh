@@ -17,7 +17,8 @@
 # PROGRAMS (default "dawn webgpu vulkan", plus cuda when CUDA_BENCH is set), DAWN_ARGS (more
 # flags for `dawn-llm bench`, e.g. `--submit-dispatches 8,64`), DAWN_ALT (`LABEL:VAR=VALUE …`: one
 # more program, dawn-LABEL, dawn-llm run with those variables, e.g.
-# `DAWN_ALT="pass:GGML_DAWN_MUL_MAT=vec_int_b_wg_max_k=0"` to set a knob beside the default).
+# `DAWN_ALT="pass:GGML_DAWN_MUL_MAT=vec_int_b_wg_max_k=0"` to set a knob beside the default;
+# several, separated by `;`, make one program each).
 # Results: $OUT/llm.jsonl (one line per program and test, llama-bench's fields plus "program"),
 # $OUT/memory.csv (time, MiB used) and $OUT/runs.txt (what ran when). Summarise with
 # `python3 bench/llm-table.py $OUT`.
@@ -36,7 +37,15 @@ out=${OUT:-/tmp/llm-out}
 reps=${REPS:-3}
 tests=${TESTS:-pp512 tg128}
 depths=${DEPTHS:-0 4096}
-alt=${DAWN_ALT:+ dawn-${DAWN_ALT%%:*}}
+# The alternatives: label → variables.
+declare -A alt_env=()
+alt=
+IFS=';' read -r -a alts <<<"${DAWN_ALT:-}"
+for a in "${alts[@]}"; do
+    [ -n "$a" ] || continue
+    alt_env[${a%%:*}]=${a#*:}
+    alt="$alt dawn-${a%%:*}"
+done
 programs=${PROGRAMS:-dawn$alt webgpu vulkan${CUDA_BENCH:+ cuda}}
 mkdir -p "$out"
 : >"$out/llm.jsonl"
@@ -62,7 +71,7 @@ run() {
     case $program in
     dawn) lines=$("$llm/run" bench "${args[@]}" ${DAWN_ARGS:-} -o jsonl -v 2>>"$out/dawn-stderr.txt") ;;
     # shellcheck disable=SC2086 # DAWN_ALT's variables are words on purpose.
-    dawn-*) lines=$(env ${DAWN_ALT#*:} "$llm/run" bench "${args[@]}" ${DAWN_ARGS:-} -o jsonl -v 2>>"$out/dawn-stderr.txt") ;;
+    dawn-*) lines=$(env ${alt_env[${program#dawn-}]:-} "$llm/run" bench "${args[@]}" ${DAWN_ARGS:-} -o jsonl -v 2>>"$out/dawn-stderr.txt") ;;
     webgpu) lines=$("$bundle/run-llama" llama-bench "${args[@]}" -dev WebGPU -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;
     vulkan) lines=$("$bundle/run-llama" llama-bench "${args[@]}" -dev Vulkan0 -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;
     cuda) lines=$("$CUDA_BENCH" "${args[@]}" -dev CUDA0 -fa on -o jsonl 2>>"$out/llama-stderr.txt") ;;
