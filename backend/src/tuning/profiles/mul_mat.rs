@@ -132,6 +132,12 @@ fn cpu() -> MulMatTuning {
         // pass it saves (SmolLM2 tg32 3.55-3.80 t/s against 9.07-9.91 with the pass, though
         // 303 dispatches a token instead of 424; `dawn-llm bench -p 0 -n 32 -r 2 -v`).
         vec_int_b_wg_max_k: 0,
+        // BENCHMARKS.md (lavapipe): the ops inside the quantize pass, SmolLM2 394 → 303
+        // dispatches a token, the recording thread 1.76 → 1.19 ms, tg16 10.5–11.0 → 11.6–12.5 t/s.
+        vec_int_pass_swiglu: true,
+        vec_int_pass_rms_norm: true,
+        // BENCHMARKS.md (lavapipe): 303 → 273 dispatches, the recording thread 1.37–1.47 → 1.13–1.17 ms.
+        vec_rope_set_rows: true,
         vec_int_prefetch: TypeNs::NONE,
         // bench/results/2026-12-06-lavapipe-fp4.txt.
         vec_int_fp4: false,
