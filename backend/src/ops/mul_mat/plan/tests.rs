@@ -892,3 +892,130 @@ fn knobs_at_their_extremes_plan_without_overflow() {
         }
     }
 }
+
+/// The ops fused into the integer mat-vec's b: in its workgroups where it quantizes b there,
+/// else in its quantize pass, where the knobs, b's type and the norm's reduction allow.
+#[test]
+fn prologues_go_to_the_workgroups_or_the_pass() {
+    let d = presets::h100();
+    let reduce = NormReduce {
+        group: 256,
+        vec4: true,
+        subgroups: true,
+    };
+    let norm = BPrologue::RmsNorm { residual: true, reduce };
+    let with = |p: Problem, b_prologue| Problem { b_prologue, ..p };
+    // SmolLM2's k: in the workgroups, no pass.
+    let small = planned(&with(problem(GgmlType::Q4_1, 960, 1, 576), norm), &d, &Knobs::none());
+    assert!(small.prologue_in_workgroup() && small.quantize_b.is_none(), "{small}");
+    // Llama-3-8B's k: the pass applies it, the mat-vec reads its blocks.
+    let large = planned(&with(problem(GgmlType::Q4_0, 6144, 1, 4096), norm), &d, &Knobs::none());
+    assert!(large.applies_prologue() && !large.prologue_in_workgroup(), "{large}");
+    let q = large.quantize_b.expect("a quantize pass");
+    assert!(q.prologue && q.wg_size == 256 && q.grid[0] * q.grid[1] == 1, "{large}");
+    assert!(
+        large.to_string().contains("after the residual ADD and RMS_NORM"),
+        "{large}"
+    );
+    // The SWIGLU in the pass keeps a thread a block.
+    let swiglu = planned(
+        &with(problem(GgmlType::Q4_0, 4096, 1, 14336), BPrologue::Swiglu),
+        &d,
+        &Knobs::none(),
+    );
+    let q = swiglu.quantize_b.expect("a quantize pass");
+    assert!(q.prologue && q.wg_size == QUANTIZE_WG, "{swiglu}");
+    // Not applied: the knobs off, an f16 b, a norm over several batches or with a group past
+    // the device's threads, a subgroup reduction on a device without subgroups.
+    let off = Knobs::parse("vec_int_pass_swiglu=false,vec_int_pass_rms_norm=false").unwrap();
+    for (what, p, dev, knobs) in [
+        ("knobs off", with(problem(GgmlType::Q4_0, 6144, 1, 4096), norm), d, &off),
+        (
+            "f16 b",
+            Problem {
+                b_type: GgmlType::F16,
+                ..with(problem(GgmlType::Q4_0, 6144, 1, 4096), norm)
+            },
+            d,
+            &Knobs::none(),
+        ),
+        (
+            "two batches",
+            Problem {
+                batches: 2,
+                ..with(problem(GgmlType::Q4_0, 6144, 1, 4096), norm)
+            },
+            d,
+            &Knobs::none(),
+        ),
+        (
+            "a group of 4096 threads",
+            with(
+                problem(GgmlType::Q4_0, 6144, 1, 4096),
+                BPrologue::RmsNorm {
+                    residual: false,
+                    reduce: NormReduce { group: 4096, ..reduce },
+                },
+            ),
+            d,
+            &Knobs::none(),
+        ),
+        (
+            "no subgroups",
+            with(problem(GgmlType::Q4_0, 6144, 1, 4096), norm),
+            DeviceFacts {
+                subgroups: false,
+                subgroup_matrix: None,
+                ..d
+            },
+            &Knobs::none(),
+        ),
+    ] {
+        let plan = planned(&p, &dev, knobs);
+        assert!(!plan.applies_prologue(), "{what}: {plan}");
+        assert!(
+            plan.quantize_b.is_none_or(|q| !q.prologue && q.wg_size == QUANTIZE_WG),
+            "{what}: {plan}"
+        );
+    }
+}
+
+/// The ROPE and KV write after the mat-vec: where its workgroups' rows pair up, m is even and
+/// there is one batch, with the knob on; never on the other kernels.
+#[test]
+fn the_rope_epilogue_needs_paired_rows() {
+    let d = presets::h100();
+    let epilogue = DstEpilogue::RopeSetRows {
+        freq_factors: false,
+        cache_f16: true,
+    };
+    let with = |p: Problem| Problem {
+        dst_epilogue: epilogue,
+        ..p
+    };
+    let qkv = planned(&with(problem(GgmlType::Q4_1, 960, 1, 576)), &d, &Knobs::none());
+    assert!(qkv.applies_epilogue(), "{qkv}");
+    assert!(qkv.to_string().contains("ROPE and the KV-cache write"), "{qkv}");
+    let one_row = Knobs::parse("vec_int_rows=1/1,vec_int_groups=1/1").unwrap();
+    for (what, p, knobs) in [
+        (
+            "knob off",
+            with(problem(GgmlType::Q4_1, 960, 1, 576)),
+            Knobs::parse("vec_rope_set_rows=false").unwrap(),
+        ),
+        ("odd m", with(problem(GgmlType::Q4_1, 961, 1, 576)), Knobs::none()),
+        (
+            "two batches",
+            Problem {
+                batches: 2,
+                ..with(problem(GgmlType::Q4_1, 960, 1, 576))
+            },
+            Knobs::none(),
+        ),
+        ("a row a workgroup", with(problem(GgmlType::Q4_1, 960, 1, 576)), one_row),
+        ("the GEMM", with(problem(GgmlType::Q4_1, 960, 512, 576)), Knobs::none()),
+    ] {
+        let plan = planned(&p, &d, &knobs);
+        assert!(!plan.applies_epilogue(), "{what}: {plan}");
+    }
+}
