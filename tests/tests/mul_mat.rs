@@ -1468,3 +1468,71 @@ fn rms_norm_mul_mat_rope_set_rows_falls_back_and_refuses_bad_operands() {
     );
     assert_eq!(ctx.stream_counts().dispatches, before, "nothing recorded");
 }
+
+/// Without subgroups the mat-vec reduces its rows by a tree, each row stored by its group's
+/// first thread: the ROPE and KV write after it still give the ops' bytes.
+#[test]
+fn rms_norm_mul_mat_rope_set_rows_without_subgroups_matches_the_ops() {
+    use ggml_dawn::ops::mul_mat::RopeSetRows;
+    use ggml_dawn::reference::{RopeMode, RopeParams};
+    let mut rng = Rng::new(0x5eed_0a16);
+    let (k, d, heads, kv_heads) = (576, 64, 3, 1);
+    let m = (heads + 2 * kv_heads) * d;
+    for (path, ctx) in fused_contexts() {
+        let env = ctx.env().with_facts(without_subgroups(ctx.facts())).unwrap();
+        let values = |len: usize, rng: &mut Rng| (0..len).map(|_| rng.uniform(-1.0, 1.0)).collect::<Vec<_>>();
+        let a = ctx
+            .from_f32(GgmlType::Q4_1, [k, m, 1, 1], &values(k * m, &mut rng))
+            .unwrap();
+        let x = ctx.from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, &mut rng)).unwrap();
+        let w = ctx.from_f32(GgmlType::F32, [k, 1, 1, 1], &values(k, &mut rng)).unwrap();
+        let pos = i32_tensor(&ctx, &[11]);
+        let params = RopeParams::new(d, RopeMode::Normal);
+        let mut stream = ctx.stream().unwrap();
+        let mut run = |fused: bool| {
+            let dst = ctx.empty(GgmlType::F32, [m, 1, 1, 1]).unwrap();
+            let cache = ctx.zeros(GgmlType::F16, [2 * kv_heads * d, 16, 1, 1]).unwrap();
+            let rope = RopeSetRows {
+                heads: heads + kv_heads,
+                head_dim: d,
+                pos: &pos,
+                freq_factors: None,
+                params: &params,
+                kv_start: heads * d,
+                cache: &cache,
+                ids: &pos,
+            };
+            if fused {
+                let plan = mul_mat::rms_norm_mul_mat_rope_set_rows(
+                    &env,
+                    &mut stream,
+                    &a,
+                    &x,
+                    None,
+                    &w,
+                    1e-5,
+                    &dst,
+                    Some(rope),
+                )
+                .unwrap()
+                .unwrap_or_else(|| panic!("{path}: not fused"));
+                assert!(
+                    plan.applies_epilogue() && matches!(&plan.choice, Choice::MatVec(v) if !v.subgroups),
+                    "{path}: {plan}"
+                );
+            } else {
+                let normed = ctx.empty(GgmlType::F32, [k, 1, 1, 1]).unwrap();
+                norm::rms_norm_mul_add(&env, &mut stream, &x, Some(&w), None, &normed, 1e-5).unwrap();
+                mul_mat::mul_mat(&env, &mut stream, &a, &normed, &dst).unwrap();
+                let h = dst.view(rope.heads_layout(dst.layout()).unwrap()).unwrap();
+                let rows = dst.view(rope.rows_layout(dst.layout()).unwrap()).unwrap();
+                ggml_dawn::ops::rope::rope(&env, &mut stream, &h, &pos, None, &h, &params).unwrap();
+                ggml_dawn::ops::rows::set_rows(&env, &mut stream, &cache, &rows, &pos).unwrap();
+            }
+            let result = ctx.read_after(&mut stream, &dst).unwrap().data;
+            (result, ctx.read_after(&mut stream, &cache).unwrap().data)
+        };
+        let (fused, apart) = (run(true), run(false));
+        assert!(fused == apart, "{path}");
+    }
+}
