@@ -511,26 +511,7 @@ impl Ops for GpuOps {
         }
         // The tensors made above go back to the pool; the steps take their own.
         drop((dst, sum, cells));
-        let (sum, mut y) = match residual {
-            Some(r) => {
-                let (sum, y) = self.add_rms_norm_mul_mat(a, x, r, weight, eps)?;
-                (Some(sum), y)
-            }
-            None => (None, self.rms_norm_mul_mat(a, x, weight, eps)?),
-        };
-        let (heads, rows) = rope.views(y.tensor.layout(), cache_view.ne[0]);
-        self.rope_set_rows(
-            &mut y,
-            heads,
-            rope.pos,
-            rope.freq_factors,
-            rope.params,
-            rows,
-            cache,
-            cache_view,
-            rope.ids,
-        )?;
-        Ok((sum, y))
+        crate::ops::norm_mul_mat_then_rope_set_rows(self, a, x, residual, weight, eps, rope, cache, cache_view)
     }
 
     fn flash_attn(

@@ -153,26 +153,7 @@ pub trait Ops {
         cache: &mut Self::Tensor,
         cache_view: Layout,
     ) -> Result<(Option<Self::Tensor>, Self::Tensor)> {
-        let (sum, mut y) = match residual {
-            Some(r) => {
-                let (sum, y) = self.add_rms_norm_mul_mat(a, x, r, weight, eps)?;
-                (Some(sum), y)
-            }
-            None => (None, self.rms_norm_mul_mat(a, x, weight, eps)?),
-        };
-        let (heads, rows) = rope.views(&self.layout(&y), cache_view.ne[0]);
-        self.rope_set_rows(
-            &mut y,
-            heads,
-            rope.pos,
-            rope.freq_factors,
-            rope.params,
-            rows,
-            cache,
-            cache_view,
-            rope.ids,
-        )?;
-        Ok((sum, y))
+        norm_mul_mat_then_rope_set_rows(self, a, x, residual, weight, eps, rope, cache, cache_view)
     }
     /// FLASH_ATTN_EXT: `softmax(q·kᵀ·scale + mask)·v`, `[d_v, n_head, n_q, 1]`; no mask: every
     /// key is attended to.
@@ -245,6 +226,42 @@ impl<T> QkvRope<'_, T> {
         };
         (heads, rows)
     }
+}
+
+/// [`Ops::norm_mul_mat_rope_set_rows`] as its steps: the norm with the projection, then the
+/// rotary embedding with the KV-cache write (each fused where `ops` fuses it).
+#[allow(clippy::too_many_arguments)]
+pub fn norm_mul_mat_then_rope_set_rows<O: Ops + ?Sized>(
+    ops: &O,
+    a: &O::Tensor,
+    x: &O::Tensor,
+    residual: Option<&O::Tensor>,
+    weight: &O::Tensor,
+    eps: f32,
+    rope: &QkvRope<'_, O::Tensor>,
+    cache: &mut O::Tensor,
+    cache_view: Layout,
+) -> Result<(Option<O::Tensor>, O::Tensor)> {
+    let (sum, mut y) = match residual {
+        Some(r) => {
+            let (sum, y) = ops.add_rms_norm_mul_mat(a, x, r, weight, eps)?;
+            (Some(sum), y)
+        }
+        None => (None, ops.rms_norm_mul_mat(a, x, weight, eps)?),
+    };
+    let (heads, rows) = rope.views(&ops.layout(&y), cache_view.ne[0]);
+    ops.rope_set_rows(
+        &mut y,
+        heads,
+        rope.pos,
+        rope.freq_factors,
+        rope.params,
+        rows,
+        cache,
+        cache_view,
+        rope.ids,
+    )?;
+    Ok((sum, y))
 }
 
 /// An i32 host vector (token ids, positions, cache rows) as a `[n, 1, 1, 1]` tensor.
