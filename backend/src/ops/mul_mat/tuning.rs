@@ -58,6 +58,10 @@ crate::knobs! {
         /// for the small matrices of a decode step, where dispatches rather than bytes take
         /// the time (every workgroup repeats the quantization: k·n values).
         vec_int_b_wg_max_k: u32 [range(0, 4096)],
+        /// ... and only where the grid quantizes at most this many values in all (the
+        /// workgroups along m times k: each repeats the quantization), so a tall matrix keeps
+        /// its pass (`auto`: no bound).
+        vec_int_b_wg_max_values: Option<u32> [range(1, u32::MAX)],
         /// Where the integer mat-vec quantizes b itself (`vec_int_b_wg_max_k`), it also applies
         /// the SWIGLU before it (`GpuContext::mul_mat_swiglu`: b's rows hold gate then up, the
         /// kernel reads silu(gate)·up): one dispatch for a feed-forward's activation and down

@@ -50,6 +50,8 @@ fn hopper() -> MulMatTuning {
         // of the small decode MUL_MATs (the same bytes as the pass's): SmolLM2 tg128 413 against
         // 362 t/s with the pass.
         vec_int_b_wg_max_k: 2048,
+        // measured without a bound (SmolLM2's output projection: 6144 workgroups x 576).
+        vec_int_b_wg_max_values: None,
         // unmeasured: 30 dispatches fewer a SmolLM2 token (the SWIGLUs), the same bytes.
         vec_int_b_swiglu: true,
         // unmeasured: 60 dispatches fewer a SmolLM2 token (the norms before the projections).

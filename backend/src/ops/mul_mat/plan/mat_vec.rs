@@ -253,11 +253,14 @@ pub(super) fn plan(p: &Problem, d: &DeviceFacts, t: &MulMatTuning) -> Placed<Mat
         0
     };
     let b_wg_bytes = b_wg_blocks * 48 * cols + norm_bytes;
+    // The values the grid quantizes in all when each workgroup along m repeats it.
+    let repeated = p.m.div_ceil(u64::from(rows * groups)).saturating_mul(p.k);
     let int_b_in_workgroup = probe_free
         && int_dot
         && !int_slots
         && cols <= INT_B_WG_MAX_COLS
         && p.k <= u64::from(t.vec_int_b_wg_max_k).min(INT_B_WG_MAX_K)
+        && t.vec_int_b_wg_max_values.is_none_or(|max| repeated <= u64::from(max))
         && match p.b_prologue {
             BPrologue::None => true,
             // The ops' own kernels keep f16 results in f16: only an f32 b is theirs to the bit.

@@ -869,14 +869,14 @@ fn knobs_at_their_extremes_plan_without_overflow() {
          vec_int_rows=1/1,vec_int_groups=1/1,vec_int_groups_q6k=1,vec_int_slots_min_n=1,vec_int_slot_rows=1/1,\
          vec_int_slot_rows_q36=1,vec_int_slot_groups=1/1,small_n_max=0,sg_counts=1/1,sg_tile=1/1,sg_small=1/1,\
          sg_tk=1,sg_pad=0,sg_stages=1,sg_prefetch=0,sg_a_f16_min_n=1,sg_b_f16_min_n=1,sg_acc_regs=1,\
-         sg_scratch_max=1,tiled_wg=1/1,tiled_thread=1/1,tiled_tk=8,tiled_pad=0",
+         sg_scratch_max=1,tiled_wg=1/1,tiled_thread=1/1,tiled_tk=8,tiled_pad=0,vec_int_b_wg_max_values=1",
         "vec_max_n=64,vec_wg=1024,vec_rows=64/64,vec_rows_k=64/64,vec_groups=1024/1024,vec_acc_max=4096/4096,\
          vec_int_max_n=64,vec_int_rows=64/64,vec_int_groups=1024/1024,vec_int_groups_q6k=1024,\
          vec_int_slots_min_n=65,vec_int_slot_rows=64/64,vec_int_slot_rows_q36=64,vec_int_slot_groups=1024/1024,\
          small_n_max=1024,sg_counts=64/64,sg_tile=1024/1024,sg_small=64/64,sg_tk=512,sg_pad=64,sg_stages=2,\
          sg_prefetch=2,sg_a_f16_min_n=1048576,sg_b_f16_min_n=1048576,sg_acc_regs=1024,sg_scratch_max=1024,\
          tiled_wg=1024/1024,tiled_thread=16/16,tiled_tk=256,tiled_pad=64,vec_words=all,vec_int_a_vec4=all,\
-         vec_int_prefetch=all,b_vec4=always",
+         vec_int_prefetch=all,b_vec4=always,vec_int_b_wg_max_k=4096,vec_int_b_wg_max_values=4294967295",
     ] {
         let k = Knobs::parse(extremes).unwrap();
         for d in [
@@ -1018,4 +1018,26 @@ fn the_rope_epilogue_needs_paired_rows() {
         let plan = planned(&p, &d, &knobs);
         assert!(!plan.applies_epilogue(), "{what}: {plan}");
     }
+}
+
+/// The bound on the values the grid quantizes again: Llama-3-8B's q/k/v (768 workgroups of
+/// 8 rows at k = 4096) within 4M values quantize b in their workgroups, its gate and up (3584
+/// workgroups) keep the pass.
+#[test]
+fn a_tall_matrix_keeps_its_quantize_pass_under_a_bound() {
+    let d = presets::h100();
+    let k = Knobs::parse("vec_int_b_wg_max_k=4096,vec_int_b_wg_max_values=4194304").unwrap();
+    let in_wg = |m| match planned(&problem(GgmlType::Q4_0, m, 1, 4096), &d, &k).choice {
+        Choice::MatVec(v) => v.int_b_in_workgroup,
+        other => panic!("{other:?}"),
+    };
+    assert!(in_wg(6144));
+    assert!(!in_wg(28672));
+    // No bound: both in the workgroups.
+    let unbounded = Knobs::parse("vec_int_b_wg_max_k=4096").unwrap();
+    let plan = planned(&problem(GgmlType::Q4_0, 28672, 1, 4096), &d, &unbounded);
+    assert!(
+        matches!(&plan.choice, Choice::MatVec(v) if v.int_b_in_workgroup),
+        "{plan}"
+    );
 }
