@@ -124,8 +124,9 @@ impl NormBinding {
 }
 
 /// The ROPE and KV-cache write a plan with [`DstEpilogue::RopeSetRows`] binds after the
-/// norm's operands (mul_mat_operands.wgsl's EPI_BINDING), and its parameters (the
-/// `MulMatUniforms` fields from `rope_rows` on).
+/// norm's operands (mul_mat_operands.wgsl's EPI_BINDING), and its parameters: the
+/// `MulMatUniforms` fields from `rope_rows` on, the rest left at their defaults (the main
+/// kernel's block starts from it).
 #[derive(Debug, Clone)]
 pub struct RopeKvBinding {
     pub pos: BufferRange,
@@ -136,30 +137,11 @@ pub struct RopeKvBinding {
 }
 
 impl RopeKvBinding {
-    fn bind(&self, buffers: &mut Vec<BufferRange>, params: &mut MulMatUniforms) {
+    fn bind(&self, buffers: &mut Vec<BufferRange>) {
         buffers.push(self.pos.clone());
         buffers.extend(self.freq_factors.clone());
         buffers.push(self.ids.clone());
         buffers.push(self.cache.clone());
-        let e = &self.params;
-        params.rope_rows = e.rope_rows;
-        params.rope_d = e.rope_d;
-        params.rope_n_dims = e.rope_n_dims;
-        params.pos_start = e.pos_start;
-        params.ff_start = e.ff_start;
-        params.theta_scale = e.theta_scale;
-        params.freq_scale = e.freq_scale;
-        params.ext_factor = e.ext_factor;
-        params.attn_factor = e.attn_factor;
-        params.corr0 = e.corr0;
-        params.corr1 = e.corr1;
-        params.mscale_ext = e.mscale_ext;
-        params.kv_start = e.kv_start;
-        params.kv_end = e.kv_end;
-        params.ids_start = e.ids_start;
-        params.cache_start = e.cache_start;
-        params.cache_nb1 = e.cache_nb1;
-        params.cache_rows = e.cache_rows;
     }
 }
 
@@ -224,7 +206,9 @@ pub fn encode_with(
     }
     let kernels = plan_kernels(env, plan)?;
     let kernel = &kernels.kernel;
-    let mut params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan)?;
+    let plain = MulMatUniforms::default();
+    let base = rope.map_or(&plain, |r| &r.params);
+    let mut params = operand_params(a, b, bound, bound.dst.start_byte / 4, plan.grid[0], plan, base)?;
     let mut buffers = vec![
         BufferRange::new(a.buffer(), bound.a),
         BufferRange::new(b.buffer(), bound.b),
@@ -237,7 +221,7 @@ pub fn encode_with(
         n.bind(&mut buffers, &mut params);
     }
     if let Some(r) = rope {
-        r.bind(&mut buffers, &mut params);
+        r.bind(&mut buffers);
     }
     if plan.dequantize_a.is_some() || plan.convert_b.is_some() {
         // The f16 copies go to the context's scratch first, in the same submit as the kernel,
@@ -254,7 +238,7 @@ pub fn encode_with(
                 kernels.dequantize_a.as_ref(),
                 "MUL_MAT f16 a",
                 q.scratch_bytes,
-                &operand_params(a, b, bound, 0, q.grid[0], plan)?,
+                &operand_params(a, b, bound, 0, q.grid[0], plan, &plain)?,
                 q.grid,
             )?;
             let a_ne2 = a.layout().ne[2] as u64;
@@ -275,7 +259,7 @@ pub fn encode_with(
                 kernels.convert_b.as_ref(),
                 "MUL_MAT f16 b",
                 q.scratch_bytes,
-                &operand_params(a, b, bound, 0, q.grid[0], plan)?,
+                &operand_params(a, b, bound, 0, q.grid[0], plan, &plain)?,
                 q.grid,
             )?;
             let b_ne2 = b.layout().ne[2] as u64;
@@ -301,7 +285,7 @@ pub fn encode_with(
             size: q.scratch_bytes,
         };
         let mut quantize_buffers = vec![buffers[0].clone(), buffers[1].clone(), scratch.clone()];
-        let mut quantize_params = operand_params(a, b, bound, 0, q.grid[0], plan)?;
+        let mut quantize_params = operand_params(a, b, bound, 0, q.grid[0], plan, &plain)?;
         if let Some(n) = norm.filter(|_| q.prologue) {
             n.bind(&mut quantize_buffers, &mut quantize_params);
         }
@@ -340,7 +324,8 @@ fn copy_pass(
 }
 
 /// The parameter block of the fast kernels, with dst starting `dst_start` elements (or words)
-/// into its binding and grids `grid_x` wide.
+/// into its binding and grids `grid_x` wide; the fields past the operands' (a fused op's) as
+/// `base` has them.
 fn operand_params(
     a: &DeviceTensor,
     b: &DeviceTensor,
@@ -348,6 +333,7 @@ fn operand_params(
     dst_start: u64,
     grid_x: u32,
     plan: &MulMatPlan,
+    base: &MulMatUniforms,
 ) -> Result<MulMatUniforms> {
     let (la, lb) = (a.layout(), b.layout());
     let w = |v: usize| word(v as u64);
@@ -372,13 +358,7 @@ fn operand_params(
         tiles_m: plan.tiles_m,
         tiles_n: plan.tiles_n,
         grid_x,
-        norm_eps: 0.0,
-        norm_w_start: 0,
-        norm_r_start: 0,
-        norm_r_nb1: 0,
-        norm_sum_start: 0,
-        norm_sum_nb1: 0,
-        ..MulMatUniforms::default()
+        ..*base
     })
 }
 
