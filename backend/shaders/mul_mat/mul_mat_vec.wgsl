@@ -355,10 +355,7 @@ fn vu_acc(h: VuSub, b0: vec4<f32>, b1: vec4<f32>, c: f32) -> f32 {
 // cos and sin of pair k's angle at column c's position: rope.wgsl's angle in the normal mode.
 fn epi_angle(k: u32, c: u32) -> vec2<f32> {
     let p = params;
-    var theta = f32(bitcast<i32>(rope_pos[p.pos_start + c]));
-    for (var j = 0u; j < k; j++) {
-        theta *= p.theta_scale;
-    }
+    let theta = rope_theta(f32(bitcast<i32>(rope_pos[p.pos_start + c])), k, p.theta_scale);
 #ifdef ROPE_FF
     let extrap = theta / rope_ff[p.ff_start + k];
 #else

@@ -226,15 +226,10 @@ fn angle(k: u32, i2: u32) -> vec2<f32> {
         }
     }
 #else
-    for (var j = 0u; j < k; j++) {
-        theta *= p.theta_scale;
-    }
+    theta = rope_theta(theta, k, p.theta_scale);
 #endif
 #else
-    var theta = position(i2, 0u);
-    for (var j = 0u; j < k; j++) {
-        theta *= p.theta_scale;
-    }
+    let theta = rope_theta(position(i2, 0u), k, p.theta_scale);
 #endif
 #if FF
     let extrap = theta / ff[p.ff_start + k];

@@ -1,8 +1,18 @@
-// ggml's rope_yarn for one rotated pair, shared by ROPE's kernel (rope.wgsl) and the mat-vec
-// that ropes its result rows (mul_mat_vec.wgsl with DST_ROPE), so the two compute the same
-// bits: `extrap` is the pair's angle (the running product of theta_scale, divided by its
-// frequency factor), `k` the pair's index; returns cos and sin times the magnitude, after a
-// two-constant reduction of the angle to [-pi, pi].
+// ggml's angle of a rotated pair, shared by ROPE's kernel (rope.wgsl) and the mat-vec that
+// ropes its result rows (mul_mat_vec.wgsl with DST_ROPE), so the two compute the same bits.
+
+// Pair k's angle from its position: ggml's running product `theta *= theta_scale`, k times
+// in f32.
+fn rope_theta(position: f32, k: u32, theta_scale: f32) -> f32 {
+    var theta = position;
+    for (var j = 0u; j < k; j++) {
+        theta *= theta_scale;
+    }
+    return theta;
+}
+
+// ggml's rope_yarn for pair k: `extrap` is its angle divided by its frequency factor; returns
+// cos and sin times the magnitude, after a two-constant reduction of the angle to [-pi, pi].
 fn rope_yarn(extrap: f32, k: u32, freq_scale: f32, ext_factor: f32, attn_factor: f32, corr0: f32, corr1: f32,
              mscale_ext: f32) -> vec2<f32> {
     let interp = freq_scale * extrap;
