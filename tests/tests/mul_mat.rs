@@ -1003,10 +1003,10 @@ fn mul_mat_swiglu_falls_back_and_refuses_bad_operands() {
     assert_eq!(ctx.stream_counts().dispatches, before, "nothing recorded");
 }
 
-/// `a × (rms_norm(x (+ r)) · w)` with the integer mat-vec quantizing b in its workgroup: the
-/// fused kernel (one dispatch, each workgroup norming its columns as RMS_NORM's kernel would)
-/// gives the bytes of RMS_NORM then MUL_MAT, and the CPU's result; with a residual, its sum
-/// stored whole by one workgroup.
+/// `a × (rms_norm(x (+ r)) · w)` with the integer mat-vec quantizing b in its workgroup or in
+/// its pass: the fused plan (each workgroup that quantizes b norming its columns as RMS_NORM's
+/// kernel would) gives the bytes of RMS_NORM then MUL_MAT, and the CPU's result; with a
+/// residual, its sum stored whole.
 #[test]
 fn rms_norm_mul_mat_fused_matches_the_two_ops() {
     for (path, ctx) in fused_contexts() {
