@@ -850,6 +850,10 @@ fn overrides_apply_on_the_profile_and_nonsense_is_refused_naming_the_knob() {
         ("vec_int_slots_min_n=0", "vec_int_slots_min_n"),
         ("vec_acc_max=80/0", "vec_acc_max"),
         ("sg_scratch_max=0", "sg_scratch_max"),
+        ("vec_int_b_wg_max_values=0", "vec_int_b_wg_max_values"),
+        ("vec_int_b_wg_max_values=4294967296", "vec_int_b_wg_max_values"),
+        ("vec_rope_set_rows=maybe", "vec_rope_set_rows"),
+        ("vec_int_pass_rms_norm=2", "vec_int_pass_rms_norm"),
         ("nope=1", "known: vec_max_n"),
         ("vec_rows=1/1,vec_rows=2/2", "twice"),
     ] {
